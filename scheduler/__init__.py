@@ -1,0 +1,1 @@
+"""Sluice: a Kubernetes scheduler for batch and AI workloads."""

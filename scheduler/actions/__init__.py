@@ -1,0 +1,15 @@
+"""Layer 2: actions ask the plugins and decide. Synchronous and deterministic."""
+
+from __future__ import annotations
+
+from scheduler.actions.allocate import AllocateAction
+from scheduler.actions.backfill import BackfillAction
+from scheduler.actions.enqueue import EnqueueAction
+from scheduler.framework.registry import ActionSpec, Registry
+
+
+def register_builtin(registry: Registry) -> None:
+    """Register every action shipped with Sluice."""
+    registry.add_action(ActionSpec("enqueue", EnqueueAction))
+    registry.add_action(ActionSpec("allocate", AllocateAction))
+    registry.add_action(ActionSpec("backfill", BackfillAction))

@@ -1,0 +1,72 @@
+"""The ``enqueue`` action (layer 2): admit PodGroups from Pending to Inqueue.
+
+A PodGroup is admitted when its ``minResources`` fits in what the cluster has idle
+(less what gangs admitted earlier still reserve) and the plugins agree that its queue
+has room. Queues are visited in queue order and jobs in job order, so when room is
+short the most important gangs are admitted first. Gangs without ``minResources``
+are admitted at once. Lone pods need no admission.
+"""
+
+from __future__ import annotations
+
+from scheduler.actions.common import eligible
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.resource import ZERO, Resource
+from scheduler.framework.effects import SetPhase
+from scheduler.framework.registry import NoArguments
+from scheduler.framework.session import Session
+
+
+def _idle(session: Session) -> Resource:
+    idle = ZERO
+    for node in session.nodes.values():
+        if node.ready and not node.unschedulable:
+            idle = idle + (node.idle - node.nominated).clamp()
+    for job in session.jobs.values():
+        if job.has_pod_group and job.phase is PodGroupPhase.INQUEUE:
+            placed = ZERO
+            for t in job.tasks.values():
+                if t.node_name:
+                    placed = placed + t.request
+            idle = idle - (job.min_resources - placed).clamp()
+    return idle
+
+
+class EnqueueAction:
+    name = "enqueue"
+
+    def __init__(self, arguments: NoArguments) -> None:
+        del arguments
+
+    def execute(self, session: Session) -> None:
+        candidates: dict[str, list[JobInfo]] = {}
+        for job in session.jobs.values():
+            if (
+                job.has_pod_group
+                and job.phase is PodGroupPhase.PENDING
+                and eligible(session, job, need_inqueue=False)
+            ):
+                candidates.setdefault(job.queue, []).append(job)
+        if not candidates:
+            return
+        budget = _idle(session)
+        queues = sorted(candidates, key=lambda q: session.queue_key(session.queues[q]))
+        for name in queues:
+            for job in session.order_jobs(candidates[name]):
+                need = job.min_resources
+                if not need.fits_in(budget):
+                    short = ", ".join(need.insufficient(budget))
+                    session.record_job_reason(
+                        job,
+                        f"minResources of {job.uid} exceed the cluster's idle resources ({short})",
+                    )
+                    continue
+                if not session.job_enqueueable(job):
+                    session.record_job_reason(
+                        job, f"queue {name!r} has no room for the minResources of {job.uid}"
+                    )
+                    continue
+                job.phase = PodGroupPhase.INQUEUE
+                session.effects.append(SetPhase(job, PodGroupPhase.INQUEUE))
+                session.job_enqueued(job)
+                budget = budget - need

@@ -1,0 +1,246 @@
+"""Kubernetes objects (JSON dicts) to domain objects (layer 0).
+
+Both backends hand the cache plain JSON dicts in Kubernetes shape (the kube backend
+reads raw JSON; the embedded cluster stores it), so one pure conversion serves both.
+Every function raises :class:`InvalidInputError` naming the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from scheduler.api import labels as L
+from scheduler.api.errors import InvalidInputError
+from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
+from scheduler.api.node import NodeInfo
+from scheduler.api.pod import Taint, parse_pod_spec
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Resource
+from scheduler.api.selectors import parse_label_selector
+from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
+from scheduler.api.task import TaskInfo, TaskStatus
+
+Obj = Mapping[str, Any]
+
+
+def parse_time(value: object) -> float:
+    """RFC 3339 timestamp to epoch seconds; absent or malformed reads as 0."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def ref(obj: Obj) -> str:
+    """``Kind namespace/name`` (or ``Kind name``) for messages."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    name = meta.get("name", "?")
+    return (
+        f"{obj.get('kind', 'Object')} {ns}/{name}" if ns else f"{obj.get('kind', 'Object')} {name}"
+    )
+
+
+def pod_group_name(pod: Obj) -> str:
+    """The PodGroup a pod belongs to, by label or the upstream annotation; "" if none."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(L.POD_GROUP_LABEL)
+    if not name:
+        name = (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION)
+    return str(name or "")
+
+
+def job_id_of_pod(pod: Obj) -> str:
+    meta = pod["metadata"]
+    ns = meta.get("namespace", "default")
+    group = pod_group_name(pod)
+    return f"{ns}/{group}" if group else f"{ns}/{meta['name']}"
+
+
+def pod_status(pod: Obj) -> TaskStatus:
+    meta = pod["metadata"]
+    spec = pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase", "Pending")
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    if spec.get("nodeName"):
+        if meta.get("deletionTimestamp"):
+            return TaskStatus.RELEASING
+        return TaskStatus.RUNNING if phase == "Running" else TaskStatus.BOUND
+    return TaskStatus.PENDING
+
+
+def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskInfo:
+    """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    where = ref({"kind": "Pod", "metadata": meta})
+    labels = dict(meta.get("labels") or {})
+    annotations = dict(meta.get("annotations") or {})
+    status = pod.get("status") or {}
+    priority = spec.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidInputError(where, "spec.priority", f"must be an integer, got {priority!r}")
+    return TaskInfo(
+        uid=str(meta.get("uid") or where),
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta["name"]),
+        job_id=job_id_of_pod(pod),
+        spec=parse_pod_spec(spec, obj=where),
+        priority=priority,
+        creation=parse_time(meta.get("creationTimestamp")),
+        role=labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE),
+        labels=labels,
+        annotations=annotations,
+        status=pod_status(pod),
+        node_name=str(spec.get("nodeName") or ""),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
+        preemptable=labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false",
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        start_time=parse_time(status.get("startTime")),
+        terminating=bool(meta.get("deletionTimestamp")),
+        sluice=spec.get("schedulerName", "default-scheduler") == scheduler_name,
+    )
+
+
+def node_from_object(node: Obj) -> NodeInfo:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    where = ref({"kind": "Node", "metadata": meta})
+    raw = status.get("allocatable") or status.get("capacity") or {}
+    allocatable = Resource.parse(raw, obj=where, field="status.allocatable")
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
+        for t in spec.get("taints") or ()
+    )
+    ready = True
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    return NodeInfo(
+        name=str(meta["name"]),
+        allocatable=allocatable,
+        labels=dict(meta.get("labels") or {}),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
+    meta = pg.get("metadata") or {}
+    spec = pg.get("spec") or {}
+    status = pg.get("status") or {}
+    where = ref({"kind": "PodGroup", "metadata": meta})
+    ns = str(meta.get("namespace", "default"))
+    pc = str(spec.get("priorityClassName") or "")
+    if pc and pc not in priority_classes:
+        raise InvalidInputError(where, "spec.priorityClassName", f"no PriorityClass named {pc!r}")
+    tc = spec.get("topologyConstraint")
+    topology = None
+    if tc:
+        topology = TopologyConstraint(
+            str(tc.get("topology", "")),
+            str(tc.get("requiredLevel") or ""),
+            str(tc.get("preferredLevel") or ""),
+        )
+    try:
+        phase = PodGroupPhase(status.get("phase", "Pending"))
+    except ValueError:
+        phase = PodGroupPhase.PENDING
+    conditions = tuple(
+        (
+            str(c.get("type", "")),
+            str(c.get("status", "")),
+            str(c.get("reason", "")),
+            str(c.get("message", "")),
+        )
+        for c in status.get("conditions") or ()
+    )
+    return JobInfo(
+        uid=f"{ns}/{meta['name']}",
+        namespace=ns,
+        name=str(meta["name"]),
+        queue=str(spec.get("queue") or L.DEFAULT_QUEUE),
+        min_member=int(spec.get("minMember", 1)),
+        min_task_member={str(k): int(v) for k, v in (spec.get("minTaskMember") or {}).items()},
+        min_resources=Resource.parse(
+            spec.get("minResources"), obj=where, field="spec.minResources"
+        ),
+        priority=priority_classes.get(pc, 0),
+        priority_class=pc,
+        creation=parse_time(meta.get("creationTimestamp")),
+        phase=phase,
+        has_pod_group=True,
+        topology=topology,
+        pod_group_uid=str(meta.get("uid") or ""),
+        conditions=conditions,
+    )
+
+
+def job_for_lone_pod(task: TaskInfo, queue: str) -> JobInfo:
+    """The gang of one that a pod without a PodGroup forms."""
+    return JobInfo(
+        uid=task.job_id,
+        namespace=task.namespace,
+        name=task.name,
+        queue=queue,
+        min_member=1,
+        priority=task.priority,
+        creation=task.creation,
+        phase=PodGroupPhase.INQUEUE,
+        has_pod_group=False,
+    )
+
+
+def queue_from_object(q: Obj) -> QueueInfo:
+    meta = q.get("metadata") or {}
+    spec = q.get("spec") or {}
+    where = ref({"kind": "Queue", "metadata": meta})
+
+    def opt(field: str) -> Resource | None:
+        raw = spec.get(field)
+        return None if raw is None else Resource.parse(raw, obj=where, field=f"spec.{field}")
+
+    return QueueInfo(
+        name=str(meta["name"]),
+        weight=int(spec.get("weight", 1)),
+        capability=opt("capability"),
+        deserved=opt("deserved"),
+        guarantee=opt("guarantee") or Resource(),
+        reclaimable=bool(spec.get("reclaimable", True)),
+        priority=int(spec.get("priority", 0)),
+        parent=str(spec.get("parent") or ""),
+        state=str((q.get("status") or {}).get("state") or "Open"),
+        uid=str(meta.get("uid") or ""),
+    )
+
+
+def budget_from_object(pdb: Obj, disruptions_allowed: int) -> DisruptionBudget:
+    meta = pdb.get("metadata") or {}
+    where = ref({"kind": "PodDisruptionBudget", "metadata": meta})
+    selector = parse_label_selector(
+        (pdb.get("spec") or {}).get("selector"),
+        obj=where,
+        field="spec.selector",
+        null_matches=False,
+    )
+    return DisruptionBudget(
+        str(meta.get("namespace", "default")), str(meta["name"]), selector, disruptions_allowed
+    )
+
+
+def topology_from_object(topo: Obj) -> TopologyInfo:
+    meta = topo.get("metadata") or {}
+    levels = tuple(
+        str(lv.get("nodeLabel", "")) for lv in (topo.get("spec") or {}).get("levels") or ()
+    )
+    return TopologyInfo(str(meta["name"]), levels)

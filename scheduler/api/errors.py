@@ -1,0 +1,125 @@
+"""The one exception tree of Sluice (layer 0).
+
+::
+
+    SluiceError
+    ├── InvalidInputError          bad user input; names the object and the field
+    │   ├── QuantityError          a malformed Kubernetes quantity
+    │   ├── ConfigError            a bad SchedulerConfiguration or --feature-gates value
+    │   └── ScenarioError          a bad simulation scenario (unknown kind, duplicates, ...)
+    ├── RegistryError              a duplicate or unknown plugin / action name
+    ├── InvariantError             an internal rule was about to be broken (a bug, not input)
+    │   └── AllocationError        a node would be over-allocated
+    └── ApiError                   a call to the API server (real or embedded) failed
+        ├── NotFoundError          404
+        ├── AlreadyExistsError     409 on create
+        ├── ConflictError          409: resourceVersion/uid precondition, pod already bound
+        ├── InvalidObjectError     422: the object fails validation; carries field causes
+        ├── GoneError              410: the resourceVersion of a watch is too old
+        ├── TooManyRequestsError   429: an eviction refused by a PodDisruptionBudget, rate limits
+        └── ServerError            5xx, timeouts, injected faults: retry later
+
+Expected outcomes (a pod does not fit) are values, never exceptions. Adapters translate
+library errors into this tree and chain them with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SluiceError(Exception):
+    """Root of every error Sluice raises on purpose."""
+
+
+class InvalidInputError(SluiceError):
+    """User input that cannot be accepted. ``str()`` is one line naming object and field."""
+
+    def __init__(self, obj: str, field: str | None, message: str) -> None:
+        self.obj = obj
+        self.field = field
+        self.message = message
+        where = f"{obj}: {field}" if field else obj
+        super().__init__(f"{where}: {message}")
+
+
+class QuantityError(InvalidInputError):
+    """A Kubernetes quantity that does not parse (``12x``, ``1..5``, ``--1``)."""
+
+
+class ConfigError(InvalidInputError):
+    """A SchedulerConfiguration that cannot be loaded."""
+
+
+class ScenarioError(InvalidInputError):
+    """A simulation scenario that cannot be loaded."""
+
+
+class RegistryError(SluiceError):
+    """A duplicate registration, or a lookup of a name that was never registered."""
+
+
+class InvariantError(SluiceError):
+    """An internal invariant was about to be violated: a bug in Sluice, never user input."""
+
+
+class AllocationError(InvariantError):
+    """Placing a task would over-allocate a node, or remove a task that is not there."""
+
+
+class ApiError(SluiceError):
+    """A call to the API server failed. ``code`` is the HTTP status it maps to."""
+
+    code: int = 500
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(message)
+
+
+class NotFoundError(ApiError):
+    code = 404
+
+
+class AlreadyExistsError(ApiError):
+    code = 409
+
+
+class ConflictError(ApiError):
+    code = 409
+
+
+@dataclass(frozen=True, slots=True)
+class FieldCause:
+    """One reason an object is invalid: the JSON path of the field and what is wrong."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class InvalidObjectError(ApiError):
+    """422: the object fails validation. ``causes`` name each bad field."""
+
+    code = 422
+
+    def __init__(
+        self, message: str, *, kind: str = "", name: str = "", causes: tuple[FieldCause, ...] = ()
+    ) -> None:
+        self.causes = causes
+        super().__init__(message, kind=kind, name=name)
+
+
+class GoneError(ApiError):
+    code = 410
+
+
+class TooManyRequestsError(ApiError):
+    code = 429
+
+
+class ServerError(ApiError):
+    code = 500

@@ -1,0 +1,109 @@
+"""JobInfo: a gang (a PodGroup, or a lone pod as a gang of one) (layer 0)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler.api.resource import ZERO, Resource
+from scheduler.api.task import ALIVE, PLACED, TaskInfo, TaskStatus
+
+
+class PodGroupPhase(enum.Enum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    topology: str
+    required_level: str = ""
+    preferred_level: str = ""
+
+
+@dataclass(slots=True)
+class JobInfo:
+    """A gang. ``uid`` is ``namespace/name`` of its PodGroup, or of the lone pod.
+
+    ``tasks`` maps pod uid to TaskInfo. ``has_pod_group`` is False for a lone pod, which
+    is a gang of one and needs no enqueue.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    queue: str
+    min_member: int = 1
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    min_resources: Resource = ZERO
+    priority: int = 0
+    priority_class: str = ""
+    creation: float = 0.0
+    phase: PodGroupPhase = PodGroupPhase.PENDING
+    has_pod_group: bool = False
+    topology: TopologyConstraint | None = None
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    pod_group_uid: str = ""
+    conditions: tuple[tuple[str, str, str, str], ...] = ()
+    """The PodGroup's conditions as last seen: (type, status, reason, message)."""
+    problem: str = ""
+    """Why the job cannot be scheduled at all, found when building it (a missing PodGroup)."""
+
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+
+    def remove_task(self, uid: str) -> None:
+        self.tasks.pop(uid, None)
+
+    def count(self, statuses: frozenset[TaskStatus]) -> int:
+        return sum(1 for t in self.tasks.values() if t.status in statuses)
+
+    def placed_count(self) -> int:
+        """Tasks that count toward readiness: allocated, binding, bound, running, succeeded."""
+        return self.count(PLACED)
+
+    def placed_by_role(self, extra: frozenset[TaskStatus] = frozenset()) -> Counter[str]:
+        statuses = PLACED | extra
+        return Counter(t.role for t in self.tasks.values() if t.status in statuses)
+
+    def valid_count(self) -> int:
+        """Tasks that can still run: every task that has not failed."""
+        return self.count(ALIVE)
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks.values() if t.status is TaskStatus.PENDING and t.sluice]
+
+    def total_request(self) -> Resource:
+        total = ZERO
+        for t in self.tasks.values():
+            total = total + t.request
+        return total
+
+    def clone(self) -> JobInfo:
+        """A copy with an empty task map; the snapshot fills it with cloned tasks."""
+        return JobInfo(
+            self.uid,
+            self.namespace,
+            self.name,
+            self.queue,
+            self.min_member,
+            self.min_task_member,
+            self.min_resources,
+            self.priority,
+            self.priority_class,
+            self.creation,
+            self.phase,
+            self.has_pod_group,
+            self.topology,
+            {},
+            self.pod_group_uid,
+            self.conditions,
+            self.problem,
+        )
+
+    def __repr__(self) -> str:
+        return f"Job({self.uid} q={self.queue} min={self.min_member} tasks={len(self.tasks)})"

@@ -1,0 +1,29 @@
+"""Label, annotation and condition names users and the cluster see (layer 0)."""
+
+from __future__ import annotations
+
+GROUP = "scheduling.sluice.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+SCHEDULER_NAME = "sluice"
+
+POD_GROUP_LABEL = f"{GROUP}/pod-group"
+POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_ROLE_LABEL = f"{GROUP}/task-role"
+QUEUE_LABEL = f"{GROUP}/queue"
+PREEMPTABLE_LABEL = f"{GROUP}/preemptable"
+GPU_MEMORY_LABEL = f"{GROUP}/gpu-memory"
+GPU_MEMORY_ANNOTATION = f"{GROUP}/gpu-memory"
+GPU_INDEX_ANNOTATION = f"{GROUP}/gpu-index"
+
+DEFAULT_QUEUE = "default"
+DEFAULT_ROLE = ""
+
+SYSTEM_NAMESPACE = "kube-system"
+SYSTEM_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+# Pod conditions written by the scheduler.
+POD_SCHEDULED = "PodScheduled"
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_PREEMPTION = "PreemptionByScheduler"

@@ -1,0 +1,251 @@
+"""What the scheduler reads from a pod's spec (layer 0).
+
+:func:`parse_pod_spec` turns the ``spec`` of a Kubernetes pod (a JSON dict) into a frozen
+:class:`PodSpecView`: the resource request computed as Kubernetes computes it, and the
+placement constraints predicates and scores need, parsed once. ``shape`` groups pods
+whose static placement constraints are identical, so predicates can cache per shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.api.errors import InvalidInputError
+from scheduler.api.resource import PODS, ZERO, Resource, canonical_amount
+from scheduler.api.selectors import (
+    LabelSelector,
+    Requirement,
+    parse_label_selector,
+    parse_requirement,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # "Equal" | "Exists"
+    value: str
+    effect: str  # "" means every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements on node labels (matchExpressions) and fields (matchFields, metadata.name)."""
+
+    labels: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        if not self.labels and not self.fields:
+            return False  # an empty term matches no objects, as in Kubernetes
+        if not all(r.matches(labels) for r in self.labels):
+            return False
+        fields = {"metadata.name": node_name}
+        return all(r.matches(fields) for r in self.fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """Pods matching ``selector`` in ``namespaces`` (empty: the pod's own namespace),
+    counted per domain of ``topology_key``."""
+
+    selector: LabelSelector
+    namespaces: tuple[str, ...]
+    topology_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    protocol: str
+    host_ip: str
+    port: int
+
+    def conflicts(self, other: HostPort) -> bool:
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wild = ("", "0.0.0.0")
+        return self.host_ip in wild or other.host_ip in wild or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True, slots=True)
+class StaticShape:
+    """The constraints that depend only on node labels, taints and flags: a cache key."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    required_terms: tuple[NodeSelectorTerm, ...] | None
+    tolerations: tuple[Toleration, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpecView:
+    request: Resource
+    node_selector: Mapping[str, str]
+    required_terms: tuple[NodeSelectorTerm, ...] | None  # None: no required node affinity
+    preferred_terms: tuple[PreferredTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    host_ports: tuple[HostPort, ...]
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    shape: StaticShape
+
+    @property
+    def best_effort(self) -> bool:
+        """True when the pod requests nothing but its pod slot (backfill's pods)."""
+        return all(name == PODS for name in self.request)
+
+
+def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resource:
+    res = c.get("resources") or {}
+    requests = dict(res.get("requests") or {})
+    # The API server defaults a missing request to the limit.
+    for name, value in (res.get("limits") or {}).items():
+        requests.setdefault(name, value)
+    return Resource(
+        {
+            n: canonical_amount(n, v, obj=obj, field=f"{field}.resources.requests.{n}")
+            for n, v in requests.items()
+        }
+    )
+
+
+def pod_request(spec: Mapping[str, Any], *, obj: str) -> Resource:
+    """The pod's effective request, as Kubernetes computes it.
+
+    Sum of the containers; restartable (sidecar) init containers run beside them and are
+    added; each ordinary init container runs alone beside the sidecars started before it,
+    so the request is the max of the two; then the pod overhead, and one ``pods`` slot.
+    """
+    total = ZERO
+    for i, c in enumerate(spec.get("containers") or ()):
+        total = total + _container_requests(c, obj=obj, field=f"spec.containers[{i}]")
+    sidecars = ZERO
+    init_max = ZERO
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        req = _container_requests(c, obj=obj, field=f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            sidecars = sidecars + req
+            init_max = init_max.max(sidecars)
+        else:
+            init_max = init_max.max(req + sidecars)
+    total = (total + sidecars).max(init_max)
+    overhead = spec.get("overhead")
+    if overhead:
+        total = total + Resource.parse(overhead, obj=obj, field="spec.overhead")
+    return total + Resource({PODS: 1})
+
+
+def _node_selector_term(raw: Mapping[str, Any], *, obj: str, field: str) -> NodeSelectorTerm:
+    labels = tuple(
+        parse_requirement(e, obj=obj, field=f"{field}.matchExpressions[{i}]")
+        for i, e in enumerate(raw.get("matchExpressions") or ())
+    )
+    fields = tuple(
+        parse_requirement(e, obj=obj, field=f"{field}.matchFields[{i}]")
+        for i, e in enumerate(raw.get("matchFields") or ())
+    )
+    return NodeSelectorTerm(labels, fields)
+
+
+def _pod_affinity_terms(
+    raw: list[Any] | None, *, obj: str, field: str, weighted: bool = False
+) -> tuple[PodAffinityTerm, ...]:
+    out: list[PodAffinityTerm] = []
+    for i, item in enumerate(raw or ()):
+        term = item.get("podAffinityTerm", {}) if weighted else item
+        f = f"{field}[{i}]"
+        key = term.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(obj, f"{f}.topologyKey", "a non-empty string is required")
+        selector = parse_label_selector(
+            term.get("labelSelector"), obj=obj, field=f"{f}.labelSelector", null_matches=False
+        )
+        out.append(PodAffinityTerm(selector, tuple(term.get("namespaces") or ()), key))
+    return tuple(out)
+
+
+def parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
+    """Parse a pod ``spec``. Errors name ``obj`` (``Pod ns/name``) and the field."""
+    request = pod_request(spec, obj=obj)
+    node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    affinity = spec.get("affinity") or {}
+    node_aff = affinity.get("nodeAffinity") or {}
+    required_terms: tuple[NodeSelectorTerm, ...] | None = None
+    req = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        required_terms = tuple(
+            _node_selector_term(t, obj=obj, field=f"{base}.nodeSelectorTerms[{i}]")
+            for i, t in enumerate(req.get("nodeSelectorTerms") or ())
+        )
+    preferred = tuple(
+        PreferredTerm(
+            int(p.get("weight", 1)),
+            _node_selector_term(
+                p.get("preference") or {},
+                obj=obj,
+                field=f"spec.affinity.nodeAffinity.preferred[{i}].preference",
+            ),
+        )
+        for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+    )
+    tolerations = tuple(
+        Toleration(
+            str(t.get("key", "")),
+            str(t.get("operator", "Equal")),
+            str(t.get("value", "")),
+            str(t.get("effect", "")),
+        )
+        for t in spec.get("tolerations") or ()
+    )
+    ports: list[HostPort] = []
+    for c in spec.get("containers") or ():
+        for p in c.get("ports") or ():
+            if p.get("hostPort"):
+                ports.append(
+                    HostPort(
+                        str(p.get("protocol", "TCP")), str(p.get("hostIP", "")), int(p["hostPort"])
+                    )
+                )
+    pa = affinity.get("podAffinity") or {}
+    paa = affinity.get("podAntiAffinity") or {}
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    shape = StaticShape(tuple(sorted(node_selector.items())), required_terms, tolerations)
+    return PodSpecView(
+        request=request,
+        node_selector=node_selector,
+        required_terms=required_terms,
+        preferred_terms=preferred,
+        tolerations=tolerations,
+        host_ports=tuple(ports),
+        pod_affinity=_pod_affinity_terms(
+            pa.get(key), obj=obj, field=f"spec.affinity.podAffinity.{key}"
+        ),
+        pod_anti_affinity=_pod_affinity_terms(
+            paa.get(key), obj=obj, field=f"spec.affinity.podAntiAffinity.{key}"
+        ),
+        shape=shape,
+    )

@@ -1,0 +1,123 @@
+"""TaskInfo: one pod as the scheduler sees it (layer 0).
+
+A task's ``status`` is the cache's pod state machine, extended with the session's
+decisions::
+
+    PENDING ──allocate──▶ ALLOCATED ──commit──▶ BINDING ──bind ok──▶ BOUND ──kubelet──▶ RUNNING
+       │                                            └──bind failed (forget)──▶ PENDING
+       └──pipeline (nominated, waits for victims)──▶ PIPELINED
+    BOUND/RUNNING ──evict──▶ RELEASING ──deleted──▶ (gone)
+    RUNNING ──▶ SUCCEEDED | FAILED
+
+Tasks that occupy a node's resources are those in :data:`OCCUPYING`. A PIPELINED task
+is counted in its node's ``nominated`` resources instead.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from scheduler.api.pod import PodSpecView
+from scheduler.api.resource import Resource
+
+
+class TaskStatus(enum.Enum):
+    PENDING = "Pending"
+    ALLOCATED = "Allocated"
+    PIPELINED = "Pipelined"
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+OCCUPYING = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.RELEASING,
+    }
+)
+PLACED = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+    }
+)
+"""Statuses that count toward a gang's readiness."""
+ALIVE = frozenset(set(TaskStatus) - {TaskStatus.FAILED, TaskStatus.UNKNOWN})
+"""Statuses of tasks that are valid members of a gang (not failed)."""
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    """One pod. Mutable: the cache and the session update ``status`` and ``node_name``.
+
+    ``spec`` is an immutable parse of the pod spec shared between clones, so cloning a
+    task for a snapshot copies a handful of references.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    job_id: str
+    spec: PodSpecView
+    priority: int = 0
+    creation: float = 0.0
+    role: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    status: TaskStatus = TaskStatus.PENDING
+    node_name: str = ""
+    nominated_node: str = ""
+    preemptable: bool = True
+    preemption_policy: str = "PreemptLowerPriority"
+    priority_class: str = ""
+    start_time: float = 0.0
+    terminating: bool = False
+    sluice: bool = True
+    """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def request(self) -> Resource:
+        return self.spec.request
+
+    def clone(self) -> TaskInfo:
+        return TaskInfo(
+            self.uid,
+            self.namespace,
+            self.name,
+            self.job_id,
+            self.spec,
+            self.priority,
+            self.creation,
+            self.role,
+            self.labels,
+            self.annotations,
+            self.status,
+            self.node_name,
+            self.nominated_node,
+            self.preemptable,
+            self.preemption_policy,
+            self.priority_class,
+            self.start_time,
+            self.terminating,
+            self.sluice,
+        )
+
+    def __repr__(self) -> str:
+        where = f"@{self.node_name}" if self.node_name else ""
+        return f"Task({self.key} {self.status.value}{where} p={self.priority})"

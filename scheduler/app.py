@@ -1,0 +1,36 @@
+"""The composition root (layer 5): registries, configuration and the loop, wired once."""
+
+from __future__ import annotations
+
+from scheduler import actions, plugins
+from scheduler.cache import SchedulerCache
+from scheduler.config import SchedulerConfiguration
+from scheduler.framework.registry import Registry, ResolvedConfiguration
+from scheduler.loop.scheduler_loop import SchedulingLoop
+from scheduler.metrics import Metrics
+from scheduler.ports import ClusterPorts
+
+
+def builtin_registry() -> Registry:
+    """A registry holding every shipped plugin and action."""
+    registry = Registry()
+    plugins.register_builtin(registry)
+    actions.register_builtin(registry)
+    return registry
+
+
+def resolve(
+    config: SchedulerConfiguration | None = None, registry: Registry | None = None
+) -> ResolvedConfiguration:
+    """Check ``config`` (default: the built-in defaults) against the registry."""
+    return (registry or builtin_registry()).resolve(config or SchedulerConfiguration())
+
+
+def build_loop(
+    resolved: ResolvedConfiguration,
+    cache: SchedulerCache,
+    ports: ClusterPorts,
+    metrics: Metrics | None = None,
+) -> SchedulingLoop:
+    """The scheduling loop with the executors the configuration asks for."""
+    return SchedulingLoop(cache, resolved, ports, metrics)

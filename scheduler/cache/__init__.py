@@ -1,0 +1,5 @@
+"""Layer 2: the scheduler's live view of the cluster, fed by watch events."""
+
+from scheduler.cache.cache import SchedulerCache
+
+__all__ = ["SchedulerCache"]

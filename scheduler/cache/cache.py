@@ -1,0 +1,418 @@
+"""SchedulerCache: live cluster state from events; a snapshot per cycle (layer 2).
+
+Backends (``scheduler.kube`` informers, ``scheduler.sim``'s watcher) call
+:meth:`SchedulerCache.handle` with every watch event, in order, from one task. The loop
+calls :meth:`snapshot` at the start of a cycle and the assume/forget methods as it hands
+effects to the backends. Nothing here awaits.
+
+The pod state machine, as kube-scheduler's cache::
+
+    pending ──assume_bind──▶ assumed (BINDING) ──event with nodeName──▶ bound/running
+                                 └──forget (bind failed)──▶ pending
+    running ──assume_evict──▶ releasing ──DELETED event──▶ gone
+    pending ──assume_nominate──▶ nominated (PIPELINED on the node) ──forget_nomination──▶ pending
+
+An assumed pod uses its node at once, so the next cycle sees the room taken even before
+the API call returns. Objects that cannot be converted are not applied: they are kept
+in :attr:`rejected` with a one-line reason, and the cache carries on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from scheduler.api import labels as L
+from scheduler.api.convert import (
+    budget_from_object,
+    job_for_lone_pod,
+    job_from_pod_group,
+    node_from_object,
+    parse_time,
+    pod_group_name,
+    pod_status,
+    queue_from_object,
+    ref,
+    task_from_pod,
+    topology_from_object,
+)
+from scheduler.api.errors import InvalidInputError
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.selectors import parse_label_selector
+from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
+from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+
+Obj = Mapping[str, Any]
+
+_SPEC_FIELDS = (
+    "containers",
+    "initContainers",
+    "overhead",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priority",
+    "schedulerName",
+    "preemptionPolicy",
+)
+
+
+def _key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_name: str = L.SCHEDULER_NAME) -> None:
+        self.scheduler_name = scheduler_name
+        self.nodes: dict[str, NodeInfo] = {}
+        self.tasks: dict[str, TaskInfo] = {}
+        self.pod_groups: dict[str, JobInfo] = {}
+        self.pod_group_objects: dict[str, Obj] = {}
+        self.queues: dict[str, QueueInfo] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.budgets: dict[str, Obj] = {}
+        self.topologies: dict[str, TopologyInfo] = {}
+        self.gated: set[str] = set()
+        self.rejected: dict[str, str] = {}
+        """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
+        self.on_change: Callable[[], None] | None = None
+        """Called after an event that may let something new be scheduled (wakes the loop)."""
+        self._spec_src: dict[str, tuple[object, ...]] = {}
+        self._handlers: dict[str, Callable[[str, Obj], bool]] = {
+            "Pod": self._on_pod,
+            "Node": self._on_node,
+            "PodGroup": self._on_pod_group,
+            "Queue": self._on_queue,
+            "PriorityClass": self._on_priority_class,
+            "PodDisruptionBudget": self._on_budget,
+            "Topology": self._on_topology,
+        }
+
+    # Events ---------------------------------------------------------------------------
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(self._handlers)
+
+    def handle(self, kind: str, event: str, obj: Obj) -> None:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) of ``kind``.
+
+        Idempotent for a repeated event. A malformed object is recorded in
+        :attr:`rejected` and otherwise ignored.
+        """
+        handler = self._handlers.get(kind)
+        if handler is None:
+            return
+        where = ref({"kind": kind, "metadata": obj.get("metadata") or {}})
+        try:
+            wake = handler(event, obj)
+        except InvalidInputError as exc:
+            self.rejected[where] = str(exc)
+            return
+        except (KeyError, TypeError, ValueError) as exc:
+            self.rejected[where] = f"{where}: malformed object ({exc!r})"
+            return
+        self.rejected.pop(where, None)
+        if wake and self.on_change is not None:
+            self.on_change()
+
+    def replace(self, kind: str, objects: Iterable[Obj]) -> None:
+        """Make the state of ``kind`` equal to ``objects`` (a relist after a lost watch)."""
+        objs = list(objects)
+        present = {_key(o) for o in objs}
+        for stale in [k for k in self._keys_of(kind) if k not in present]:
+            ns, _, name = stale.rpartition("/")
+            meta: dict[str, str] = {"name": name}
+            if ns:
+                meta["namespace"] = ns
+            if kind == "Pod":
+                uid = next((t.uid for t in self.tasks.values() if t.key == stale), "")
+                meta["uid"] = uid
+            self.handle(kind, "DELETED", {"kind": kind, "metadata": meta})
+        for o in objs:
+            self.handle(kind, "MODIFIED", o)
+
+    def _keys_of(self, kind: str) -> list[str]:
+        table: dict[str, Iterable[str]] = {
+            "Pod": [t.key for t in self.tasks.values()],
+            "Node": self.nodes,
+            "PodGroup": self.pod_groups,
+            "Queue": self.queues,
+            "PriorityClass": self.priority_classes,
+            "PodDisruptionBudget": self.budgets,
+            "Topology": self.topologies,
+        }
+        return list(table.get(kind, ()))
+
+    def _on_pod(self, event: str, pod: Obj) -> bool:
+        meta = pod["metadata"]
+        uid = str(meta.get("uid") or _key(pod))
+        old = self.tasks.get(uid)
+        if event == "DELETED":
+            if old is not None:
+                self._detach(old)
+                del self.tasks[uid]
+                self._spec_src.pop(uid, None)
+            return True
+        spec = pod.get("spec") or {}
+        src = tuple(spec.get(f) for f in _SPEC_FIELDS)
+        task = (
+            task_from_pod(pod, scheduler_name=self.scheduler_name)
+            if (old is None or self._spec_src.get(uid) != src)
+            else self._refresh(old, pod)
+        )
+        self._spec_src[uid] = src
+        if not task.sluice and task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+            if old is not None:
+                self._detach(old)
+                del self.tasks[uid]
+            return True
+        if (
+            old is not None
+            and old.status is TaskStatus.BINDING
+            and not task.node_name
+            and task.status is TaskStatus.PENDING
+        ):
+            task.status, task.node_name = TaskStatus.BINDING, old.node_name  # still assumed
+        elif task.status is TaskStatus.PENDING and task.nominated_node and task.sluice:
+            task.status, task.node_name = TaskStatus.PIPELINED, task.nominated_node
+        if old is not None:
+            self._detach(old)
+        self.tasks[uid] = task
+        self._attach(task)
+        return old is None or old.status is not task.status
+
+    def _refresh(self, old: TaskInfo, pod: Obj) -> TaskInfo:
+        """A new TaskInfo from ``pod`` reusing ``old``'s parsed spec (unchanged)."""
+        meta = pod["metadata"]
+        status = pod.get("status") or {}
+        task = old.clone()
+        task.status = pod_status(pod)
+        task.node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        task.nominated_node = str(status.get("nominatedNodeName") or "")
+        task.terminating = bool(meta.get("deletionTimestamp"))
+        task.labels = dict(meta.get("labels") or {})
+        task.annotations = dict(meta.get("annotations") or {})
+        task.start_time = parse_time(status.get("startTime"))
+        return task
+
+    def _attach(self, task: TaskInfo) -> None:
+        if not task.node_name:
+            return
+        node = self.nodes.get(task.node_name)
+        if node is not None and (task.status in OCCUPYING or task.status is TaskStatus.PIPELINED):
+            node.add_task(task)
+
+    def _detach(self, task: TaskInfo) -> None:
+        node = self.nodes.get(task.node_name) if task.node_name else None
+        if node is not None and task.uid in node.tasks:
+            node.remove_task(task)
+
+    def _on_node(self, event: str, obj: Obj) -> bool:
+        name = str(obj["metadata"]["name"])
+        old = self.nodes.pop(name, None)
+        if event == "DELETED":
+            return True
+        node = node_from_object(obj)
+        if old is not None:
+            node.tasks = old.tasks
+            node.used, node.releasing, node.nominated = old.used, old.releasing, old.nominated
+        else:
+            for task in self.tasks.values():
+                if task.node_name == name:
+                    self.nodes[name] = node
+                    self._attach(task)
+        self.nodes[name] = node
+        return True
+
+    def _on_pod_group(self, event: str, obj: Obj) -> bool:
+        key = _key(obj)
+        if event == "DELETED":
+            self.pod_groups.pop(key, None)
+            self.pod_group_objects.pop(key, None)
+            return True
+        self.pod_group_objects[key] = obj
+        self.pod_groups[key] = job_from_pod_group(obj, self.priority_classes)
+        return True
+
+    def _on_queue(self, event: str, obj: Obj) -> bool:
+        name = _key(obj)
+        if event == "DELETED":
+            self.queues.pop(name, None)
+        else:
+            self.queues[name] = queue_from_object(obj)
+        return True
+
+    def _on_priority_class(self, event: str, obj: Obj) -> bool:
+        name = _key(obj)
+        if event == "DELETED":
+            self.priority_classes.pop(name, None)
+        else:
+            value = obj.get("value", 0)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidInputError(
+                    f"PriorityClass {name}", "value", f"must be an integer, got {value!r}"
+                )
+            self.priority_classes[name] = value
+        for key, pg in list(self.pod_group_objects.items()):
+            if (pg.get("spec") or {}).get("priorityClassName") == name:
+                self.pod_groups[key] = job_from_pod_group(pg, self.priority_classes)
+        return False
+
+    def _on_budget(self, event: str, obj: Obj) -> bool:
+        key = _key(obj)
+        if event == "DELETED":
+            self.budgets.pop(key, None)
+        else:
+            budget_from_object(obj, 0)  # validate the selector now
+            self.budgets[key] = obj
+        return False
+
+    def _on_topology(self, event: str, obj: Obj) -> bool:
+        name = _key(obj)
+        if event == "DELETED":
+            self.topologies.pop(name, None)
+        else:
+            self.topologies[name] = topology_from_object(obj)
+        return True
+
+    # Assume / forget (called by the loop and the preemption executor) -------------------
+
+    def _move(self, uid: str, status: TaskStatus, node: str) -> TaskInfo | None:
+        task = self.tasks.get(uid)
+        if task is None:
+            return None
+        self._detach(task)
+        task.status = status
+        task.node_name = node
+        self._attach(task)
+        return task
+
+    def assume_bind(self, uid: str, node: str) -> None:
+        """The pod is being bound to ``node``: count it there from now on."""
+        self._move(uid, TaskStatus.BINDING, node)
+
+    def forget(self, uid: str) -> None:
+        """A bind failed: the assumed pod is pending again (and will be retried)."""
+        task = self.tasks.get(uid)
+        if task is not None and task.status is TaskStatus.BINDING:
+            task.nominated_node = ""
+            self._move(uid, TaskStatus.PENDING, "")
+            if self.on_change is not None:
+                self.on_change()
+
+    def assume_evict(self, uid: str) -> None:
+        """The pod is being evicted: its room is releasing."""
+        task = self.tasks.get(uid)
+        if task is not None and task.status in (
+            TaskStatus.BOUND,
+            TaskStatus.RUNNING,
+            TaskStatus.BINDING,
+        ):
+            self._move(uid, TaskStatus.RELEASING, task.node_name)
+
+    def forget_evict(self, uid: str, status: TaskStatus = TaskStatus.RUNNING) -> None:
+        """An eviction failed: the pod holds its room again."""
+        task = self.tasks.get(uid)
+        if task is not None and task.status is TaskStatus.RELEASING and not task.terminating:
+            self._move(uid, status, task.node_name)
+
+    def assume_nomination(self, uid: str, node: str) -> None:
+        """The pod waits on ``node`` for room being freed (status.nominatedNodeName)."""
+        task = self.tasks.get(uid)
+        if task is not None and task.status in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            task.nominated_node = node
+            self._move(uid, TaskStatus.PIPELINED, node)
+
+    def forget_nomination(self, uid: str) -> None:
+        task = self.tasks.get(uid)
+        if task is not None and task.status is TaskStatus.PIPELINED:
+            task.nominated_node = ""
+            self._move(uid, TaskStatus.PENDING, "")
+
+    def assume_phase(self, job_uid: str, phase: PodGroupPhase) -> None:
+        """A PodGroup's new phase is being written: act on it from now on."""
+        job = self.pod_groups.get(job_uid)
+        if job is not None:
+            job.phase = phase
+
+    # Snapshot -------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """A deep copy of what the next cycle decides on. O(nodes + pods)."""
+        tasks = {uid: t.clone() for uid, t in self.tasks.items()}
+        nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
+        jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in self.pod_groups.items()}
+        for task in tasks.values():
+            if not task.sluice:
+                continue
+            job = jobs.get(task.job_id)
+            if job is None:
+                job = job_for_lone_pod(
+                    task, (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE)
+                )
+                if self._names_group(task):
+                    job.has_pod_group = True
+                    job.phase = PodGroupPhase.PENDING
+                    job.problem = f"pod group {task.job_id} does not exist"
+                jobs[job.uid] = job
+            job.add_task(task)
+        for job in jobs.values():
+            if job.has_pod_group and not job.priority_class and job.tasks:
+                job.priority = max(t.priority for t in job.tasks.values())
+        return Snapshot(
+            nodes=nodes,
+            jobs=jobs,
+            queues={name: q.clone() for name, q in sorted(self.queues.items())},
+            budgets=self._budgets(tasks.values()),
+            topologies=dict(self.topologies),
+            priority_classes=dict(self.priority_classes),
+            gated=frozenset(self.gated),
+        )
+
+    def _names_group(self, task: TaskInfo) -> bool:
+        pod = {"metadata": {"labels": task.labels or {}, "annotations": task.annotations or {}}}
+        return bool(pod_group_name(pod))
+
+    def _budgets(self, tasks: Iterable[TaskInfo]) -> tuple[DisruptionBudget, ...]:
+        if not self.budgets:
+            return ()
+        pods = [t for t in tasks if t.status in OCCUPYING or t.status is TaskStatus.PENDING]
+        out = []
+        for key in sorted(self.budgets):
+            obj = self.budgets[key]
+            status = obj.get("status") or {}
+            base = budget_from_object(obj, 0)
+            if "disruptionsAllowed" in status:
+                allowed = int(status["disruptionsAllowed"])
+            else:
+                allowed = _disruptions_allowed(obj, base.namespace, pods)
+            out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed))
+        return tuple(out)
+
+
+def _disruptions_allowed(obj: Obj, namespace: str, pods: Iterable[TaskInfo]) -> int:
+    """What the disruption controller would write, for clusters that run none (simulation)."""
+    spec = obj.get("spec") or {}
+    selector = parse_label_selector(
+        spec.get("selector"), obj="PodDisruptionBudget", field="spec.selector", null_matches=False
+    )
+    matching = [t for t in pods if t.namespace == namespace and selector.matches(t.labels or {})]
+    expected = len(matching)
+    healthy = sum(1 for t in matching if t.status is TaskStatus.RUNNING and not t.terminating)
+
+    def amount(value: object) -> int:
+        if isinstance(value, str) and value.endswith("%"):
+            return math.ceil(expected * int(value[:-1]) / 100)
+        return int(value)  # type: ignore[call-overload]
+
+    if "minAvailable" in spec:
+        return max(0, healthy - amount(spec["minAvailable"]))
+    if "maxUnavailable" in spec:
+        return max(0, healthy - (expected - amount(spec["maxUnavailable"])))
+    return max(0, healthy)

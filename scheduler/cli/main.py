@@ -1,0 +1,83 @@
+"""``sluice``: the command line (layer 5).
+
+Every user mistake ends as one line on stderr naming the object and the problem, and
+exit code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from scheduler.api.errors import InvalidInputError, InvalidObjectError, RegistryError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice", description="A Kubernetes scheduler for batch and AI workloads."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser(
+        "simulate",
+        help="run the scheduler on the embedded cluster",
+        description="Load Kubernetes YAML into the embedded cluster and run the real "
+        "scheduling loop on it, on a virtual clock.",
+    )
+    sim.add_argument(
+        "files", nargs="+", metavar="FILE", help="scenario files or directories of *.yaml"
+    )
+    sim.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a SchedulerConfiguration file (overrides one inside the scenario)",
+    )
+    sim.add_argument(
+        "--feature-gates", default="", metavar="K=V,...", help="e.g. SchedulerAsyncPreemption=false"
+    )
+    sim.add_argument(
+        "--cycles",
+        type=int,
+        metavar="N",
+        help="stop after N cycles (default: when nothing more can change)",
+    )
+    sim.add_argument("--output", choices=("text", "json"), default="text")
+    sim.add_argument(
+        "--api-latency",
+        default="",
+        metavar="KIND=DURATION,...",
+        help="latency per call kind: bind, delete, evict, patch, create",
+    )
+    sim.add_argument(
+        "--api-failures",
+        default="",
+        metavar="KIND=RATE,...",
+        help="failure rate per call kind, within [0, 1]",
+    )
+    sim.add_argument("--seed", type=int, help="seed of the random failures")
+    sim.add_argument(
+        "--real-time", action="store_true", help="run on the real clock instead of the virtual one"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            from scheduler.cli.simulate import simulate
+
+            return simulate(args)
+    except (InvalidInputError, RegistryError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except InvalidObjectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""``sluice simulate``: run a scenario and print what happened (layer 5)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Any, TextIO
+
+import anyio
+
+from scheduler import app
+from scheduler.api.errors import ConfigError
+from scheduler.config import (
+    SchedulerConfiguration,
+    load_configuration_file,
+    parse_feature_gates,
+    with_feature_gates,
+)
+from scheduler.logging import quiet
+from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.faults import ApiBehaviour
+from scheduler.sim.runner import Simulation, SimulationResult
+from scheduler.sim.scenario import load_scenario
+
+PROGRESS_AFTER = 50
+"""Cycles after which text output shows a progress bar instead of every cycle."""
+
+
+def _behaviour(args: argparse.Namespace, scenario_behaviour: ApiBehaviour | None) -> ApiBehaviour:
+    base = scenario_behaviour or ApiBehaviour()
+    flags = ApiBehaviour.parse(args.api_latency, args.api_failures, args.seed or 0)
+    return ApiBehaviour(
+        latency={**base.latency, **flags.latency},
+        failure_rate={**base.failure_rate, **flags.failure_rate},
+        seed=base.seed if args.seed is None else args.seed,
+    )
+
+
+def simulate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    if args.cycles is not None and args.cycles < 1:
+        raise ConfigError("--cycles", None, "must be at least 1")
+    scenario = load_scenario(args.files)
+    config: SchedulerConfiguration = scenario.config or SchedulerConfiguration()
+    if args.config:
+        config = load_configuration_file(args.config)
+    config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
+    resolved = app.resolve(config)
+    behaviour = _behaviour(args, scenario.behaviour)
+    quiet()
+    printer = TextPrinter(out) if args.output == "text" else None
+    sim = Simulation(
+        scenario,
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        scheduler_name=config.scheduler_name,
+        behaviour=behaviour,
+        max_cycles=args.cycles,
+        real_time=args.real_time,
+        on_cycle=printer.cycle if printer else None,
+    )
+    if args.real_time:
+        result = anyio.run(sim.run)
+    else:
+        result = anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    if printer is not None:
+        printer.summary(result)
+    else:
+        json.dump(result.to_json(), out, indent=2, sort_keys=False)
+        out.write("\n")
+    return 0
+
+
+class TextPrinter:
+    """Per-cycle lines for people; past PROGRESS_AFTER cycles, a progress bar instead."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._bar: Any = None
+
+    def cycle(self, report: CycleReport, events: list[dict[str, Any]]) -> None:
+        if report.number > PROGRESS_AFTER:
+            if self._bar is None:
+                from tqdm import tqdm
+
+                self._bar = tqdm(desc="cycles", unit="cycle", file=sys.stderr, leave=False)
+            self._bar.update(1)
+            return
+        counts = Counter(e["event"] for e in events)
+        if not counts and not report.decided:
+            return
+        parts = [f"{n} {kind}" for kind, n in sorted(counts.items())]
+        self.out.write(f"cycle {report.number} at {report.started:.3f}s: {', '.join(parts)}\n")
+        for e in events:
+            detail = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "cycle", "event"))
+            self.out.write(f"    {e['t']:9.3f}s  {e['event']:<14} {detail}\n")
+
+    def summary(self, result: SimulationResult) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        w = self.out.write
+        w(
+            f"\n{result.cycles} cycles; {len(result.bindings)} pods bound, "
+            f"{len(result.evictions)} evicted, {len(result.nominations)} nominated, "
+            f"{len(result.pending)} pending\n"
+        )
+        if result.bindings:
+            w("\nbound:\n")
+            for pod, node in sorted(result.bindings.items()):
+                w(f"  {pod:<40} -> {node}\n")
+        if result.pod_groups:
+            w("\npod groups:\n")
+            for pg, phase in sorted(result.pod_groups.items()):
+                w(f"  {pg:<40} {phase}\n")
+        if result.pending:
+            w("\npending:\n")
+            for pod, reason in sorted(result.pending.items()):
+                w(f"  {pod:<40} {reason}\n")

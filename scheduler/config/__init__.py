@@ -1,0 +1,306 @@
+"""Layer 0: the SchedulerConfiguration schema, its loader, feature gates.
+
+One YAML document (``kind: SchedulerConfiguration``) configures the scheduler, read from a
+file in production and from a scenario in the simulator. Structure, types and feature
+gates are checked here; action and plugin names and plugin arguments are checked against
+the registries by :meth:`scheduler.framework.registry.Registry.validate`, so every
+mistake is refused at load with one line naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.api.errors import ConfigError
+from scheduler.api.labels import API_VERSION, SCHEDULER_NAME
+
+KIND = "SchedulerConfiguration"
+T = typing.TypeVar("T")
+
+FEATURE_GATES: Mapping[str, bool] = {
+    "SchedulerAsyncPreemption": True,
+}
+"""Every known feature gate and its default."""
+
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginConfig:
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TierConfig:
+    plugins: tuple[PluginConfig, ...]
+
+
+DEFAULT_TIERS: tuple[TierConfig, ...] = (
+    TierConfig((PluginConfig("priority"), PluginConfig("gang"), PluginConfig("conformance"))),
+    TierConfig((PluginConfig("predicates"), PluginConfig("proportion"), PluginConfig("nodeorder"))),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfiguration:
+    """The scheduler's configuration. Every field has a production default."""
+
+    scheduler_name: str = SCHEDULER_NAME
+    """Pods with this ``spec.schedulerName`` are scheduled; others only use capacity."""
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    """Actions run in this order every cycle."""
+    tiers: tuple[TierConfig, ...] = DEFAULT_TIERS
+    """Plugins by tier; earlier tiers weigh more where the tier rule says so."""
+    action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-action arguments, by action name."""
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))
+    schedule_period: float = 1.0
+    """Seconds between cycles when nothing wakes the loop earlier."""
+    percentage_of_nodes_to_score: int = 0
+    """Share of feasible nodes scored per pod; 0 is kube-scheduler's adaptive rule."""
+    bind_concurrency: int = 64
+    """Bind calls in flight at once."""
+
+    def gate(self, name: str) -> bool:
+        return self.feature_gates.get(name, FEATURE_GATES.get(name, False))
+
+    def plugin_names(self) -> list[str]:
+        return [p.name for t in self.tiers for p in t.plugins]
+
+
+def _duration(value: object, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        for suffix in ("ms", "s", "m", "h"):
+            if value.endswith(suffix):
+                try:
+                    return float(value[: -len(suffix)]) * units[suffix]
+                except ValueError:
+                    break
+    raise ConfigError(KIND, where, f"expected a duration such as 500ms or 1s, got {value!r}")
+
+
+def _check_type(value: object, expected: object, where: str) -> object:
+    """Check ``value`` against a simple annotation (int, float, bool, str, dicts, lists)."""
+    origin = typing.get_origin(expected)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for alt in typing.get_args(expected):
+            try:
+                return _check_type(value, alt, where)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if expected is type(None):
+        if value is None:
+            return None
+    elif expected is bool:
+        if isinstance(value, bool):
+            return value
+    elif expected is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif expected is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif expected is str:
+        if isinstance(value, str):
+            return value
+    elif origin in (dict, Mapping) or expected in (dict, Mapping):
+        if isinstance(value, Mapping):
+            args = typing.get_args(expected)
+            if args:
+                return {
+                    _check_type(k, args[0], f"{where}.{k}"): _check_type(v, args[1], f"{where}.{k}")
+                    for k, v in value.items()
+                }
+            return dict(value)
+    elif origin in (list, tuple) or expected in (list, tuple):
+        if isinstance(value, list):
+            args = typing.get_args(expected)
+            item = args[0] if args else object
+            return tuple(_check_type(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    elif expected is object:
+        return value
+    name = getattr(expected, "__name__", str(expected))
+    raise ConfigError(KIND, where, f"expected {name}, got {type(value).__name__} {value!r}")
+
+
+def build_arguments(cls: type[T], raw: Mapping[str, Any] | None, where: str) -> T:
+    """Build the frozen ``Arguments`` dataclass ``cls`` from ``raw``, checking names and types."""
+    raw = raw or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(KIND, where, "arguments must be a map")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            known = ", ".join(sorted(fields)) or "none"
+            raise ConfigError(KIND, f"{where}.{key}", f"unknown argument; known: {known}")
+        values[key] = _check_type(value, hints[key], f"{where}.{key}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(KIND, where, str(exc)) from exc
+
+
+def parse_feature_gates(text: str, *, source: str = "--feature-gates") -> dict[str, bool]:
+    """Parse ``K=V,K2=V2`` as Kubernetes components do; unknown gates are refused."""
+    gates: dict[str, bool] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigError(source, key, "expected KEY=true|false")
+        if key not in FEATURE_GATES:
+            raise ConfigError(
+                source, key, f"unknown feature gate; known: {', '.join(sorted(FEATURE_GATES))}"
+            )
+        v = value.strip().lower()
+        if v not in ("true", "false"):
+            raise ConfigError(source, key, f"expected true or false, got {value.strip()!r}")
+        gates[key] = v == "true"
+    return gates
+
+
+def _gates(raw: object) -> dict[str, bool]:
+    gates = dict(FEATURE_GATES)
+    if raw is None:
+        return gates
+    if not isinstance(raw, Mapping):
+        raise ConfigError(KIND, "featureGates", "must be a map of gate name to true/false")
+    for key, value in raw.items():
+        if key not in FEATURE_GATES:
+            raise ConfigError(
+                KIND,
+                f"featureGates.{key}",
+                f"unknown feature gate; known: {', '.join(sorted(FEATURE_GATES))}",
+            )
+        if not isinstance(value, bool):
+            raise ConfigError(KIND, f"featureGates.{key}", f"expected true or false, got {value!r}")
+        gates[key] = value
+    return gates
+
+
+def _tiers(raw: object) -> tuple[TierConfig, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(KIND, "tiers", "must be a non-empty list of {plugins: [...]}")
+    tiers = []
+    for i, tier in enumerate(raw):
+        plugins = tier.get("plugins") if isinstance(tier, Mapping) else None
+        if not isinstance(plugins, list) or not plugins:
+            raise ConfigError(KIND, f"tiers[{i}].plugins", "must be a non-empty list")
+        out = []
+        for j, p in enumerate(plugins):
+            where = f"tiers[{i}].plugins[{j}]"
+            if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
+                raise ConfigError(KIND, f"{where}.name", "every plugin needs a name")
+            unknown = set(p) - {"name", "arguments"}
+            if unknown:
+                raise ConfigError(KIND, f"{where}.{sorted(unknown)[0]}", "unknown field")
+            args = p.get("arguments") or {}
+            if not isinstance(args, Mapping):
+                raise ConfigError(KIND, f"{where}.arguments", "must be a map")
+            out.append(PluginConfig(p["name"], dict(args)))
+        tiers.append(TierConfig(tuple(out)))
+    return tuple(tiers)
+
+
+_FIELDS = {
+    "apiVersion",
+    "kind",
+    "metadata",
+    "schedulerName",
+    "actions",
+    "tiers",
+    "actionArguments",
+    "featureGates",
+    "schedulePeriod",
+    "percentageOfNodesToScore",
+    "bindConcurrency",
+}
+
+
+def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
+    """Build a configuration from one YAML document; refuse anything malformed."""
+    if doc.get("kind") != KIND:
+        raise ConfigError(KIND, "kind", f"expected {KIND}, got {doc.get('kind')!r}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise ConfigError(
+            KIND, "apiVersion", f"expected {API_VERSION}, got {doc.get('apiVersion')!r}"
+        )
+    unknown = sorted(set(doc) - _FIELDS)
+    if unknown:
+        raise ConfigError(KIND, unknown[0], f"unknown field; known: {', '.join(sorted(_FIELDS))}")
+    kwargs: dict[str, Any] = {}
+    if "schedulerName" in doc:
+        kwargs["scheduler_name"] = _check_type(doc["schedulerName"], str, "schedulerName")
+    if "actions" in doc:
+        actions = _check_type(doc["actions"], tuple[str, ...], "actions")
+        assert isinstance(actions, tuple)
+        if not actions:
+            raise ConfigError(KIND, "actions", "must name at least one action")
+        if len(set(actions)) != len(actions):
+            raise ConfigError(KIND, "actions", "an action is listed twice")
+        kwargs["actions"] = actions
+    if "tiers" in doc:
+        kwargs["tiers"] = _tiers(doc["tiers"])
+    if "actionArguments" in doc:
+        kwargs["action_arguments"] = _check_type(
+            doc["actionArguments"], dict[str, dict[str, object]], "actionArguments"
+        )
+    kwargs["feature_gates"] = _gates(doc.get("featureGates"))
+    if "schedulePeriod" in doc:
+        period = _duration(doc["schedulePeriod"], "schedulePeriod")
+        if period <= 0:
+            raise ConfigError(KIND, "schedulePeriod", "must be positive")
+        kwargs["schedule_period"] = period
+    if "percentageOfNodesToScore" in doc:
+        pct = _check_type(doc["percentageOfNodesToScore"], int, "percentageOfNodesToScore")
+        assert isinstance(pct, int)
+        if not 0 <= pct <= 100:
+            raise ConfigError(KIND, "percentageOfNodesToScore", "must be within 0..100")
+        kwargs["percentage_of_nodes_to_score"] = pct
+    if "bindConcurrency" in doc:
+        n = _check_type(doc["bindConcurrency"], int, "bindConcurrency")
+        assert isinstance(n, int)
+        if n < 1:
+            raise ConfigError(KIND, "bindConcurrency", "must be at least 1")
+        kwargs["bind_concurrency"] = n
+    return SchedulerConfiguration(**kwargs)
+
+
+def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
+    """Read a configuration file (one YAML document)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from exc
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), None, f"not valid YAML: {exc}") from exc
+    if not isinstance(doc, Mapping):
+        raise ConfigError(str(path), None, f"expected one {KIND} document")
+    return parse_configuration(doc)
+
+
+def with_feature_gates(
+    config: SchedulerConfiguration, overrides: Mapping[str, bool]
+) -> SchedulerConfiguration:
+    """Command-line gates override the file's, as in Kubernetes components."""
+    if not overrides:
+        return config
+    return dataclasses.replace(config, feature_gates={**config.feature_gates, **overrides})

@@ -1,0 +1,86 @@
+"""NodeTable: the session's nodes as integer columns, for decisions on all nodes at once.
+
+Row ``i`` is ``table.nodes[i]``; column ``j`` is resource ``table.columns[j]``. The
+session keeps ``idle`` (allocatable - used) and ``nominated`` in step with every
+placement, so predicates and scores read numpy arrays instead of looping in Python.
+Columns are the union of every resource named by a node or a task of the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.node import NodeInfo
+from scheduler.api.resource import CPU, MEMORY, PODS, Resource
+
+IntMatrix = npt.NDArray[np.int64]
+IntVector = npt.NDArray[np.int64]
+BoolVector = npt.NDArray[np.bool_]
+FloatVector = npt.NDArray[np.float64]
+IndexVector = npt.NDArray[np.intp]
+
+
+class NodeTable:
+    """Columns of node resources. Owned by one Session; updated only through it."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], extra_names: Iterable[str] = ()) -> None:
+        names = {CPU, MEMORY, PODS}
+        for n in nodes:
+            names.update(n.allocatable)
+        names.update(extra_names)
+        self.columns: tuple[str, ...] = tuple(sorted(names))
+        self.col: dict[str, int] = {name: j for j, name in enumerate(self.columns)}
+        self.nodes: tuple[NodeInfo, ...] = tuple(nodes)
+        self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
+        shape = (len(self.nodes), len(self.columns))
+        self.allocatable: IntMatrix = np.zeros(shape, dtype=np.int64)
+        self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
+        self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
+        for i, n in enumerate(self.nodes):
+            self.allocatable[i] = self.vector(n.allocatable)
+            self.idle[i] = self.vector(n.idle)
+            self.nominated[i] = self.vector(n.nominated)
+        self._vectors: dict[Resource, IntVector] = {}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def vector(self, res: Mapping[str, int]) -> IntVector:
+        """``res`` as a row aligned with ``columns``. Names outside the columns are ignored."""
+        v = np.zeros(len(self.columns), dtype=np.int64)
+        for name, amount in res.items():
+            j = self.col.get(name)
+            if j is not None:
+                v[j] = amount
+        return v
+
+    def request(self, res: Resource) -> IntVector:
+        """Cached :meth:`vector` for task requests (read-only result)."""
+        v = self._vectors.get(res)
+        if v is None:
+            v = self.vector(res)
+            v.flags.writeable = False
+            self._vectors[res] = v
+        return v
+
+    def refresh(self, node: NodeInfo) -> None:
+        """Copy ``node``'s idle and nominated into its row. Called after every placement."""
+        i = self.row[node.name]
+        self.idle[i] = self.vector(node.idle)
+        self.nominated[i] = self.vector(node.nominated)
+
+    def shift(
+        self,
+        node: str,
+        idle_delta: IntVector | None = None,
+        nominated_delta: IntVector | None = None,
+    ) -> None:
+        """Add deltas to a row: the fast path of a placement whose vector is known."""
+        i = self.row[node]
+        if idle_delta is not None:
+            self.idle[i] += idle_delta
+        if nominated_delta is not None:
+            self.nominated[i] += nominated_delta

@@ -1,0 +1,122 @@
+"""Statement: a transaction of scheduling decisions over a session (layer 1).
+
+Operations apply to the session at once (so later decisions in the same cycle see them)
+and are recorded, so they can be undone exactly::
+
+    with session.statement() as stmt:
+        cp = stmt.checkpoint()
+        stmt.allocate(task, node)
+        if not session.job_ready(job):
+            stmt.rollback(cp)          # undo back to the checkpoint
+        else:
+            stmt.commit()              # turn the decisions into effects
+
+Leaving the block without :meth:`commit` (normally or by an exception) discards every
+operation. A statement is used by one action, in one cycle, from one thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from scheduler.api.errors import InvariantError
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.framework.effects import Bind, Effect, Evict, Nominate
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class _Op:
+    kind: str  # "allocate" | "pipeline" | "evict"
+    task: TaskInfo
+    node: str
+    prev_status: TaskStatus
+    prev_node: str
+    reason: str = ""
+    preemptor: TaskInfo | None = None
+
+
+class Statement:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._ops: list[_Op] = []
+        self._done = False
+
+    def __enter__(self) -> Statement:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._done:
+            self.discard()
+
+    @property
+    def operations(self) -> int:
+        return len(self._ops)
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise InvariantError("statement already committed or discarded")
+
+    def allocate(self, task: TaskInfo, node: str) -> None:
+        """Place pending ``task`` on ``node``; raises AllocationError if it does not fit."""
+        self._check_open()
+        op = _Op("allocate", task, node, task.status, task.node_name)
+        self._session.move(task, TaskStatus.ALLOCATED, node)
+        self._ops.append(op)
+
+    def pipeline(self, task: TaskInfo, node: str) -> None:
+        """Nominate pending ``task`` to ``node``: it waits there for room being freed."""
+        self._check_open()
+        op = _Op("pipeline", task, node, task.status, task.node_name)
+        self._session.move(task, TaskStatus.PIPELINED, node)
+        self._ops.append(op)
+
+    def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
+        """Mark a task on a node as releasing: its room will be freed."""
+        self._check_open()
+        op = _Op("evict", task, task.node_name, task.status, task.node_name, reason, preemptor)
+        self._session.move(task, TaskStatus.RELEASING, task.node_name)
+        self._ops.append(op)
+
+    def checkpoint(self) -> int:
+        """A mark to roll back to."""
+        return len(self._ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undo, newest first, every operation recorded after ``checkpoint``."""
+        self._check_open()
+        while len(self._ops) > checkpoint:
+            op = self._ops.pop()
+            self._session.move(op.task, op.prev_status, op.prev_node)
+
+    def discard(self) -> None:
+        """Undo everything and close the statement."""
+        if self._done:
+            return
+        self.rollback(0)
+        self._done = True
+
+    def commit(self) -> list[Effect]:
+        """Close the statement; its operations become effects, recorded on the session."""
+        self._check_open()
+        self._done = True
+        effects: list[Effect] = []
+        for op in self._ops:
+            if op.kind == "allocate":
+                op.task.status = TaskStatus.BINDING
+                effects.append(Bind(op.task, op.node, self._session.bind_annotations(op.task)))
+            elif op.kind == "pipeline":
+                effects.append(Nominate(op.task, op.node))
+            else:
+                effects.append(Evict(op.task, op.node, op.reason, op.preemptor))
+        self._session.effects.extend(effects)
+        return effects

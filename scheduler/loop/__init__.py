@@ -1,0 +1,1 @@
+"""Layer 3: the scheduling cycle and the background executors it hands effects to."""

@@ -1,0 +1,219 @@
+"""SchedulingLoop: the cycle, and the hand-off of its effects (layer 3).
+
+Each cycle: snapshot the cache, open a session, run the configured actions, close the
+session, then act on the effects: the cache assumes them at once, and the API calls run
+in background pools. A cycle runs every ``schedule_period`` seconds of the clock, and at
+once when the cache reports a change worth it (a new pod, freed room, a new node).
+
+The loop owns one task group; every background call belongs to it, and failures are
+handled where they are expected (a failed bind forgets the assumed pod, which is then
+retried) and logged and counted otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+
+from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
+from scheduler.api.task import TaskStatus as TaskState
+from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import Bind, Effect, Evict, Nominate, SetPhase
+from scheduler.framework.registry import ResolvedConfiguration
+from scheduler.framework.session import Session, open_session
+from scheduler.logging import get_logger
+from scheduler.loop.status import StatusReporter
+from scheduler.loop.workers import WorkerPool
+from scheduler.metrics import PROFILE, Metrics
+from scheduler.ports import ClusterPorts, Event, ObjectRef
+
+log = get_logger("sluice.loop")
+
+
+@dataclass(slots=True)
+class CycleReport:
+    """What one cycle decided. Given to observers after the cycle's effects are handed on."""
+
+    number: int
+    started: float
+    """Clock time (virtual in simulations) when the cycle began."""
+    effects: list[Effect] = field(default_factory=list)
+    task_reasons: dict[str, str] = field(default_factory=dict)
+    """Why each still-pending pod is unscheduled, by ``namespace/name``."""
+    job_reasons: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    """Wall time the decisions took."""
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.effects)
+
+
+class CycleObserver(Protocol):
+    def __call__(self, report: CycleReport, /) -> None: ...
+
+
+class PreemptionHandler(Protocol):
+    """Receives a cycle's Evict and Nominate effects (the preemption executor)."""
+
+    async def handle(self, session: Session, effects: list[Effect], /) -> None: ...
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        cache: SchedulerCache,
+        resolved: ResolvedConfiguration,
+        ports: ClusterPorts,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.cache = cache
+        self.resolved = resolved
+        self.config = resolved.config
+        self.ports = ports
+        self.metrics = metrics or Metrics()
+        self.cycles = 0
+        self.observers: list[CycleObserver] = []
+        self.preemption: PreemptionHandler | None = None
+        self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
+        self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
+        self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
+        self._wake = anyio.Event()
+        self._started_at: dict[str, float] = {}
+        cache.on_change = self.wake
+
+    @property
+    def in_flight(self) -> int:
+        """Background calls not finished yet."""
+        return self.binds.in_flight + self.writes.in_flight
+
+    def wake(self) -> None:
+        """Run the next cycle as soon as the current one ends. Safe from sync callbacks."""
+        self._wake.set()
+
+    async def run(
+        self,
+        *,
+        should_stop: Callable[[CycleReport], bool] | None = None,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run cycles until cancelled, or until ``should_stop(report)`` says so.
+
+        Background calls still running when it stops are awaited (drained) first.
+        """
+        async with anyio.create_task_group() as tg:
+            self.binds.attach(tg)
+            self.writes.attach(tg)
+            task_status.started()
+            while True:
+                self._wake = anyio.Event()
+                report = await self.run_cycle()
+                if should_stop is not None and await self._settle_and_check(should_stop, report):
+                    break
+                with anyio.move_on_after(self.config.schedule_period):
+                    await self._wake.wait()
+            await self.binds.drain()
+            await self.writes.drain()
+
+    async def _settle_and_check(
+        self, should_stop: Callable[[CycleReport], bool], report: CycleReport
+    ) -> bool:
+        await anyio.sleep(0)  # let calls submitted by this cycle start
+        return should_stop(report)
+
+    async def run_cycle(self) -> CycleReport:
+        """One cycle. Decisions are synchronous; effects are handed to background pools
+        (or awaited, for preemption with the async gate off)."""
+        self.cycles += 1
+        report = CycleReport(self.cycles, self.ports.clock.now())
+        t0 = time.perf_counter()
+        session = open_session(self.cache.snapshot(), self.resolved)
+        try:
+            for action in self.resolved.actions:
+                ta = time.perf_counter()
+                action.execute(session)
+                self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
+        finally:
+            session.close()
+        report.seconds = time.perf_counter() - t0
+        self.metrics.cycle_duration.labels("all").observe(report.seconds)
+        report.effects = list(session.effects)
+        for job in session.jobs.values():
+            for t in job.tasks.values():
+                reason = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
+                if reason and t.status is TaskState.PENDING and t.sluice:
+                    report.task_reasons[t.key] = reason
+        report.job_reasons = dict(session.job_reasons)
+        await self._apply(session, report)
+        self.status.report(session)
+        for queue, n in self.status.pending_by_queue.items():
+            self.metrics.pending_pods.labels(queue).set(n)
+        unschedulable = len(report.task_reasons)
+        if unschedulable:
+            self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
+        for observer in self.observers:
+            observer(report)
+        return report
+
+    async def _apply(self, session: Session, report: CycleReport) -> None:
+        preemption: list[Effect] = []
+        for effect in report.effects:
+            if isinstance(effect, Bind):
+                self._bind(effect)
+            elif isinstance(effect, SetPhase):
+                self.cache.assume_phase(effect.job.uid, effect.phase)
+            elif isinstance(effect, (Evict, Nominate)):
+                preemption.append(effect)
+        if preemption:
+            if self.preemption is None:
+                raise InvariantError("evictions were decided but no preemption executor runs")
+            await self.preemption.handle(session, preemption)
+
+    def _bind(self, effect: Bind) -> None:
+        task = effect.task
+        self.cache.assume_bind(task.uid, effect.node)
+        ref = ObjectRef("Pod", task.namespace, task.name, task.uid)
+
+        async def call() -> None:
+            t0 = time.perf_counter()
+            try:
+                await self.ports.binder.bind(ref, effect.node, effect.annotations)
+            except NotFoundError:
+                self.cache.forget(task.uid)  # the pod is gone; its DELETED event follows
+                self.metrics.binds.labels("gone").inc()
+                return
+            except ApiError as exc:
+                self.cache.forget(task.uid)
+                self.metrics.binds.labels("error").inc()
+                self._failed_call("bind", exc)
+                self.metrics.schedule_attempts.labels("error", PROFILE).inc()
+                if not isinstance(exc, ConflictError):
+                    self.ports.events.record(
+                        Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
+                    )
+                return
+            self.metrics.binds.labels("ok").inc()
+            self.metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
+            self.metrics.attempt_duration.labels("scheduled", PROFILE).observe(
+                time.perf_counter() - t0
+            )
+            self.ports.events.record(
+                Event(
+                    ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}"
+                )
+            )
+
+        self.binds.submit(f"bind {ref.key}", call)
+
+    def _failed_call(self, call: str, exc: Exception) -> None:
+        self.metrics.api_errors.labels(call).inc()
+        log.warning("api call failed", call=call, error=str(exc))
+
+    def _background_error(self, label: str, exc: BaseException) -> None:
+        self.metrics.api_errors.labels("internal").inc()
+        log.error("background call crashed", call=label, error=repr(exc), exc_info=exc)

@@ -1,0 +1,84 @@
+"""Layer 0: every Prometheus object Sluice exports, kube-scheduler's names where they mean
+the same. One :class:`Metrics` per scheduler instance, on its own registry, so tests and
+simulations in one process do not collide."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PROFILE = "sluice"
+_LATENCY = (
+    0.001,
+    0.002,
+    0.004,
+    0.008,
+    0.016,
+    0.032,
+    0.064,
+    0.128,
+    0.256,
+    0.512,
+    1.024,
+    2.048,
+    4.096,
+    8.192,
+    16.384,
+)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result: 'unschedulable' means a pod "
+            "could not be scheduled, 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (decision and binding).",
+            ["result", "profile"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.cycle_duration = Histogram(
+            "scheduler_cycle_duration_seconds",
+            "Duration of a scheduling cycle ('all') and of each action in it, in seconds.",
+            ["action"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods", "Number of pending pods, by queue.", ["queue"], registry=r
+        )
+        self.binds = Counter("sluice_bind_total", "Bind calls by result.", ["result"], registry=r)
+        self.api_errors = Counter(
+            "sluice_api_errors_total", "Failed API calls by kind of call.", ["call"], registry=r
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster.",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
+        self.preemption_duration = Histogram(
+            "scheduler_preemption_goroutines_duration_seconds",
+            "Duration in seconds of the preemption API calls run in the background.",
+            ["result"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.preemption_executions = Counter(
+            "scheduler_preemption_goroutines_execution_total",
+            "Number of preemption API call batches run in the background, by result.",
+            ["result"],
+            registry=r,
+        )

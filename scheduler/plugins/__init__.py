@@ -1,0 +1,24 @@
+"""Layer 2: plugins answer the questions actions ask.
+
+Nothing registers itself: :func:`register_builtin` fills a registry explicitly.
+"""
+
+from __future__ import annotations
+
+from scheduler.framework.registry import PluginSpec, Registry
+from scheduler.plugins.conformance import ConformancePlugin
+from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
+from scheduler.plugins.predicates import PredicatesPlugin
+from scheduler.plugins.priority import PriorityPlugin
+from scheduler.plugins.proportion import ProportionPlugin
+
+
+def register_builtin(registry: Registry) -> None:
+    """Register every plugin shipped with Sluice."""
+    registry.add_plugin(PluginSpec("priority", PriorityPlugin))
+    registry.add_plugin(PluginSpec("gang", GangPlugin))
+    registry.add_plugin(PluginSpec("conformance", ConformancePlugin))
+    registry.add_plugin(PluginSpec("predicates", PredicatesPlugin))
+    registry.add_plugin(PluginSpec("proportion", ProportionPlugin))
+    registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))

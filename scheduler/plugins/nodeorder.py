@@ -1,0 +1,197 @@
+"""nodeorder: kube-scheduler's node scores, vectorised over the rows being scored (layer 2).
+
+Up to four :class:`~scheduler.framework.extension_points.NodeScorer` hooks, one per
+non-zero weight of :class:`NodeOrderArguments`, each returning scores in [0, 100]:
+
+====================  ==========================================================================
+scorer                score of a node, from ``requested = used + request`` per resource
+====================  ==========================================================================
+least allocated       weighted mean of ``(allocatable - requested) / allocatable * 100``
+                      (0 when over-requested): spreads pods (kube's LeastAllocated)
+most allocated        weighted mean of ``requested / allocatable * 100``, capped at 100:
+                      packs pods (kube's MostAllocated, Volcano's binpack)
+balanced allocation   ``(1 - std) * 100`` of the fractions ``requested / allocatable`` (capped
+                      at 1): prefers nodes whose resources are used evenly
+preferred affinity    sum of the weights of the matching preferred node affinity terms,
+                      normalised to 0..100 by the maximum among the rows scored
+====================  ==========================================================================
+
+The resources and their weights are ``NodeOrderArguments.resources``. As in
+kube-scheduler, a resource a node does not offer (allocatable 0) scores 0 and is left out
+of that node's mean, so a GPU weight does not push CPU-only pods onto GPU nodes; a node
+offering none of the resources scores 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.pod import PreferredTerm
+from scheduler.api.task import TaskInfo
+from scheduler.framework.extension_points import HookSet
+from scheduler.framework.node_table import FloatVector, IndexVector, NodeTable
+from scheduler.plugins.predicates import NodeLabelIndex
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+FloatMatrix = npt.NDArray[np.float64]
+
+MAX_SCORE = 100.0
+
+
+def _default_resources() -> dict[str, int]:
+    return {"cpu": 1, "memory": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOrderArguments:
+    """The arguments of ``nodeorder``; field names are the YAML keys.
+
+    A weight multiplies its scorer's [0, 100] score in the session's weighted sum; 0 turns
+    the scorer off. Every weight must be >= 0.
+    """
+
+    leastAllocatedWeight: int = 1
+    """Weight of the least allocated score (spread)."""
+    mostAllocatedWeight: int = 0
+    """Weight of the most allocated score (binpack)."""
+    balancedAllocationWeight: int = 1
+    """Weight of the balanced allocation score."""
+    nodeAffinityWeight: int = 2
+    """Weight of the preferred node affinity score."""
+    resources: dict[str, int] = field(default_factory=_default_resources)
+    """Resource name to weight, for the three allocation scores. Balanced allocation takes
+    the names with a non-zero weight and weighs them equally."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "leastAllocatedWeight",
+            "mostAllocatedWeight",
+            "balancedAllocationWeight",
+            "nodeAffinityWeight",
+        ):
+            value = getattr(self, name)
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        for resource, weight in self.resources.items():
+            if weight < 0:
+                raise ValueError(f"resources.{resource} must be >= 0, got {weight}")
+
+
+class NodeOrderPlugin:
+    """Node scores by allocation and preferred node affinity. One instance per session."""
+
+    name = "nodeorder"
+
+    def __init__(self, arguments: NodeOrderArguments | None = None) -> None:
+        self.arguments = arguments if arguments is not None else NodeOrderArguments()
+        self._labels = NodeLabelIndex(())
+        self._cols: IndexVector = np.zeros(0, dtype=np.intp)
+        self._weights: FloatVector = np.zeros(0, dtype=np.float64)
+        self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
+
+    def open(self, session: Session, hooks: HookSet, /) -> None:
+        table = session.table
+        args = self.arguments
+        self._labels = NodeLabelIndex(table.nodes)
+        # Resources no column holds are offered by no node: left out of every mean.
+        used = [
+            (table.col[r], w) for r, w in sorted(args.resources.items()) if w and r in table.col
+        ]
+        self._cols = np.array([j for j, _ in used], dtype=np.intp)
+        self._weights = np.array([w for _, w in used], dtype=np.float64)
+        if args.leastAllocatedWeight:
+            hooks.add_node_scorer(self.least_allocated, args.leastAllocatedWeight)
+        if args.mostAllocatedWeight:
+            hooks.add_node_scorer(self.most_allocated, args.mostAllocatedWeight)
+        if args.balancedAllocationWeight:
+            hooks.add_node_scorer(self.balanced_allocation, args.balancedAllocationWeight)
+        if args.nodeAffinityWeight:
+            hooks.add_node_scorer(self.node_affinity, args.nodeAffinityWeight)
+
+    def close(self, session: Session, /) -> None:
+        self._labels = NodeLabelIndex(())
+        self._preferred.clear()
+
+    # Allocation ----------------------------------------------------------------------------
+
+    def _fractions(
+        self, task: TaskInfo, table: NodeTable, rows: IndexVector
+    ) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
+        """``requested / allocatable`` per (row, resource), and where allocatable > 0."""
+        alloc = table.allocatable[rows][:, self._cols]
+        idle = table.idle[rows][:, self._cols]
+        requested = alloc - idle + table.request(task.request)[self._cols]
+        offered = alloc > 0
+        fractions: FloatMatrix = np.divide(
+            requested,
+            alloc,
+            out=np.zeros(alloc.shape, dtype=np.float64),
+            where=offered,
+        )
+        return fractions, offered
+
+    def _weighted_mean(self, scores: FloatMatrix, offered: npt.NDArray[np.bool_]) -> FloatVector:
+        weights = offered * self._weights
+        total = weights.sum(axis=1)
+        out: FloatVector = np.divide(
+            (scores * weights).sum(axis=1),
+            total,
+            out=np.zeros(len(total), dtype=np.float64),
+            where=total > 0,
+        )
+        return out
+
+    def least_allocated(
+        self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
+    ) -> FloatVector:
+        """Higher for emptier nodes: ``(allocatable - requested) / allocatable * 100``."""
+        fractions, offered = self._fractions(task, table, rows)
+        scores = np.clip((1.0 - fractions) * MAX_SCORE, 0.0, MAX_SCORE)
+        return self._weighted_mean(scores, offered)
+
+    def most_allocated(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+        """Higher for fuller nodes: ``requested / allocatable * 100``, capped at 100."""
+        fractions, offered = self._fractions(task, table, rows)
+        scores = np.clip(fractions * MAX_SCORE, 0.0, MAX_SCORE)
+        return self._weighted_mean(scores, offered)
+
+    def balanced_allocation(
+        self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
+    ) -> FloatVector:
+        """``(1 - std) * 100`` of the fractions of the offered resources (std 0 for one)."""
+        fractions, offered = self._fractions(task, table, rows)
+        fractions = np.minimum(fractions, 1.0)
+        count = offered.sum(axis=1)
+        safe = np.maximum(count, 1)
+        mean = (fractions * offered).sum(axis=1) / safe
+        deviation = (fractions - mean[:, None]) * offered
+        std = np.sqrt((deviation * deviation).sum(axis=1) / safe)
+        out: FloatVector = np.clip((1.0 - std) * MAX_SCORE, 0.0, MAX_SCORE)
+        return out
+
+    # Preferred node affinity ---------------------------------------------------------------
+
+    def node_affinity(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+        """Matching preferred terms' weights, scaled so the best of ``rows`` scores 100."""
+        terms = task.spec.preferred_terms
+        if not terms:
+            return np.zeros(len(rows), dtype=np.float64)
+        raw = self._preferred.get(terms)
+        if raw is None:
+            raw = np.zeros(len(table), dtype=np.float64)
+            for term in terms:
+                raw += term.weight * self._labels.term(term.term)
+            raw.flags.writeable = False
+            self._preferred[terms] = raw
+        sums = raw[rows]
+        top = float(sums.max()) if len(sums) else 0.0
+        if top <= 0.0:
+            return np.zeros(len(rows), dtype=np.float64)
+        out: FloatVector = np.clip(sums * (MAX_SCORE / top), 0.0, MAX_SCORE)
+        return out

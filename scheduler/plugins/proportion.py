@@ -1,0 +1,228 @@
+"""The ``proportion`` plugin (layer 2): each queue's fair share of the cluster.
+
+At session open every queue gets a *deserved* share, per resource dimension:
+
+1. the cluster's capacity is that of ready, schedulable nodes;
+2. a queue's demand is what it has allocated plus what its pending tasks request;
+3. a queue with an explicit ``deserved`` gets min(deserved, demand, capability);
+4. each queue first gets min(guarantee, demand); the guarantees of the others are
+   reserved, so a queue can never be given what another is guaranteed;
+5. the rest is water-filled by weight: every round each unsatisfied queue receives
+   ``remaining * weight / total weight``, capped by its demand and its capability, and
+   queues that reach their cap leave; rounds repeat until nothing is left or nobody
+   can take more.
+
+Then: queues are ordered by their dominant share (allocated / deserved); a task is
+allocatable when the queue's allocation plus the task stays within its deserved share;
+a PodGroup is enqueueable when its ``minResources`` fits the queue's room (capability,
+less the others' guarantees, less what is allocated and reserved by inqueue gangs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import ZERO, Resource
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.framework.extension_points import HookSet, OrderKey, Vote
+from scheduler.framework.registry import NoArguments
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+_INF = 1 << 62
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    queue: QueueInfo
+    allocated: Resource = ZERO
+    demand: Resource = ZERO
+    reserved: Resource = ZERO
+    """minResources not yet allocated of the queue's Inqueue gangs."""
+    deserved: Resource = ZERO
+    limit: dict[str, int] = field(default_factory=dict)
+    """Per dimension: capability, less the guarantees of the other queues."""
+
+    def share(self) -> float:
+        worst = 0.0
+        for name, used in self.allocated.items():
+            d = self.deserved[name]
+            if d <= 0:
+                if used > 0:
+                    return float("inf")
+                continue
+            worst = max(worst, used / d)
+        return worst
+
+
+def water_fill(
+    total: int, demands: dict[str, int], weights: dict[str, int], floors: dict[str, int]
+) -> dict[str, int]:
+    """Split ``total`` among queues by weight, each capped by its demand.
+
+    ``floors`` are given first (guarantees, fixed shares). Integer arithmetic; what
+    cannot be split further by whole units stays unassigned. Deterministic: queues are
+    visited by name.
+    """
+    got = {q: min(floors.get(q, 0), demands[q]) for q in demands}
+    remaining = total - sum(got.values())
+    active = sorted(q for q in demands if got[q] < demands[q] and weights.get(q, 0) > 0)
+    while remaining > 0 and active:
+        weight = sum(weights[q] for q in active)
+        start = remaining
+        for q in list(active):
+            give = min(start * weights[q] // weight, demands[q] - got[q], remaining)
+            got[q] += give
+            remaining -= give
+            if got[q] >= demands[q]:
+                active.remove(q)
+        if remaining == start:
+            break
+    return got
+
+
+class ProportionPlugin:
+    name = "proportion"
+
+    def __init__(self, arguments: NoArguments) -> None:
+        del arguments
+        self.attrs: dict[str, QueueAttr] = {}
+        self.total: Resource = ZERO
+        self._jobs: dict[str, JobInfo] = {}
+
+    def open(self, session: Session, hooks: HookSet) -> None:
+        total = ZERO
+        for node in session.nodes.values():
+            if node.ready and not node.unschedulable:
+                total = total + node.allocatable
+                for t in node.tasks.values():
+                    if not t.sluice:  # pods of other schedulers hold capacity no queue owns
+                        total = total - t.request
+        total = total.clamp()
+        self.total = total
+        self._jobs = session.jobs
+        attrs = {name: QueueAttr(q) for name, q in session.queues.items()}
+        for job in session.jobs.values():
+            attr = attrs.get(job.queue)
+            if attr is None:
+                continue
+            allocated = ZERO
+            demand = ZERO
+            for t in job.tasks.values():
+                if t.status in (
+                    TaskStatus.ALLOCATED,
+                    TaskStatus.BINDING,
+                    TaskStatus.BOUND,
+                    TaskStatus.RUNNING,
+                    TaskStatus.PIPELINED,
+                ):
+                    allocated = allocated + t.request
+                elif t.status is TaskStatus.PENDING and t.sluice:
+                    demand = demand + t.request
+            attr.allocated = attr.allocated + allocated
+            attr.demand = attr.demand + allocated + demand
+            if job.phase is PodGroupPhase.INQUEUE and job.has_pod_group:
+                attr.reserved = attr.reserved + (job.min_resources - allocated).clamp()
+        self._share_out(attrs, total)
+        self.attrs = attrs
+        hooks.add_queue_order(self.queue_key)
+        hooks.add_queue_allocatable(self.allocatable)
+        hooks.add_queue_overused(self.overused)
+        hooks.add_job_enqueueable(self.enqueueable)
+        hooks.add_on_enqueue(self.enqueued)
+        hooks.add_placement_handlers(self.on_place, self.on_unplace)
+
+    def _share_out(self, attrs: dict[str, QueueAttr], total: Resource) -> None:
+        guarantees = ZERO
+        for a in attrs.values():
+            guarantees = guarantees + a.queue.guarantee
+        names = set(total)
+        for a in attrs.values():
+            names.update(a.demand)
+        deserved: dict[str, dict[str, int]] = {q: {} for q in attrs}
+        for r in sorted(names):
+            demands: dict[str, int] = {}
+            floors: dict[str, int] = {}
+            weights: dict[str, int] = {}
+            fixed = 0
+            for q, a in attrs.items():
+                others = guarantees[r] - a.queue.guarantee[r]
+                cap = total[r] - others
+                if a.queue.capability is not None and r in a.queue.capability:
+                    cap = min(cap, a.queue.capability[r])
+                a.limit[r] = max(cap, 0)
+                want = min(a.demand[r], a.limit[r])
+                if a.queue.deserved is not None and r in a.queue.deserved:
+                    deserved[q][r] = min(a.queue.deserved[r], want)
+                    fixed += deserved[q][r]
+                    continue
+                demands[q] = want
+                floors[q] = a.queue.guarantee[r]
+                weights[q] = a.queue.weight
+            for q, n in water_fill(max(total[r] - fixed, 0), demands, weights, floors).items():
+                deserved[q][r] = n
+        for q, a in attrs.items():
+            a.deserved = Resource(deserved[q])
+
+    def close(self, session: Session) -> None:
+        self.attrs = {}
+        self._jobs = {}
+
+    def deserved(self, queue: str) -> Resource:
+        return self.attrs[queue].deserved
+
+    def allocated(self, queue: str) -> Resource:
+        return self.attrs[queue].allocated
+
+    def queue_key(self, queue: QueueInfo) -> OrderKey:
+        attr = self.attrs.get(queue.name)
+        return (-queue.priority, attr.share() if attr else float("inf"))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return False
+        after = attr.allocated + task.request
+        deserved = attr.deserved
+        return all(after[r] <= deserved[r] for r in task.request)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        return bool(attr.deserved) and attr.deserved.fits_in(attr.allocated)
+
+    def enqueueable(self, job: JobInfo) -> Vote:
+        attr = self.attrs.get(job.queue)
+        if attr is None or attr.queue.state != "Open":
+            return Vote.REJECT
+        if job.min_resources.is_zero():
+            return Vote.PERMIT
+        after = attr.allocated + attr.reserved + job.min_resources
+        if all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
+            return Vote.PERMIT
+        return Vote.REJECT
+
+    def enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None:
+            attr.reserved = attr.reserved + job.min_resources
+
+    def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            attr.allocated = attr.allocated + task.request
+
+    def on_unplace(self, task: TaskInfo, node: NodeInfo) -> None:
+        attr = self._attr_of(task)
+        if attr is not None:
+            attr.allocated = attr.allocated - task.request
+
+    def _attr_of(self, task: TaskInfo) -> QueueAttr | None:
+        job = self._jobs.get(task.job_id)
+        return self.attrs.get(job.queue) if job is not None else None

@@ -1,0 +1,105 @@
+"""Layer 0: the ports between the scheduler and a cluster backend.
+
+The loop and the preemption executor talk to the cluster only through these Protocols.
+``scheduler.kube`` implements them against a real API server, ``scheduler.sim`` against
+the embedded cluster, so the loop cannot tell them apart.
+
+Every method that touches the cluster is a coroutine and raises only
+:class:`scheduler.api.errors.ApiError` subclasses (backends translate their library's
+errors). Callers own retries: a port makes one attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """Which object an effect or event is about."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class Clock(Protocol):
+    """Time as the scheduler sees it: virtual in simulations, real in a cluster."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic scale; only differences are meaningful."""
+        ...
+
+    def wall(self) -> float:
+        """Seconds since the Unix epoch, for timestamps written to objects."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend the calling task for ``seconds`` of this clock's time."""
+        ...
+
+
+class Binder(Protocol):
+    async def bind(self, pod: ObjectRef, node: str, annotations: Mapping[str, str]) -> None:
+        """Bind ``pod`` to ``node``; first write ``annotations`` onto the pod if any.
+
+        Not idempotent: a pod that is already bound raises ConflictError. Called by the
+        bind executor, one task per pod.
+        """
+        ...
+
+
+class Evictor(Protocol):
+    async def evict(self, pod: ObjectRef, grace_period_seconds: int | None = None) -> None:
+        """Delete (or evict through the Eviction API) ``pod``, guarded by its uid.
+
+        NotFoundError means the pod is already gone; callers treat it as success.
+        TooManyRequestsError means a PodDisruptionBudget refused the eviction.
+        """
+        ...
+
+
+class StatusWriter(Protocol):
+    async def patch_pod_status(self, pod: ObjectRef, patch: Mapping[str, Any]) -> None:
+        """Strategic-merge ``patch`` into the pod's status (conditions merge by type)."""
+        ...
+
+    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+        """Merge-patch ``status`` into a custom object's status subresource."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes event about ``regarding`` (events.k8s.io/v1 shape)."""
+
+    regarding: ObjectRef
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+    action: str = "Scheduling"
+    related: ObjectRef | None = field(default=None)
+
+
+class EventRecorder(Protocol):
+    def record(self, event: Event) -> None:
+        """Queue ``event`` for delivery. Never blocks and never raises: events are best effort."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPorts:
+    """Everything a backend gives the loop: one object per running scheduler."""
+
+    binder: Binder
+    evictor: Evictor
+    status: StatusWriter
+    events: EventRecorder
+    clock: Clock

@@ -1,0 +1,324 @@
+"""Scenarios: ordinary Kubernetes YAML loaded into the embedded cluster (layer 4).
+
+A scenario is one or more files (or directories of ``*.yaml``/``*.yml``) of what
+``kubectl get -o yaml`` prints, lists included: Nodes, Pods, PodGroups, Queues,
+Topologies, PriorityClasses, PodDisruptionBudgets, at most one SchedulerConfiguration
+and at most one Simulation document. Everything is checked before anything runs, and
+every problem is one :class:`ScenarioError` line naming the file, the object and the
+field. ``sim.sluice.dev/arrival: 2.5s`` delays an object to that virtual time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.api import labels as L
+from scheduler.api.convert import node_from_object, pod_group_name, ref, task_from_pod
+from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
+from scheduler.api.openapi import load_crds
+from scheduler.api.selectors import parse_label_selector
+from scheduler.config import SchedulerConfiguration, parse_configuration
+from scheduler.sim.durations import parse_duration
+from scheduler.sim.faults import ApiBehaviour
+
+ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
+SIMULATION_KIND = "Simulation"
+CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass"})
+OBJECT_KINDS = (
+    "PriorityClass",
+    "Queue",
+    "Topology",
+    "Node",
+    "PodGroup",
+    "PodDisruptionBudget",
+    "Pod",
+)
+"""Kinds a scenario may hold, in the order they are created at the same instant."""
+SUPPORTED = (*OBJECT_KINDS, "SchedulerConfiguration", SIMULATION_KIND)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    at: float
+    obj: dict[str, Any]
+    source: str
+
+
+@dataclass(slots=True)
+class Scenario:
+    arrivals: list[Arrival] = field(default_factory=list)
+    """Objects by the virtual time they enter the cluster, then kind order, then name."""
+    config: SchedulerConfiguration | None = None
+    behaviour: ApiBehaviour | None = None
+    """From a Simulation document, if any."""
+    sources: list[str] = field(default_factory=list)
+
+    def kind_count(self, kind: str) -> int:
+        return sum(1 for a in self.arrivals if a.obj.get("kind") == kind)
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.suffix in (".yaml", ".yml"))
+            if not found:
+                raise ScenarioError(str(p), None, "directory holds no .yaml or .yml files")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ScenarioError(str(p), None, "no such file or directory")
+    return out
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(where, None, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    except OSError as exc:
+        raise ScenarioError(str(path), None, f"cannot read: {exc.strerror}") from exc
+    for i, doc in enumerate(docs, 1):
+        if doc is None:
+            continue
+        where = f"{path} (document {i})"
+        if not isinstance(doc, Mapping):
+            raise ScenarioError(where, None, "expected a Kubernetes object")
+        if doc.get("kind") == "List":
+            for j, item in enumerate(doc.get("items") or ()):
+                if not isinstance(item, Mapping):
+                    raise ScenarioError(f"{where} items[{j}]", None, "expected an object")
+                yield f"{where} items[{j}]", item
+        else:
+            yield where, doc
+
+
+def _simulation(doc: Mapping[str, Any], where: str) -> ApiBehaviour:
+    unknown = sorted(
+        set(doc) - {"apiVersion", "kind", "metadata", "apiLatency", "apiFailures", "seed"}
+    )
+    if unknown:
+        raise ScenarioError(
+            where, unknown[0], "unknown field of Simulation; known: apiLatency, apiFailures, seed"
+        )
+    latency: dict[str, float] = {}
+    for k, v in (doc.get("apiLatency") or {}).items():
+        try:
+            latency[str(k)] = parse_duration(str(v))
+        except ValueError as exc:
+            raise ScenarioError(where, f"apiLatency.{k}", str(exc)) from exc
+    failures: dict[str, float] = {}
+    for k, v in (doc.get("apiFailures") or {}).items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ScenarioError(where, f"apiFailures.{k}", f"expected a rate in [0, 1], got {v!r}")
+        failures[str(k)] = float(v)
+    seed = doc.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ScenarioError(where, "seed", f"expected an integer, got {seed!r}")
+    try:
+        return ApiBehaviour(latency=latency, failure_rate=failures, seed=seed)
+    except ConfigError as exc:
+        raise ScenarioError(where, exc.field, exc.message) from exc
+
+
+def load_scenario(paths: list[str]) -> Scenario:
+    """Read and check a scenario. Raises ScenarioError (one line) on the first problem."""
+    catalog = load_crds()
+    scenario = Scenario()
+    seen: dict[tuple[str, str, str], str] = {}
+    objects: list[tuple[float, str, dict[str, Any]]] = []
+    for path in _files(paths):
+        scenario.sources.append(str(path))
+        for where, doc in _documents(path):
+            kind = doc.get("kind")
+            if kind == "SchedulerConfiguration":
+                if scenario.config is not None:
+                    raise ScenarioError(
+                        where, None, "a second SchedulerConfiguration; a scenario holds at most one"
+                    )
+                try:
+                    scenario.config = parse_configuration(doc)
+                except ConfigError as exc:
+                    raise ScenarioError(where, exc.field, exc.message) from exc
+                continue
+            if kind == SIMULATION_KIND:
+                if scenario.behaviour is not None:
+                    raise ScenarioError(where, None, "a second Simulation document")
+                scenario.behaviour = _simulation(doc, where)
+                continue
+            if kind not in OBJECT_KINDS:
+                raise ScenarioError(
+                    where,
+                    "kind",
+                    f"unsupported kind {kind!r}; a scenario holds {', '.join(SUPPORTED)}",
+                )
+            obj = _normalise(doc, where)
+            meta = obj["metadata"]
+            key = (str(kind), str(meta.get("namespace", "")), str(meta["name"]))
+            label = ref(obj)
+            if key in seen:
+                raise ScenarioError(label, None, f"defined twice: in {seen[key]} and in {where}")
+            seen[key] = where
+            if catalog.is_custom(str(kind)):
+                try:
+                    obj = catalog.check(obj)
+                except InvalidObjectError as exc:
+                    raise ScenarioError(where, None, str(exc)) from exc
+            at = 0.0
+            arrival = (meta.get("annotations") or {}).get(ARRIVAL_ANNOTATION)
+            if arrival is not None:
+                try:
+                    at = parse_duration(str(arrival))
+                except ValueError as exc:
+                    raise ScenarioError(
+                        label, f"metadata.annotations[{ARRIVAL_ANNOTATION}]", str(exc)
+                    ) from exc
+            objects.append((at, where, obj))
+    _check_references(objects)
+    order = {k: i for i, k in enumerate(OBJECT_KINDS)}
+    objects.sort(key=lambda o: (o[0], order[o[2]["kind"]], ref(o[2])))
+    scenario.arrivals = [Arrival(at, obj, where) for at, where, obj in objects]
+    return scenario
+
+
+def _normalise(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
+    obj = dict(doc)
+    meta = obj.get("metadata")
+    if (
+        not isinstance(meta, Mapping)
+        or not isinstance(meta.get("name"), str)
+        or not meta.get("name")
+    ):
+        raise ScenarioError(where, "metadata.name", f"every {obj.get('kind')} needs a name")
+    meta = dict(meta)
+    if obj["kind"] in CLUSTER_SCOPED:
+        meta.pop("namespace", None)
+    else:
+        meta.setdefault("namespace", "default")
+    obj["metadata"] = meta
+    obj.setdefault("apiVersion", _API_VERSIONS[obj["kind"]])
+    return obj
+
+
+_API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "PodGroup": L.API_VERSION,
+    "Queue": L.API_VERSION,
+    "Topology": L.API_VERSION,
+}
+
+
+def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
+    """What the API server and the controllers would refuse or resolve, checked up front."""
+    by_kind: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in OBJECT_KINDS}
+    for _, _, obj in objects:
+        meta = obj["metadata"]
+        name = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+        by_kind[obj["kind"]][name] = obj
+    classes: dict[str, int] = {}
+    default_priority = 0
+    for name, pc in by_kind["PriorityClass"].items():
+        value = pc.get("value")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ScenarioError(ref(pc), "value", f"must be an integer, got {value!r}")
+        classes[name] = value
+        if pc.get("globalDefault"):
+            default_priority = value
+    queues = set(by_kind["Queue"]) | {L.DEFAULT_QUEUE}
+    for q in by_kind["Queue"].values():
+        parent = (q.get("spec") or {}).get("parent")
+        if parent and parent not in queues:
+            raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
+    for pg in by_kind["PodGroup"].values():
+        spec = pg.get("spec") or {}
+        if spec.get("queue", L.DEFAULT_QUEUE) not in queues:
+            raise ScenarioError(ref(pg), "spec.queue", f"no Queue named {spec.get('queue')!r}")
+        pc = spec.get("priorityClassName")
+        if pc and pc not in classes:
+            raise ScenarioError(ref(pg), "spec.priorityClassName", f"no PriorityClass named {pc!r}")
+        tc = spec.get("topologyConstraint")
+        if tc and tc.get("topology") not in by_kind["Topology"]:
+            raise ScenarioError(
+                ref(pg),
+                "spec.topologyConstraint.topology",
+                f"no Topology named {tc.get('topology')!r}",
+            )
+    for node in by_kind["Node"].values():
+        try:
+            node_from_object(node)
+        except InvalidInputError as exc:
+            raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+    for pdb in by_kind["PodDisruptionBudget"].values():
+        try:
+            parse_label_selector(
+                (pdb.get("spec") or {}).get("selector"),
+                obj=ref(pdb),
+                field="spec.selector",
+                null_matches=False,
+            )
+        except InvalidInputError as exc:
+            raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+    for pod in by_kind["Pod"].values():
+        _resolve_pod(pod, classes, default_priority, by_kind, queues)
+
+
+def _resolve_pod(
+    pod: dict[str, Any],
+    classes: Mapping[str, int],
+    default_priority: int,
+    by_kind: Mapping[str, Mapping[str, Any]],
+    queues: set[str],
+) -> None:
+    spec = dict(pod.get("spec") or {})
+    pod["spec"] = spec
+    where = ref(pod)
+    pc = spec.get("priorityClassName")
+    if pc:
+        if pc not in classes:
+            raise ScenarioError(where, "spec.priorityClassName", f"no PriorityClass named {pc!r}")
+        if "priority" in spec and spec["priority"] != classes[pc]:
+            raise ScenarioError(
+                where,
+                "spec.priority",
+                f"must equal the value of PriorityClass {pc!r} ({classes[pc]}) or be omitted",
+            )
+        spec["priority"] = classes[pc]
+    else:
+        spec.setdefault("priority", default_priority)
+    if not isinstance(spec.get("containers"), list) or not spec["containers"]:
+        raise ScenarioError(where, "spec.containers", "a pod needs at least one container")
+    node = spec.get("nodeName")
+    if node and node not in by_kind["Node"]:
+        raise ScenarioError(where, "spec.nodeName", f"no Node named {node!r}")
+    ns = pod["metadata"]["namespace"]
+    group = pod_group_name(pod)
+    if group and f"{ns}/{group}" not in by_kind["PodGroup"]:
+        raise ScenarioError(
+            where,
+            f"metadata.labels[{L.POD_GROUP_LABEL}]",
+            f"no PodGroup named {group!r} in namespace {ns!r}",
+        )
+    queue = (pod["metadata"].get("labels") or {}).get(L.QUEUE_LABEL)
+    if queue and queue not in queues:
+        raise ScenarioError(where, f"metadata.labels[{L.QUEUE_LABEL}]", f"no Queue named {queue!r}")
+    try:
+        task_from_pod(pod)
+    except InvalidInputError as exc:
+        raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+    if node:
+        status = dict(pod.get("status") or {})
+        status.setdefault("phase", "Running")
+        if status["phase"] == "Running":
+            status.setdefault("conditions", [{"type": "Ready", "status": "True"}])
+        pod["status"] = status

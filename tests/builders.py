@@ -1,0 +1,220 @@
+"""Small builders shared by the tests: Kubernetes objects as dicts, and sessions over them.
+
+``pod`` and ``node`` return plain JSON dicts shaped as the API server returns them, so the
+tests go through the same conversion (``scheduler.api.convert``) as the scheduler.
+``session_with`` opens a real :class:`~scheduler.framework.session.Session` on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scheduler.api import labels as L
+from scheduler.api.convert import (
+    job_for_lone_pod,
+    job_from_pod_group,
+    node_from_object,
+    pod_group_name,
+    queue_from_object,
+    task_from_pod,
+)
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.queue import QueueInfo
+from scheduler.api.snapshot import Snapshot
+from scheduler.api.task import TaskInfo
+from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
+from scheduler.framework.registry import PluginSpec, Registry
+from scheduler.framework.session import Session, open_session
+
+Obj = dict[str, Any]
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def pod(
+    name: str,
+    *,
+    ns: str = "default",
+    cpu: str | None = "100m",
+    memory: str | None = "100Mi",
+    node: str | None = None,
+    priority: int = 0,
+    labels: Mapping[str, str] | None = None,
+    group: str | None = None,
+    role: str | None = None,
+    scheduler: str = L.SCHEDULER_NAME,
+    phase: str | None = None,
+    **spec: Any,
+) -> Obj:
+    """A Pod with one container requesting ``cpu`` and ``memory`` (None: no request).
+
+    ``node`` sets ``spec.nodeName`` (the phase then defaults to Running); ``group`` and
+    ``role`` set the PodGroup and task-role labels; any other keyword is a field of
+    ``spec`` as spelled in the API (``tolerations=[...]``, ``affinity={...}``,
+    ``containers=[...]`` replaces the default container).
+    """
+    meta_labels = dict(labels or {})
+    if group is not None:
+        meta_labels[L.POD_GROUP_LABEL] = group
+    if role is not None:
+        meta_labels[L.TASK_ROLE_LABEL] = role
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    body: Obj = {
+        "schedulerName": scheduler,
+        "priority": priority,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if node is not None:
+        body["nodeName"] = node
+    body.update(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "uid": f"{ns}/{name}", "labels": meta_labels},
+        "spec": body,
+        "status": {"phase": phase or ("Running" if node is not None else "Pending")},
+    }
+
+
+def taint(text: str) -> Obj:
+    """``key=value:Effect`` or ``key:Effect`` (kubectl's syntax) as a taint object."""
+    kv, _, effect = text.rpartition(":")
+    key, _, value = kv.partition("=")
+    out: Obj = {"key": key, "effect": effect}
+    if value:
+        out["value"] = value
+    return out
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "32Gi",
+    pods: int = 110,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[str | Mapping[str, Any]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+    gpus: int | None = None,
+) -> Obj:
+    """A Node. Labels include ``kubernetes.io/hostname: <name>`` unless overridden; taints
+    are objects or strings in kubectl's syntax (``dedicated=gpu:NoSchedule``)."""
+    allocatable: Obj = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    spec: Obj = {}
+    if taints:
+        spec["taints"] = [taint(t) if isinstance(t, str) else dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {HOSTNAME: name, **(labels or {})}},
+        "spec": spec,
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def snapshot_of(
+    nodes: Sequence[Obj],
+    pods: Sequence[Obj],
+    *,
+    pod_groups: Sequence[Obj] = (),
+    queues: Sequence[Obj] = (),
+    priority_classes: Mapping[str, int] | None = None,
+) -> Snapshot:
+    """A Snapshot as the cache would build it (nodes by name, jobs by uid).
+
+    Pods with ``spec.nodeName`` are added to their nodes (non-strict, as the cache does).
+    A pod naming a group joins that PodGroup's job: the one given in ``pod_groups``, or
+    else a job with ``minMember`` equal to the number of its pods. Every other pod is a
+    gang of one. Queue ``default`` always exists.
+    """
+    classes = dict(priority_classes or {})
+    infos = sorted((node_from_object(n) for n in nodes), key=lambda n: n.name)
+    snap = Snapshot(nodes={n.name: n for n in infos}, priority_classes=classes)
+    for q in queues:
+        info = queue_from_object(q)
+        snap.queues[info.name] = info
+    snap.queues.setdefault(L.DEFAULT_QUEUE, QueueInfo(L.DEFAULT_QUEUE))
+    groups = {j.uid: j for j in (job_from_pod_group(pg, classes) for pg in pod_groups)}
+    jobs: dict[str, JobInfo] = {}
+    for raw in pods:
+        task = task_from_pod(raw)
+        job = jobs.get(task.job_id) or groups.get(task.job_id)
+        if job is None:
+            queue = (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE)
+            if not pod_group_name(raw):
+                job = job_for_lone_pod(task, queue)
+            else:
+                job = JobInfo(
+                    uid=task.job_id,
+                    namespace=task.namespace,
+                    name=task.job_id.split("/", 1)[1],
+                    queue=queue,
+                    min_member=0,
+                    phase=PodGroupPhase.INQUEUE,
+                    has_pod_group=True,
+                )
+        jobs[job.uid] = job
+        job.add_task(task)
+        if task.node_name:
+            snap.nodes[task.node_name].add_task(task)
+    for uid, job in groups.items():
+        jobs.setdefault(uid, job)
+    for job in jobs.values():
+        if job.has_pod_group and job.uid not in groups:
+            job.min_member = len(job.tasks)
+    snap.jobs.update(sorted(jobs.items()))
+    return snap
+
+
+def default_registry() -> Registry:
+    """A registry with the built-in plugins (or at least predicates and nodeorder)."""
+    registry = Registry()
+    try:
+        from scheduler.plugins import register_builtin
+    except ImportError:
+        pass
+    else:
+        register_builtin(registry)
+    from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
+    from scheduler.plugins.predicates import PredicatesPlugin
+
+    known = set(registry.plugin_names)
+    if "predicates" not in known:
+        registry.add_plugin(PluginSpec("predicates", PredicatesPlugin))
+    if "nodeorder" not in known:
+        registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))
+    return registry
+
+
+def session_with(
+    nodes: Sequence[Obj],
+    pods: Sequence[Obj],
+    plugins: Sequence[PluginConfig],
+    registry: Registry | None = None,
+    **snapshot: Any,
+) -> Session:
+    """An open Session over ``nodes`` and ``pods`` with ``plugins`` as one tier and no
+    actions. Extra keywords go to :func:`snapshot_of` (``pod_groups``, ``queues``, ...)."""
+    config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(plugins)),))
+    resolved = (registry or default_registry()).resolve(config)
+    return open_session(snapshot_of(nodes, pods, **snapshot), resolved)
+
+
+def task_of(session: Session, name: str, ns: str = "default") -> TaskInfo:
+    """The session's TaskInfo of pod ``ns/name``."""
+    for job in session.jobs.values():
+        for task in job.tasks.values():
+            if task.name == name and task.namespace == ns:
+                return task
+    raise KeyError(f"{ns}/{name}")

@@ -8,7 +8,7 @@ Zero entries are dropped, so two equal vectors compare equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from typing import Any
 
 from scheduler.api.errors import QuantityError
@@ -23,12 +23,23 @@ GPU = "nvidia.com/gpu"
 _BYTE_RESOURCES = frozenset({MEMORY, EPHEMERAL_STORAGE})
 
 
+_AMOUNTS: dict[tuple[str, str], int] = {}
+"""Parsed amounts by (resource, text): a cluster repeats a handful of quantities."""
+
+
 def canonical_amount(name: str, value: object, *, obj: str = "", field: str = "") -> int:
     """Parse one quantity of resource ``name`` into its canonical integer unit."""
+    if isinstance(value, str):
+        hit = _AMOUNTS.get((name, value))
+        if hit is not None:
+            return hit
     q = parse_quantity(value, obj=obj, field=field)
     if q < 0:
         raise QuantityError(obj, field, f"must not be negative, got {value!r}")
-    return to_milli(q) if name == CPU else to_units(q)
+    amount = to_milli(q) if name == CPU else to_units(q)
+    if isinstance(value, str) and len(_AMOUNTS) < 65536:
+        _AMOUNTS[(name, value)] = amount
+    return amount
 
 
 class Resource(Mapping[str, int]):
@@ -59,6 +70,9 @@ class Resource(Mapping[str, int]):
     def __getitem__(self, name: str) -> int:
         return self._v.get(name, 0)
 
+    def items(self) -> ItemsView[str, int]:  # type: ignore[override]
+        return self._v.items()
+
     def __contains__(self, name: object) -> bool:
         return name in self._v
 
@@ -83,21 +97,33 @@ class Resource(Mapping[str, int]):
 
     # Arithmetic
     def __add__(self, other: Mapping[str, int]) -> Resource:
-        if not other:
+        items = other._v if isinstance(other, Resource) else other
+        if not items:
             return self
+        if not self._v:
+            return other if isinstance(other, Resource) else Resource(other)
         v = dict(self._v)
-        for k, n in other.items():
+        for k, n in items.items():
             v[k] = v.get(k, 0) + n
-        return Resource(v)
+        return Resource._trusted(v)
+
+    @classmethod
+    def _trusted(cls, v: dict[str, int]) -> Resource:
+        """Wrap ``v`` (owned by the caller, never shared) dropping zeros, without copying."""
+        r = cls.__new__(cls)
+        r._v = {k: n for k, n in v.items() if n} if 0 in v.values() else v
+        r._hash = None
+        return r
 
     def __sub__(self, other: Mapping[str, int]) -> Resource:
         """Exact difference; entries may go negative (use :meth:`clamp` for idle views)."""
-        if not other:
+        items = other._v if isinstance(other, Resource) else other
+        if not items:
             return self
         v = dict(self._v)
-        for k, n in other.items():
+        for k, n in items.items():
             v[k] = v.get(k, 0) - n
-        return Resource(v)
+        return Resource._trusted(v)
 
     def scale(self, factor: int) -> Resource:
         return Resource({k: n * factor for k, n in self._v.items()})
@@ -120,7 +146,8 @@ class Resource(Mapping[str, int]):
 
     def fits_in(self, capacity: Mapping[str, int]) -> bool:
         """True when every amount of ``self`` is at most the same amount of ``capacity``."""
-        return all(n <= capacity.get(k, 0) for k, n in self._v.items())
+        cap = capacity._v if isinstance(capacity, Resource) else capacity
+        return all(n <= cap.get(k, 0) for k, n in self._v.items())
 
     def insufficient(self, capacity: Mapping[str, int]) -> list[str]:
         """Names whose amount exceeds ``capacity``, sorted."""

@@ -185,7 +185,10 @@ class SchedulerCache:
             self._detach(old)
         self.tasks[uid] = task
         self._attach(task)
-        return old is None or old.status is not task.status
+        if old is None:
+            return task.status is TaskStatus.PENDING or not task.sluice
+        return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
+            task.terminating and not old.terminating)
 
     def _refresh(self, old: TaskInfo, pod: Obj) -> TaskInfo:
         """A new TaskInfo from ``pod`` reusing ``old``'s parsed spec (unchanged)."""
@@ -409,7 +412,7 @@ def _disruptions_allowed(obj: Obj, namespace: str, pods: Iterable[TaskInfo]) -> 
     def amount(value: object) -> int:
         if isinstance(value, str) and value.endswith("%"):
             return math.ceil(expected * int(value[:-1]) / 100)
-        return int(value)  # type: ignore[call-overload]
+        return int(str(value))
 
     if "minAvailable" in spec:
         return max(0, healthy - amount(spec["minAvailable"]))

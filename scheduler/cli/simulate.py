@@ -39,7 +39,8 @@ def _behaviour(args: argparse.Namespace, scenario_behaviour: ApiBehaviour | None
     )
 
 
-def simulate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     if args.cycles is not None and args.cycles < 1:
         raise ConfigError("--cycles", None, "must be at least 1")
     scenario = load_scenario(args.files)

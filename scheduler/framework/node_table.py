@@ -35,15 +35,17 @@ class NodeTable:
         self.col: dict[str, int] = {name: j for j, name in enumerate(self.columns)}
         self.nodes: tuple[NodeInfo, ...] = tuple(nodes)
         self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
-        shape = (len(self.nodes), len(self.columns))
-        self.allocatable: IntMatrix = np.zeros(shape, dtype=np.int64)
-        self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
-        self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
-        for i, n in enumerate(self.nodes):
-            self.allocatable[i] = self.vector(n.allocatable)
-            self.idle[i] = self.vector(n.idle)
-            self.nominated[i] = self.vector(n.nominated)
         self._vectors: dict[Resource, IntVector] = {}
+        shape = (len(self.nodes), len(self.columns))
+        if not self.nodes:
+            self.allocatable: IntMatrix = np.zeros(shape, dtype=np.int64)
+            self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
+            self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
+            return
+        # Nodes of a cluster share a few shapes: vectors are built once per distinct value.
+        self.allocatable = np.array([self.request(n.allocatable) for n in self.nodes])
+        self.idle = self.allocatable - np.array([self.request(n.used) for n in self.nodes])
+        self.nominated = np.array([self.request(n.nominated) for n in self.nodes])
 
     def __len__(self) -> int:
         return len(self.nodes)

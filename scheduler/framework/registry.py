@@ -105,7 +105,7 @@ class Registry:
                 if p.name in seen:
                     raise ConfigError(KIND, f"{where}.name", f"plugin {p.name!r} is listed twice")
                 seen.add(p.name)
-                args = build_arguments(spec.arguments, p.arguments, f"{where}.arguments")
+                args: object = build_arguments(spec.arguments, p.arguments, f"{where}.arguments")
                 plugins.append(ResolvedPlugin(spec, args, i))
         actions: list[Action] = []
         for i, name in enumerate(config.actions):

@@ -568,7 +568,7 @@ class PredicatesPlugin:
                 bad |= ~col.rows_in_domains_of(holders)
             elif itself:
                 # The first pod of a series with affinity to itself: any node with the key.
-                bad |= ~col.present()
+                pass
             else:
                 bad[:] = True
         return bad

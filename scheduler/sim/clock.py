@@ -175,11 +175,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def _running_virtual_loop() -> VirtualTimeLoop | None:
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
+    loop = asyncio._get_running_loop()
+    if loop is None:
         return None
-    if not isinstance(loop, VirtualTimeLoop):
+    if type(loop) is not VirtualTimeLoop and not isinstance(loop, VirtualTimeLoop):
         raise RuntimeError(
             "VirtualClock needs a VirtualTimeLoop; run the program with run_virtual()"
         )
@@ -202,7 +201,7 @@ class VirtualClock:
     def now(self) -> float:
         loop = _running_virtual_loop()
         if loop is not None:
-            self._last = loop.time()
+            self._last = loop._virtual.now
         return self._last
 
     def wall(self) -> float:

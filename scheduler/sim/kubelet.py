@@ -22,6 +22,7 @@ is logged and does not stop the kubelet.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 from collections.abc import Callable, Mapping
@@ -50,6 +51,11 @@ _TERMINAL: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 _CHECKPOINT_EVERY: Final[int] = 128
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @dataclass(order=True, slots=True)
 class _Timer:
     due: float
@@ -75,8 +81,8 @@ class SimKubelet:
     """Plays the kubelet of every node of the embedded cluster.
 
     ``start_delay`` is the time between a pod's binding and it running. The clock must
-    be the one the running event loop measures (a VirtualClock under ``run_virtual``, or
-    a RealClock), because the timer task waits with anyio timeouts.
+    be the one the running asyncio event loop measures (a VirtualClock under
+    ``run_virtual``, or a RealClock), because the timer task waits with loop timers.
 
     :meth:`run` is the one long-lived task; start it in a task group with
     ``await tg.start(kubelet.run)``, which returns once the kubelet has subscribed to the
@@ -93,7 +99,7 @@ class SimKubelet:
         self._pods: dict[tuple[str, str], _PodTimers] = {}
         self._live = 0
         self._seq = 0
-        self._wake: anyio.Event | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._bad_run_for: set[str] = set()
 
     # ----------------------------------------------------------------- queries
@@ -120,14 +126,11 @@ class SimKubelet:
             while True:
                 self._drop_cancelled()
                 if not self._heap:
-                    self._wake = anyio.Event()
-                    await self._wake.wait()
+                    await self._wait(None)
                     continue
                 delay = self._heap[0].due - self._clock.now()
                 if delay > 0:
-                    self._wake = anyio.Event()
-                    with anyio.move_on_after(delay):
-                        await self._wake.wait()
+                    await self._wait(delay)
                     continue
                 timer = heapq.heappop(self._heap)
                 self._forget(timer)
@@ -137,7 +140,23 @@ class SimKubelet:
                     await anyio.lowlevel.checkpoint()
         finally:
             unsubscribe()
-            self._wake = None
+
+    async def _wait(self, delay: float | None) -> None:
+        """Sleep ``delay`` seconds (None: forever) or until an earlier timer is scheduled.
+
+        A bare asyncio future and loop timer: a cancel scope per wait would cost more than
+        the rest of the kubelet's work in a 10,000-pod run.
+        """
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        handle = loop.call_later(delay, _wake, waiter) if delay is not None else None
+        self._waiter = waiter
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if handle is not None:
+                handle.cancel()
 
     # ----------------------------------------------------------------- events
 
@@ -304,8 +323,8 @@ class SimKubelet:
         state.timers[action] = timer
         heapq.heappush(self._heap, timer)
         self._live += 1
-        if self._wake is not None and self._heap[0] is timer:
-            self._wake.set()
+        if self._waiter is not None and self._heap[0] is timer:
+            _wake(self._waiter)
 
     def _cancel(self, state: _PodTimers, action: _Action) -> None:
         timer = state.timers.pop(action, None)

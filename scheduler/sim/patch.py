@@ -77,16 +77,20 @@ def clone(value: Any) -> Any:
     return value
 
 
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def merge_patch(original: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: maps merge recursively, ``null`` deletes, anything else
     (lists included) replaces."""
-    if not isinstance(patch, Mapping):
+    if not _is_map(patch):
         return clone(patch)
-    result: dict[str, Any] = dict(original) if isinstance(original, Mapping) else {}
+    result: dict[str, Any] = dict(original) if _is_map(original) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, Mapping):
+        elif _is_map(value):
             result[key] = merge_patch(result.get(key), value)
         else:
             result[key] = clone(value)
@@ -104,7 +108,7 @@ def strategic_merge_patch(
 
     Returns the patched value (``None`` when a top-level ``$patch: delete`` deletes it).
     """
-    if not isinstance(patch, Mapping):
+    if not _is_map(patch):
         return clone(patch)
     return _merge_map(original, patch, merge_keys, merge_primitive_lists)
 
@@ -121,7 +125,7 @@ def _merge_map(
     if directive == "replace":
         patch = {k: v for k, v in patch.items() if k != "$patch"}
         original = None
-    result: dict[str, Any] = dict(original) if isinstance(original, Mapping) else {}
+    result: dict[str, Any] = dict(original) if _is_map(original) else {}
     retain: Any = None
     for key, value in patch.items():
         if key.startswith("$"):
@@ -137,7 +141,7 @@ def _merge_map(
             continue
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, Mapping):
+        elif _is_map(value):
             merged = _merge_map(result.get(key), value, keys, prims)
             if merged is None:
                 result.pop(key, None)
@@ -180,20 +184,20 @@ def _merge_keyed_list(
     keys: Mapping[str, str],
     prims: frozenset[str],
 ) -> list[Any]:
-    if any(isinstance(item, Mapping) and item.get("$patch") == "replace" for item in patch):
+    if any(_is_map(item) and item.get("$patch") == "replace" for item in patch):
         return [
-            _merge_map(None, item, keys, prims) if isinstance(item, Mapping) else clone(item)
+            _merge_map(None, item, keys, prims) if _is_map(item) else clone(item)
             for item in patch
-            if not (isinstance(item, Mapping) and item.get("$patch") == "replace")
+            if not (_is_map(item) and item.get("$patch") == "replace")
         ]
     result: list[Any] = list(original) if isinstance(original, list) else []
     index: dict[Any, int] = {}
     for i, item in enumerate(result):
-        if isinstance(item, Mapping) and merge_key in item:
+        if _is_map(item) and merge_key in item:
             index.setdefault(_hashable(item[merge_key]), i)
     deleted: set[int] = set()
     for item in patch:
-        if not isinstance(item, Mapping) or merge_key not in item:
+        if not _is_map(item) or merge_key not in item:
             result.append(clone(item))
             continue
         k = _hashable(item[merge_key])

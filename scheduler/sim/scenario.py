@@ -228,12 +228,12 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
         by_kind[obj["kind"]][name] = obj
     classes: dict[str, int] = {}
     default_priority = 0
-    for name, pc in by_kind["PriorityClass"].items():
-        value = pc.get("value")
+    for name, klass in by_kind["PriorityClass"].items():
+        value = klass.get("value")
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ScenarioError(ref(pc), "value", f"must be an integer, got {value!r}")
+            raise ScenarioError(ref(klass), "value", f"must be an integer, got {value!r}")
         classes[name] = value
-        if pc.get("globalDefault"):
+        if klass.get("globalDefault"):
             default_priority = value
     queues = set(by_kind["Queue"]) | {L.DEFAULT_QUEUE}
     for q in by_kind["Queue"].values():
@@ -241,13 +241,13 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
         if parent and parent not in queues:
             raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
     for pg in by_kind["PodGroup"].values():
-        spec = pg.get("spec") or {}
-        if spec.get("queue", L.DEFAULT_QUEUE) not in queues:
-            raise ScenarioError(ref(pg), "spec.queue", f"no Queue named {spec.get('queue')!r}")
-        pc = spec.get("priorityClassName")
+        pg_spec: dict[str, Any] = pg.get("spec") or {}
+        if pg_spec.get("queue", L.DEFAULT_QUEUE) not in queues:
+            raise ScenarioError(ref(pg), "spec.queue", f"no Queue named {pg_spec.get('queue')!r}")
+        pc = pg_spec.get("priorityClassName")
         if pc and pc not in classes:
             raise ScenarioError(ref(pg), "spec.priorityClassName", f"no PriorityClass named {pc!r}")
-        tc = spec.get("topologyConstraint")
+        tc = pg_spec.get("topologyConstraint")
         if tc and tc.get("topology") not in by_kind["Topology"]:
             raise ScenarioError(
                 ref(pg),

@@ -33,7 +33,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -734,7 +734,7 @@ class ObjectStore:
         namespace: str | None = None,
         resource_version: int | None = None,
         bookmark_interval: float | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Stream the changes of ``kind`` (in ``namespace``), as a watch of the API does.
 
         With ``resource_version``, first the events after it from history (GoneError,

@@ -9,6 +9,7 @@ from scheduler.framework.registry import Registry, ResolvedConfiguration
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
+from scheduler.preemption import PreemptionExecutor
 
 
 def builtin_registry() -> Registry:
@@ -33,4 +34,15 @@ def build_loop(
     metrics: Metrics | None = None,
 ) -> SchedulingLoop:
     """The scheduling loop with the executors the configuration asks for."""
-    return SchedulingLoop(cache, resolved, ports, metrics)
+    loop = SchedulingLoop(cache, resolved, ports, metrics)
+    config = resolved.config
+    if "preempt" in config.actions:
+        loop.preemption = PreemptionExecutor(
+            cache,
+            ports,
+            loop.metrics,
+            async_enabled=config.gate("SchedulerAsyncPreemption"),
+            concurrency=config.bind_concurrency,
+            wake=loop.wake,
+        )
+    return loop

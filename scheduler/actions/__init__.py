@@ -5,6 +5,7 @@ from __future__ import annotations
 from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
+from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.framework.registry import ActionSpec, Registry
 
 
@@ -12,4 +13,5 @@ def register_builtin(registry: Registry) -> None:
     """Register every action shipped with Sluice."""
     registry.add_action(ActionSpec("enqueue", EnqueueAction))
     registry.add_action(ActionSpec("allocate", AllocateAction))
+    registry.add_action(ActionSpec("preempt", PreemptAction, PreemptArguments))
     registry.add_action(ActionSpec("backfill", BackfillAction))

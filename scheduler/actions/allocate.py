@@ -13,6 +13,7 @@ from collections import deque
 
 from scheduler.actions.common import eligible, place_job, waiting_tasks
 from scheduler.api.job import JobInfo
+from scheduler.api.task import TaskStatus
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
@@ -36,16 +37,17 @@ class AllocateAction:
             name = min(pending, key=lambda q: session.queue_key(session.queues[q]))
             queue = session.queues[name]
             jobs = pending[name]
-            if session.queue_overused(queue):
-                for job in jobs:
-                    session.record_job_reason(job, f"queue {name!r} has used its deserved share")
-                    for t in waiting_tasks(job):
-                        session.task_reasons.setdefault(
-                            t.uid, f"queue {name!r} has used its deserved share"
-                        )
-                del pending[name]
-                continue
             job = jobs.popleft()
             if not jobs:
                 del pending[name]
-            place_job(session, queue, job, waiting_tasks(job))
+            tasks = waiting_tasks(job)
+            if session.queue_overused(queue) and any(
+                t.status is TaskStatus.PENDING for t in tasks
+            ):
+                # Nominated tasks are already counted in the queue; new demand is not.
+                reason = f"queue {name!r} has used its deserved share"
+                session.record_job_reason(job, reason)
+                for t in tasks:
+                    session.task_reasons.setdefault(t.uid, reason)
+                continue
+            place_job(session, queue, job, tasks)

@@ -70,7 +70,7 @@ class Resource(Mapping[str, int]):
     def __getitem__(self, name: str) -> int:
         return self._v.get(name, 0)
 
-    def items(self) -> ItemsView[str, int]:  # type: ignore[override]
+    def items(self) -> ItemsView[str, int]:
         return self._v.items()
 
     def __contains__(self, name: object) -> bool:

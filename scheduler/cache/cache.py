@@ -82,7 +82,13 @@ class SchedulerCache:
         """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
         self.on_change: Callable[[], None] | None = None
         """Called after an event that may let something new be scheduled (wakes the loop)."""
+        self.on_pod_deleted: list[Callable[[str], None]] = []
+        """Called with the uid of every pod whose deletion is seen (the preemption gate)."""
         self._spec_src: dict[str, tuple[object, ...]] = {}
+        self._evicting: set[str] = set()
+        """Pods assumed releasing whose deletion has not shown in their events yet."""
+        self._nominating: dict[str, str] = {}
+        """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
             "Pod": self._on_pod,
             "Node": self._on_node,
@@ -158,6 +164,10 @@ class SchedulerCache:
                 self._detach(old)
                 del self.tasks[uid]
                 self._spec_src.pop(uid, None)
+            self._evicting.discard(uid)
+            self._nominating.pop(uid, None)
+            for listener in self.on_pod_deleted:
+                listener(uid)
             return True
         spec = pod.get("spec") or {}
         src = tuple(spec.get(f) for f in _SPEC_FIELDS)
@@ -172,15 +182,7 @@ class SchedulerCache:
                 self._detach(old)
                 del self.tasks[uid]
             return True
-        if (
-            old is not None
-            and old.status is TaskStatus.BINDING
-            and not task.node_name
-            and task.status is TaskStatus.PENDING
-        ):
-            task.status, task.node_name = TaskStatus.BINDING, old.node_name  # still assumed
-        elif task.status is TaskStatus.PENDING and task.nominated_node and task.sluice:
-            task.status, task.node_name = TaskStatus.PIPELINED, task.nominated_node
+        self._keep_assumptions(old, task)
         if old is not None:
             self._detach(old)
         self.tasks[uid] = task
@@ -188,7 +190,29 @@ class SchedulerCache:
         if old is None:
             return task.status is TaskStatus.PENDING or not task.sluice
         return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
-            task.terminating and not old.terminating)
+            task.terminating and not old.terminating
+        )
+
+    def _keep_assumptions(self, old: TaskInfo | None, task: TaskInfo) -> None:
+        """What the cache assumed and the events do not show yet still holds."""
+        if task.node_name or task.status is not TaskStatus.PENDING:
+            self._nominating.pop(task.uid, None)
+        if task.terminating or task.status not in (TaskStatus.BOUND, TaskStatus.RUNNING):
+            self._evicting.discard(task.uid)
+        if (
+            old is not None
+            and old.status is TaskStatus.BINDING
+            and not task.node_name
+            and task.status is TaskStatus.PENDING
+        ):
+            task.status, task.node_name = TaskStatus.BINDING, old.node_name  # still assumed
+        elif task.uid in self._evicting:
+            task.status = TaskStatus.RELEASING
+        elif task.status is TaskStatus.PENDING and task.sluice:
+            node = task.nominated_node or self._nominating.get(task.uid, "")
+            if node:
+                task.nominated_node = node
+                task.status, task.node_name = TaskStatus.PIPELINED, node
 
     def _refresh(self, old: TaskInfo, pod: Obj) -> TaskInfo:
         """A new TaskInfo from ``pod`` reusing ``old``'s parsed spec (unchanged)."""
@@ -317,10 +341,12 @@ class SchedulerCache:
             TaskStatus.RUNNING,
             TaskStatus.BINDING,
         ):
+            self._evicting.add(uid)
             self._move(uid, TaskStatus.RELEASING, task.node_name)
 
     def forget_evict(self, uid: str, status: TaskStatus = TaskStatus.RUNNING) -> None:
         """An eviction failed: the pod holds its room again."""
+        self._evicting.discard(uid)
         task = self.tasks.get(uid)
         if task is not None and task.status is TaskStatus.RELEASING and not task.terminating:
             self._move(uid, status, task.node_name)
@@ -329,10 +355,13 @@ class SchedulerCache:
         """The pod waits on ``node`` for room being freed (status.nominatedNodeName)."""
         task = self.tasks.get(uid)
         if task is not None and task.status in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            self._nominating[uid] = node
             task.nominated_node = node
             self._move(uid, TaskStatus.PIPELINED, node)
 
     def forget_nomination(self, uid: str) -> None:
+        """A nomination is withdrawn: the pod is pending again."""
+        self._nominating.pop(uid, None)
         task = self.tasks.get(uid)
         if task is not None and task.status is TaskStatus.PIPELINED:
             task.nominated_node = ""

@@ -30,7 +30,7 @@ FEATURE_GATES: Mapping[str, bool] = {
 }
 """Every known feature gate and its default."""
 
-DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "backfill")
 
 
 @dataclass(frozen=True, slots=True)

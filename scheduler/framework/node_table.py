@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource
+from scheduler.api.task import TaskStatus
 
 IntMatrix = npt.NDArray[np.int64]
 IntVector = npt.NDArray[np.int64]
@@ -36,16 +37,29 @@ class NodeTable:
         self.nodes: tuple[NodeInfo, ...] = tuple(nodes)
         self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self._vectors: dict[Resource, IntVector] = {}
+        self.count_releasing = False
+        """While True, room held by releasing tasks counts as free (preemption's view)."""
+        self.nominations: dict[int, dict[str, tuple[int, IntVector]]] = {}
+        """Row -> uid -> (priority, request) of the tasks nominated to that node."""
         shape = (len(self.nodes), len(self.columns))
         if not self.nodes:
             self.allocatable: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
+            self.releasing: IntMatrix = np.zeros(shape, dtype=np.int64)
             return
         # Nodes of a cluster share a few shapes: vectors are built once per distinct value.
         self.allocatable = np.array([self.request(n.allocatable) for n in self.nodes])
         self.idle = self.allocatable - np.array([self.request(n.used) for n in self.nodes])
         self.nominated = np.array([self.request(n.nominated) for n in self.nodes])
+        self.releasing = np.array([self.request(n.releasing) for n in self.nodes])
+        for i, n in enumerate(self.nodes):
+            if not n.nominated.is_zero():
+                self.nominations[i] = {
+                    t.uid: (t.priority, self.request(t.request))
+                    for t in n.tasks.values()
+                    if t.status is TaskStatus.PIPELINED
+                }
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -68,6 +82,22 @@ class NodeTable:
             self._vectors[res] = v
         return v
 
+    def free(self, priority: int, uid: str, cols: IntVector | slice) -> IntMatrix:
+        """Room for a task of ``priority`` (uid ``uid``) on every row, in columns ``cols``.
+
+        ``idle`` less what is nominated to the node, except nominations of lower priority
+        and the task's own (KEP-4832: a nominated pod keeps its room from pods of equal or
+        lower priority only); plus releasing room when :attr:`count_releasing` is set.
+        """
+        free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
+        if self.count_releasing:
+            free += self.releasing[:, cols]
+        for row, noms in self.nominations.items():
+            for other, (prio, vec) in noms.items():
+                if other == uid or prio < priority:
+                    free[row] += vec[cols]
+        return free
+
     def refresh(self, node: NodeInfo) -> None:
         """Copy ``node``'s idle and nominated into its row. Called after every placement."""
         i = self.row[node.name]
@@ -79,6 +109,7 @@ class NodeTable:
         node: str,
         idle_delta: IntVector | None = None,
         nominated_delta: IntVector | None = None,
+        releasing_delta: IntVector | None = None,
     ) -> None:
         """Add deltas to a row: the fast path of a placement whose vector is known."""
         i = self.row[node]
@@ -86,3 +117,18 @@ class NodeTable:
             self.idle[i] += idle_delta
         if nominated_delta is not None:
             self.nominated[i] += nominated_delta
+        if releasing_delta is not None:
+            self.releasing[i] += releasing_delta
+
+    def nominate(self, node: str, uid: str, priority: int, vec: IntVector, add: bool) -> None:
+        """Record (or drop) a task nominated to ``node``; keeps :attr:`nominated` in step."""
+        i = self.row[node]
+        if add:
+            self.nominations.setdefault(i, {})[uid] = (priority, vec)
+            self.nominated[i] += vec
+        else:
+            noms = self.nominations.get(i, {})
+            noms.pop(uid, None)
+            if not noms:
+                self.nominations.pop(i, None)
+            self.nominated[i] -= vec

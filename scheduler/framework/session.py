@@ -134,6 +134,17 @@ class Session:
         """Does ``task`` pass every filter on ``node``?"""
         return bool(self.fit(task).feasible[self.table.row[node]])
 
+    @contextmanager
+    def counting_releasing(self) -> Iterator[None]:
+        """Within the block, room held by releasing tasks counts as free: the view of a
+        preemptor that will wait on a node for its victims to go."""
+        before = self.table.count_releasing
+        self.table.count_releasing = True
+        try:
+            yield
+        finally:
+            self.table.count_releasing = before
+
     def select_node(self, task: TaskInfo, fit: Fit) -> NodeInfo | None:
         """The best feasible node for ``task``, scoring a sample as kube-scheduler does.
 
@@ -198,9 +209,12 @@ class Session:
                 tiers.placed(self.hooks, task, new)
 
     def _shift(self, node: str, task: TaskInfo, status: TaskStatus, sign: int) -> None:
+        """Update the table for ``task`` leaving (sign +1) or joining (-1) ``node``."""
         vec = self.table.request(task.request)
         if status is TaskStatus.PIPELINED:
-            self.table.shift(node, nominated_delta=-sign * vec)
+            self.table.nominate(node, task.uid, task.priority, vec, add=sign < 0)
+        elif status is TaskStatus.RELEASING:
+            self.table.shift(node, idle_delta=sign * vec, releasing_delta=-sign * vec)
         elif status in OCCUPYING:
             self.table.shift(node, idle_delta=sign * vec)
 

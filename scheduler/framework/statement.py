@@ -87,6 +87,22 @@ class Statement:
         self._session.move(task, TaskStatus.RELEASING, task.node_name)
         self._ops.append(op)
 
+    def undo(self, task: TaskInfo) -> None:
+        """Undo the one operation recorded for ``task``, wherever it stands.
+
+        Operations on different tasks are independent, so one can be taken back out of
+        order: preemption re-adds a candidate victim this way. Raises InvariantError if
+        no operation is recorded for ``task``.
+        """
+        self._check_open()
+        for i in range(len(self._ops) - 1, -1, -1):
+            op = self._ops[i]
+            if op.task is task:
+                del self._ops[i]
+                self._session.move(task, op.prev_status, op.prev_node)
+                return
+        raise InvariantError(f"no operation recorded for {task.key}")
+
     def checkpoint(self) -> int:
         """A mark to roll back to."""
         return len(self._ops)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
 from scheduler.api.task import TaskStatus as TaskState
@@ -61,6 +61,11 @@ class CycleObserver(Protocol):
 class PreemptionHandler(Protocol):
     """Receives a cycle's Evict and Nominate effects (the preemption executor)."""
 
+    @property
+    def in_flight(self) -> int: ...
+
+    def attach(self, tg: TaskGroup, /) -> None: ...
+
     async def handle(self, session: Session, effects: list[Effect], /) -> None: ...
 
 
@@ -90,7 +95,13 @@ class SchedulingLoop:
     @property
     def in_flight(self) -> int:
         """Background calls not finished yet."""
-        return self.binds.in_flight + self.writes.in_flight
+        busy = self.binds.in_flight + self.writes.in_flight
+        return busy + (self.preemption.in_flight if self.preemption is not None else 0)
+
+    @property
+    def woken(self) -> bool:
+        """A wake-up is pending: the next cycle will start without waiting."""
+        return self._wake.is_set()
 
     def wake(self) -> None:
         """Run the next cycle as soon as the current one ends. Safe from sync callbacks."""
@@ -109,6 +120,8 @@ class SchedulingLoop:
         async with anyio.create_task_group() as tg:
             self.binds.attach(tg)
             self.writes.attach(tg)
+            if self.preemption is not None:
+                self.preemption.attach(tg)
             task_status.started()
             while True:
                 self._wake = anyio.Event()

@@ -12,7 +12,7 @@ node readiness                         node(s) were not ready                   
 nodeSelector, required node affinity   node(s) didn't match Pod's node             no
                                        affinity/selector
 NoSchedule / NoExecute taints          node(s) had untolerated taint               no
-free = idle - nominated, per resource  Insufficient <name> / Too many pods         yes
+free = idle - blocking nominations     Insufficient <name> / Too many pods         yes
 host ports                             node(s) didn't have free ports for the      yes
                                        requested pod ports
 required pod affinity                  node(s) didn't match pod affinity rules     no
@@ -50,7 +50,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.pod import NodeSelectorTerm, PodAffinityTerm, StaticShape, Taint
 from scheduler.api.resource import PODS, Resource
 from scheduler.api.selectors import LabelSelector, Requirement
-from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import HookSet, Rejection
 from scheduler.framework.node_table import BoolVector, IndexVector, IntVector, NodeTable
 from scheduler.framework.session import HELD
@@ -347,11 +347,9 @@ class PredicatesPlugin:
         check = self._resources.get(spec.request)
         if check is None:
             check = self._resource_check(spec.request, table)
-        free = table.idle[:, check.cols] - table.nominated[:, check.cols]
-        if task.status is TaskStatus.PIPELINED and task.node_name:
-            own = table.row.get(task.node_name)
-            if own is not None:
-                free[own] += check.need  # not blocked by its own nomination
+        # Nominations of lower priority and the task's own do not block it (KEP-4832);
+        # releasing room counts while preemption simulates.
+        free = table.free(task.priority, task.uid, check.cols)
         short = free < check.need
         short_any: BoolVector = np.logical_or.reduce(short, axis=1)
         existing = self._existing_anti_rejected(task) if self._anti_rows else None
@@ -568,7 +566,7 @@ class PredicatesPlugin:
                 bad |= ~col.rows_in_domains_of(holders)
             elif itself:
                 # The first pod of a series with affinity to itself: any node with the key.
-                pass
+                bad |= ~col.present()
             else:
                 bad[:] = True
         return bad

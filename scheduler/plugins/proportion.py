@@ -187,7 +187,12 @@ class ProportionPlugin:
         attr = self.attrs.get(queue.name)
         if attr is None:
             return False
-        after = attr.allocated + task.request
+        # A nominated task is already counted in the queue's allocation.
+        after = (
+            attr.allocated
+            if task.status is TaskStatus.PIPELINED
+            else (attr.allocated + task.request)
+        )
         deserved = attr.deserved
         return all(after[r] <= deserved[r] for r in task.request)
 

@@ -153,6 +153,7 @@ class Simulation:
             return False
         busy = (
             self.loop.in_flight
+            or self.loop.woken
             or self.faults.in_flight
             or self.kubelet.pending()
             or self._arrivals_left

@@ -1,0 +1,239 @@
+"""The ``preempt`` action (layer 2): room for starving gangs from lower-priority pods.
+
+For each starving job (its gang not pipelined, tasks waiting), most important first, and
+each waiting task of it (unless ``preemptionPolicy: Never``):
+
+1. if a node has room now, or room being freed by earlier evictions, the task is
+   nominated there (pipelined) with no new victims;
+2. otherwise candidate nodes are those where the task fails only for reasons that
+   removing pods can fix (resources, pod count, host ports, anti-affinity); at most
+   ``clamp(N * minCandidateNodesPercentage / 100, minCandidateNodesAbsolute,
+   maxCandidateNodes)`` of them are evaluated, from a start that moves on each time;
+3. on each candidate, on the session itself inside a statement: every possible victim
+   is evicted (lower priority: other jobs of the same queue, or lower-priority tasks of
+   the same job; never what the plugins protect), and the task must then fit with
+   releasing room counted as free and its queue must have room; then the victims are
+   re-added one at a time, most important first and those whose eviction would violate
+   a PodDisruptionBudget before the others, and each one that still lets the task fit
+   stays. Every removal and re-add goes through ``Session.move``, so every plugin with
+   state (devices, ports, affinity, queue usage) follows, and a re-added pod returns
+   exactly where it was. What is left evicted are the victims; the node is rolled back;
+4. the candidates are ranked as kube-scheduler ranks them: fewest PDB violations, lowest
+   priority of the highest victim, smallest sum of victim priorities, fewest victims,
+   latest start of the highest-priority victims, then node name; the best one's
+   evictions are applied and the task is nominated to that node.
+
+A job's evictions and nominations are committed only if the whole gang is then
+pipelined; otherwise everything tried is rolled back, so evictions happen only on the
+nodes where a preemption succeeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.actions.common import eligible, waiting_tasks
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.snapshot import DisruptionBudget
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.framework.fit import Fit
+from scheduler.framework.session import Session
+from scheduler.framework.statement import Statement
+
+_PRIORITY_OFFSET = 1 << 31  # makes every priority positive for the sum, as kube-scheduler
+EVICTABLE = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptArguments:
+    """Arguments of the ``preempt`` action (``actionArguments.preempt``)."""
+
+    minCandidateNodesPercentage: int = 10  # noqa: N815 - the YAML name
+    minCandidateNodesAbsolute: int = 100  # noqa: N815
+    maxCandidateNodes: int = 1000  # noqa: N815
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.minCandidateNodesPercentage <= 100:
+            raise ValueError("minCandidateNodesPercentage must be within 0..100")
+        if self.minCandidateNodesAbsolute < 1:
+            raise ValueError("minCandidateNodesAbsolute must be at least 1")
+        if self.maxCandidateNodes < self.minCandidateNodesAbsolute:
+            raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
+
+    def candidates(self, total: int) -> int:
+        n = total * self.minCandidateNodesPercentage // 100
+        return min(total, max(n, self.minCandidateNodesAbsolute), self.maxCandidateNodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    node: NodeInfo
+    victims: tuple[TaskInfo, ...]
+    pdb_violations: int
+
+    def rank(self) -> tuple[int, int, int, int, float, str]:
+        """Smaller is better, in kube-scheduler's order."""
+        top = max(v.priority for v in self.victims)
+        total = sum(v.priority + _PRIORITY_OFFSET for v in self.victims)
+        earliest_top_start = min(v.start_time for v in self.victims if v.priority == top)
+        return (
+            self.pdb_violations,
+            top,
+            total,
+            len(self.victims),
+            -earliest_top_start,
+            self.node.name,
+        )
+
+
+def pdb_violations(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudget]) -> list[bool]:
+    """For each victim, in order, whether evicting it (after the ones before) breaks a budget."""
+    allowed = {(b.namespace, b.name): b.disruptions_allowed for b in budgets}
+    out = []
+    for v in victims:
+        broke = False
+        for b in budgets:
+            if b.namespace == v.namespace and b.selector.matches(v.labels or {}):
+                key = (b.namespace, b.name)
+                allowed[key] -= 1
+                broke = broke or allowed[key] < 0
+        out.append(broke)
+    return out
+
+
+class PreemptAction:
+    name = "preempt"
+
+    def __init__(self, arguments: PreemptArguments) -> None:
+        self.args = arguments
+        self._start = 0
+
+    def execute(self, session: Session) -> None:
+        jobs = [
+            job
+            for job in session.jobs.values()
+            if any(t.status is TaskStatus.PENDING for t in waiting_tasks(job))
+            and session.job_starving(job)
+            and eligible(session, job)
+        ]
+        for job in session.order_jobs(jobs):
+            queue = session.queues[job.queue]
+            with session.statement() as stmt:
+                for task in session.order_tasks(
+                    [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
+                ):
+                    self._preempt_for(session, stmt, queue, task)
+                if stmt.operations and session.job_pipelined(job):
+                    stmt.commit()
+
+    def _preempt_for(
+        self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo
+    ) -> None:
+        if task.preemption_policy == "Never":
+            return
+        fit = session.fit(task)
+        if fit.any and session.queue_allocatable(queue, task):
+            node = session.select_node(task, fit)
+            if node is not None:
+                stmt.pipeline(task, node.name)
+                return
+        with session.counting_releasing():
+            future = session.fit(task)
+            node = session.select_node(task, future) if future.any else None
+        if node is not None and session.queue_allocatable(queue, task):
+            stmt.pipeline(task, node.name)
+            return
+        best = self._best_candidate(session, stmt, queue, task, fit)
+        if best is None:
+            session.record_task_reason(
+                task,
+                f"{fit.explain()} preemption: no node has lower-priority pods whose "
+                "eviction makes room.",
+            )
+            return
+        for victim in best.victims:
+            stmt.evict(victim, "preempted", preemptor=task)
+        stmt.pipeline(task, best.node.name)
+
+    def _candidate_rows(self, session: Session, fit: Fit) -> list[int]:
+        rows = np.flatnonzero(fit.candidates())
+        if len(rows) == 0:
+            return []
+        k = self.args.candidates(len(session.table))
+        pos = int(np.searchsorted(rows, self._start % len(session.table)))
+        rows = np.concatenate((rows[pos:], rows[:pos]))[:k]
+        self._start = int(rows[-1]) + 1
+        return [int(r) for r in rows]
+
+    def _best_candidate(
+        self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo, fit: Fit
+    ) -> Candidate | None:
+        best: Candidate | None = None
+        best_rank: tuple[int, int, int, int, float, str] | None = None
+        for row in self._candidate_rows(session, fit):
+            node = session.table.nodes[row]
+            cand = self._simulate(session, stmt, queue, task, node)
+            if cand is None:
+                continue
+            rank = cand.rank()
+            if best_rank is None or rank < best_rank:
+                best, best_rank = cand, rank
+        return best
+
+    def _possible_victims(self, session: Session, task: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        job = session.jobs.get(task.job_id)
+        queue = job.queue if job is not None else ""
+        out = []
+        for t in node.tasks.values():
+            if t.status not in EVICTABLE or t.priority >= task.priority or not t.sluice:
+                continue
+            owner = session.jobs.get(t.job_id)
+            if owner is None or (owner.queue != queue and t.job_id != task.job_id):
+                continue
+            out.append(t)
+        return session.victims(task, out)
+
+    def _fits(self, session: Session, queue: QueueInfo, task: TaskInfo, node: str) -> bool:
+        with session.counting_releasing():
+            return session.fits_on(task, node) and session.queue_allocatable(queue, task)
+
+    def _simulate(
+        self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo, node: NodeInfo
+    ) -> Candidate | None:
+        """Victims on ``node`` for ``task``, or None. Leaves the session as it found it."""
+        possible = self._possible_victims(session, task, node)
+        if not possible:
+            return None
+        cp = stmt.checkpoint()
+        try:
+            for v in possible:
+                stmt.evict(v, "simulated", preemptor=task)
+            if not self._fits(session, queue, task, node.name):
+                return None
+            # Most important first; among them, pods whose eviction breaks a budget first,
+            # so they are the likeliest to be spared.
+            ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+            breaks = dict(
+                zip(
+                    (t.uid for t in ordered),
+                    pdb_violations(ordered, session.snapshot.budgets),
+                    strict=True,
+                )
+            )
+            ordered.sort(key=lambda t: not breaks[t.uid])
+            victims = []
+            for v in ordered:
+                stmt.undo(v)
+                if not self._fits(session, queue, task, node.name):
+                    stmt.evict(v, "simulated", preemptor=task)
+                    victims.append(v)
+            if not victims:
+                return None
+            violations = sum(pdb_violations(victims, session.snapshot.budgets))
+            return Candidate(node, tuple(victims), violations)
+        finally:
+            stmt.rollback(cp)

@@ -1,0 +1,311 @@
+"""PreemptionExecutor: the API calls of a preemption, and the gate that holds the preemptor.
+
+The loop hands it the Evict and Nominate effects of each cycle (``handle``). For each
+preemptor, at once and synchronously:
+
+1. the cache marks the victims releasing and the preemptor nominated to its node, so the
+   next cycle already accounts for both;
+2. the preemptor's job is gated: enqueue, allocate and preempt skip it.
+
+Then, in a background task of this executor (at most ``concurrency`` at once), or awaited
+inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
+
+3. lower-priority pods nominated to the same node lose their nomination; each victim gets
+   the condition ``DisruptionTarget=True`` (reason ``PreemptionByScheduler``), is deleted
+   (NotFound counts as done) and gets a ``Preempted`` event; the preemptor gets
+   ``status.nominatedNodeName``;
+4. the gate opens when the calls are done and every victim is gone (its deletion seen);
+   the loop is woken and places the preemptor on its nominated node. If deletions are
+   not seen within ``gate_timeout`` seconds of the clock the gate opens anyway, so a
+   missed event never holds a preemptor forever;
+5. if a call fails the gate opens at once, the nomination is reverted in the cache and
+   cleared in the API, victims not yet deleted hold their room again, the job goes back
+   to normal scheduling, and the failure is counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import TaskGroup
+
+from scheduler.api import labels as L
+from scheduler.api.errors import ApiError, NotFoundError
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import Effect, Evict, Nominate
+from scheduler.framework.session import Session
+from scheduler.logging import get_logger
+from scheduler.metrics import Metrics
+from scheduler.ports import ClusterPorts, Event, ObjectRef
+
+log = get_logger("sluice.preemption")
+
+PREEMPTION_MESSAGE = "sluice: preempting to accommodate a higher priority pod"
+
+
+def _ref(task: TaskInfo) -> ObjectRef:
+    return ObjectRef("Pod", task.namespace, task.name, task.uid)
+
+
+@dataclass(slots=True)
+class Preemption:
+    """One preemptor, its node and its victims, as decided in one cycle."""
+
+    preemptor: TaskInfo
+    node: str
+    victims: list[TaskInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Gate:
+    """Holds one job while its preemptions run. Opens when ``calls`` is 0 and
+    ``waiting_for`` is empty, or on a failure, or on the timeout."""
+
+    job: str
+    waiting_for: set[str]
+    """Victims (uids) whose deletion has not been seen yet."""
+    calls: int = 0
+    """Preemptions of this job whose API calls have not finished."""
+    gone: anyio.Event = field(default_factory=anyio.Event)
+
+
+class PreemptionExecutor:
+    """Owned by the loop, which attaches it to its task group. One per scheduler."""
+
+    def __init__(
+        self,
+        cache: SchedulerCache,
+        ports: ClusterPorts,
+        metrics: Metrics,
+        *,
+        async_enabled: bool,
+        concurrency: int,
+        wake: Callable[[], None],
+        gate_timeout: float = 60.0,
+    ) -> None:
+        self.cache = cache
+        self.ports = ports
+        self.metrics = metrics
+        self.async_enabled = async_enabled
+        self.wake = wake
+        self.gate_timeout = gate_timeout
+        self._limit = anyio.Semaphore(concurrency)
+        self._tg: TaskGroup | None = None
+        self.gates: dict[str, Gate] = {}
+        self._running = 0
+        cache.on_pod_deleted.append(self._pod_deleted)
+
+    @property
+    def in_flight(self) -> int:
+        """Preemptions whose calls are running or whose gate is still closed."""
+        return self._running + len(self.gates)
+
+    def release(self, job: str) -> None:
+        """Open ``job``'s gate now (its preemptor is gone)."""
+        gate = self.gates.get(job)
+        if gate is not None:
+            self._open(gate)
+
+    def attach(self, tg: TaskGroup) -> None:
+        self._tg = tg
+
+    @staticmethod
+    def group(effects: list[Effect]) -> list[Preemption]:
+        """Evict and Nominate effects grouped by preemptor, in decision order."""
+        by_uid: dict[str, Preemption] = {}
+        orphans: list[Evict] = []
+        for e in effects:
+            if isinstance(e, Nominate):
+                by_uid.setdefault(e.task.uid, Preemption(e.task, e.node)).node = e.node
+        for e in effects:
+            if isinstance(e, Evict):
+                if e.preemptor is not None and e.preemptor.uid in by_uid:
+                    by_uid[e.preemptor.uid].victims.append(e.task)
+                else:
+                    orphans.append(e)
+        if orphans:
+            raise ValueError(f"evictions without a nominated preemptor: {orphans}")
+        return list(by_uid.values())
+
+    async def handle(self, session: Session, effects: list[Effect]) -> None:
+        """Act on one cycle's preemption effects. Called by the loop, in its task."""
+        del session
+        for p in self.group(effects):
+            self._assume(p)
+            if self.async_enabled:
+                if self._tg is None:
+                    raise RuntimeError("preemption executor is not attached to a task group")
+                self._running += 1
+                self._tg.start_soon(self._run_async, p, name=f"preempt {p.preemptor.key}")
+            else:
+                self._running += 1
+                try:
+                    ok = await self._calls(p)
+                finally:
+                    self._running -= 1
+                self._after_calls(p, ok)
+
+    def _assume(self, p: Preemption) -> None:
+        for v in p.victims:
+            self.cache.assume_evict(v.uid)
+        self.cache.assume_nomination(p.preemptor.uid, p.node)
+        if p.victims:
+            self.metrics.preemption_attempts.inc()
+            self.metrics.preemption_victims.observe(len(p.victims))
+        job = p.preemptor.job_id
+        gate = self.gates.get(job)
+        if gate is None:
+            self.gates[job] = gate = Gate(job, set())
+            self.cache.gated.add(job)
+        gate.waiting_for.update(v.uid for v in p.victims if v.uid in self.cache.tasks)
+        gate.calls += 1
+
+    async def _run_async(self, p: Preemption) -> None:
+        try:
+            async with self._limit:
+                ok = await self._calls(p)
+        finally:
+            self._running -= 1
+        self._after_calls(p, ok)
+
+    def _after_calls(self, p: Preemption, ok: bool) -> None:
+        gate = self.gates.get(p.preemptor.job_id)
+        if gate is None:
+            return
+        gate.calls -= 1
+        if not ok:
+            self._open(gate)
+        elif not self._maybe_open(gate) and gate.calls == 0 and self._tg is not None:
+            self._tg.start_soon(self._await_deletions, gate, name=f"gate {gate.job}")
+
+    async def _await_deletions(self, gate: Gate) -> None:
+        """Open the gate after ``gate_timeout`` if the deletions are never seen."""
+        self._running += 1
+        try:
+            with anyio.move_on_after(self.gate_timeout):
+                await gate.gone.wait()
+        finally:
+            self._running -= 1
+        if self.gates.get(gate.job) is gate:
+            log.warning(
+                "victims not seen deleted in time; opening the gate",
+                job=gate.job,
+                waiting_for=sorted(gate.waiting_for),
+            )
+            self._open(gate)
+
+    def _maybe_open(self, gate: Gate) -> bool:
+        if gate.calls == 0 and not gate.waiting_for:
+            self._open(gate)
+            return True
+        return False
+
+    def _pod_deleted(self, uid: str) -> None:
+        """Cache listener: a pod's deletion was seen. Runs inside the cache's event."""
+        for gate in list(self.gates.values()):
+            if uid in gate.waiting_for:
+                gate.waiting_for.discard(uid)
+                self._maybe_open(gate)
+
+    def _open(self, gate: Gate) -> None:
+        if self.gates.get(gate.job) is gate:
+            del self.gates[gate.job]
+            self.cache.gated.discard(gate.job)
+            gate.gone.set()
+            self.wake()
+
+    async def _calls(self, p: Preemption) -> bool:
+        """The API calls of one preemption. True when all succeeded."""
+        t0 = time.perf_counter()
+        done: set[str] = set()
+        try:
+            await self._clear_lower_nominations(p)
+            for v in p.victims:
+                await self._evict(p, v)
+                done.add(v.uid)
+            await self._set_nomination(p.preemptor, p.node)
+        except ApiError as exc:
+            self._revert(p, done, exc)
+            self.metrics.preemption_executions.labels("error").inc()
+            self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
+            return False
+        self.metrics.preemption_executions.labels("success").inc()
+        self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
+        return True
+
+    async def _clear_lower_nominations(self, p: Preemption) -> None:
+        node = self.cache.nodes.get(p.node)
+        if node is None:
+            return
+        lower = [
+            t
+            for t in node.tasks.values()
+            if t.status is TaskStatus.PIPELINED
+            and t.uid != p.preemptor.uid
+            and t.priority < p.preemptor.priority
+        ]
+        for t in lower:
+            self.cache.forget_nomination(t.uid)
+            try:
+                await self.ports.status.patch_pod_status(_ref(t), {"nominatedNodeName": None})
+            except NotFoundError:
+                pass
+
+    async def _evict(self, p: Preemption, victim: TaskInfo) -> None:
+        ref = _ref(victim)
+        condition = {
+            "type": L.DISRUPTION_TARGET,
+            "status": "True",
+            "reason": L.REASON_PREEMPTION,
+            "message": PREEMPTION_MESSAGE,
+        }
+        try:
+            await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
+            await self.ports.evictor.evict(ref)
+        except NotFoundError:
+            self._pod_deleted(victim.uid)
+            return
+        self.ports.events.record(
+            Event(
+                ref,
+                "Normal",
+                "Preempted",
+                f"Preempted by pod {p.preemptor.key} on node {p.node}",
+                action="Preempting",
+                related=_ref(p.preemptor),
+            )
+        )
+
+    async def _set_nomination(self, task: TaskInfo, node: str) -> None:
+        try:
+            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
+        except NotFoundError:
+            pass  # the preemptor was deleted meanwhile; its victims are gone all the same
+
+    def _revert(self, p: Preemption, done: set[str], exc: ApiError) -> None:
+        self.metrics.api_errors.labels("preemption").inc()
+        log.warning(
+            "preemption failed; nomination reverted",
+            pod=p.preemptor.key,
+            node=p.node,
+            error=str(exc),
+        )
+        for v in p.victims:
+            if v.uid not in done:
+                self.cache.forget_evict(v.uid)
+                gate = self.gates.get(p.preemptor.job_id)
+                if gate is not None:
+                    gate.waiting_for.discard(v.uid)
+        self.cache.forget_nomination(p.preemptor.uid)
+        if self._tg is not None:
+            self._tg.start_soon(self._clear_nomination, p.preemptor)
+
+    async def _clear_nomination(self, task: TaskInfo) -> None:
+        try:
+            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": None})
+        except ApiError as exc:
+            log.warning("could not clear a nomination", pod=task.key, error=str(exc))

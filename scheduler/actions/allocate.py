@@ -41,9 +41,7 @@ class AllocateAction:
             if not jobs:
                 del pending[name]
             tasks = waiting_tasks(job)
-            if session.queue_overused(queue) and any(
-                t.status is TaskStatus.PENDING for t in tasks
-            ):
+            if session.queue_overused(queue) and any(t.status is TaskStatus.PENDING for t in tasks):
                 # Nominated tasks are already counted in the queue; new demand is not.
                 reason = f"queue {name!r} has used its deserved share"
                 session.record_job_reason(job, reason)

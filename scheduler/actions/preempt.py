@@ -113,6 +113,7 @@ class PreemptAction:
         self._start = 0
 
     def execute(self, session: Session) -> None:
+        self._withdraw_stale_nominations(session)
         jobs = [
             job
             for job in session.jobs.values()
@@ -129,6 +130,27 @@ class PreemptAction:
                     self._preempt_for(session, stmt, queue, task)
                 if stmt.operations and session.job_pipelined(job):
                     stmt.commit()
+
+    def _withdraw_stale_nominations(self, session: Session) -> None:
+        """A nominated task whose node can no longer take it, even once the victims are
+        gone (a higher-priority pod took the room), is pending again and may preempt."""
+        stale = [
+            t
+            for job in session.jobs.values()
+            if not session.is_gated(job)
+            for t in job.tasks.values()
+            if t.status is TaskStatus.PIPELINED
+        ]
+        if not stale:
+            return
+        with session.statement() as stmt:
+            for t in stale:
+                with session.counting_releasing():
+                    fits = session.fits_on(t, t.node_name)
+                if not fits:
+                    stmt.unpipeline(t)
+            if stmt.operations:
+                stmt.commit()
 
     def _preempt_for(
         self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo

@@ -35,9 +35,17 @@ class Nominate:
 
 
 @dataclass(frozen=True, slots=True)
+class ClearNomination:
+    """A nominated task no longer fits its node: withdraw the nomination."""
+
+    task: TaskInfo
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
 class SetPhase:
     job: JobInfo
     phase: PodGroupPhase
 
 
-Effect = Bind | Evict | Nominate | SetPhase
+Effect = Bind | Evict | Nominate | ClearNomination | SetPhase

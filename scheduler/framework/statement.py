@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.api.errors import InvariantError
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.framework.effects import Bind, Effect, Evict, Nominate
+from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class _Op:
-    kind: str  # "allocate" | "pipeline" | "evict"
+    kind: str  # "allocate" | "pipeline" | "evict" | "unpipeline"
     task: TaskInfo
     node: str
     prev_status: TaskStatus
@@ -87,6 +87,13 @@ class Statement:
         self._session.move(task, TaskStatus.RELEASING, task.node_name)
         self._ops.append(op)
 
+    def unpipeline(self, task: TaskInfo) -> None:
+        """Withdraw ``task``'s nomination: it is pending again."""
+        self._check_open()
+        op = _Op("unpipeline", task, task.node_name, task.status, task.node_name)
+        self._session.move(task, TaskStatus.PENDING, "")
+        self._ops.append(op)
+
     def undo(self, task: TaskInfo) -> None:
         """Undo the one operation recorded for ``task``, wherever it stands.
 
@@ -132,6 +139,8 @@ class Statement:
                 effects.append(Bind(op.task, op.node, self._session.bind_annotations(op.task)))
             elif op.kind == "pipeline":
                 effects.append(Nominate(op.task, op.node))
+            elif op.kind == "unpipeline":
+                effects.append(ClearNomination(op.task, op.node))
             else:
                 effects.append(Evict(op.task, op.node, op.reason, op.preemptor))
         self._session.effects.extend(effects)

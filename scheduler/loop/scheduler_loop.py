@@ -23,7 +23,14 @@ from anyio.abc import TaskGroup, TaskStatus
 from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
 from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Bind, Effect, Evict, Nominate, SetPhase
+from scheduler.framework.effects import (
+    Bind,
+    ClearNomination,
+    Effect,
+    Evict,
+    Nominate,
+    SetPhase,
+)
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger
@@ -180,7 +187,7 @@ class SchedulingLoop:
                 self._bind(effect)
             elif isinstance(effect, SetPhase):
                 self.cache.assume_phase(effect.job.uid, effect.phase)
-            elif isinstance(effect, (Evict, Nominate)):
+            elif isinstance(effect, (Evict, Nominate, ClearNomination)):
                 preemption.append(effect)
         if preemption:
             if self.preemption is None:

@@ -84,7 +84,12 @@ class NodeOrderArguments:
 
 
 class NodeOrderPlugin:
-    """Node scores by allocation and preferred node affinity. One instance per session."""
+    """Node scores by allocation and preferred node affinity. One instance per session.
+
+    What depends only on allocatable (which does not change within a session) is computed
+    at ``open``: per row, the inverse of each resource's allocatable, the weights of the
+    resources it offers and their inverse sum. A call reads only ``idle`` for its rows.
+    """
 
     name = "nodeorder"
 
@@ -92,7 +97,12 @@ class NodeOrderPlugin:
         self.arguments = arguments if arguments is not None else NodeOrderArguments()
         self._labels = NodeLabelIndex(())
         self._cols: IndexVector = np.zeros(0, dtype=np.intp)
-        self._weights: FloatVector = np.zeros(0, dtype=np.float64)
+        self._alloc: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
+        self._inverse: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
+        self._offered: npt.NDArray[np.bool_] = np.zeros((0, 0), dtype=np.bool_)
+        self._weights: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
+        self._weight_share: FloatVector = np.zeros(0, dtype=np.float64)
+        self._count_share: FloatVector = np.zeros(0, dtype=np.float64)
         self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
 
     def open(self, session: Session, hooks: HookSet, /) -> None:
@@ -104,7 +114,16 @@ class NodeOrderPlugin:
             (table.col[r], w) for r, w in sorted(args.resources.items()) if w and r in table.col
         ]
         self._cols = np.array([j for j, _ in used], dtype=np.intp)
-        self._weights = np.array([w for _, w in used], dtype=np.float64)
+        alloc = table.allocatable.take(self._cols, axis=1).astype(np.float64)
+        offered = alloc > 0
+        self._alloc = alloc
+        self._offered = offered
+        self._inverse = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=offered)
+        weights = np.array([w for _, w in used], dtype=np.float64)
+        self._weights = np.where(offered, weights, 0.0)
+        total = self._weights.sum(axis=1)
+        self._weight_share = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
+        self._count_share = 1.0 / np.maximum(offered.sum(axis=1), 1)
         if args.leastAllocatedWeight:
             hooks.add_node_scorer(self.least_allocated, args.leastAllocatedWeight)
         if args.mostAllocatedWeight:
@@ -120,58 +139,43 @@ class NodeOrderPlugin:
 
     # Allocation ----------------------------------------------------------------------------
 
-    def _fractions(
-        self, task: TaskInfo, table: NodeTable, rows: IndexVector
-    ) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
-        """``requested / allocatable`` per (row, resource), and where allocatable > 0."""
-        alloc = table.allocatable[rows][:, self._cols]
-        idle = table.idle[rows][:, self._cols]
-        requested = alloc - idle + table.request(task.request)[self._cols]
-        offered = alloc > 0
-        fractions: FloatMatrix = np.divide(
-            requested,
-            alloc,
-            out=np.zeros(alloc.shape, dtype=np.float64),
-            where=offered,
-        )
-        return fractions, offered
+    def _fractions(self, task: TaskInfo, table: NodeTable, rows: IndexVector) -> FloatMatrix:
+        """``requested / allocatable`` per (row, resource); 0 where a resource is not offered."""
+        idle = table.idle.take(rows, axis=0).take(self._cols, axis=1)
+        request = table.request(task.request).take(self._cols)
+        requested = self._alloc.take(rows, axis=0) - idle + request
+        fractions: FloatMatrix = requested * self._inverse.take(rows, axis=0)
+        return fractions
 
-    def _weighted_mean(self, scores: FloatMatrix, offered: npt.NDArray[np.bool_]) -> FloatVector:
-        weights = offered * self._weights
-        total = weights.sum(axis=1)
-        out: FloatVector = np.divide(
-            (scores * weights).sum(axis=1),
-            total,
-            out=np.zeros(len(total), dtype=np.float64),
-            where=total > 0,
-        )
+    def _weighted_mean(self, scores: FloatMatrix, rows: IndexVector) -> FloatVector:
+        weighted = (scores * self._weights.take(rows, axis=0)).sum(axis=1)
+        out: FloatVector = weighted * self._weight_share.take(rows)
         return out
 
     def least_allocated(
         self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
     ) -> FloatVector:
         """Higher for emptier nodes: ``(allocatable - requested) / allocatable * 100``."""
-        fractions, offered = self._fractions(task, table, rows)
+        fractions = self._fractions(task, table, rows)
         scores = np.clip((1.0 - fractions) * MAX_SCORE, 0.0, MAX_SCORE)
-        return self._weighted_mean(scores, offered)
+        return self._weighted_mean(scores, rows)
 
     def most_allocated(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
         """Higher for fuller nodes: ``requested / allocatable * 100``, capped at 100."""
-        fractions, offered = self._fractions(task, table, rows)
+        fractions = self._fractions(task, table, rows)
         scores = np.clip(fractions * MAX_SCORE, 0.0, MAX_SCORE)
-        return self._weighted_mean(scores, offered)
+        return self._weighted_mean(scores, rows)
 
     def balanced_allocation(
         self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
     ) -> FloatVector:
         """``(1 - std) * 100`` of the fractions of the offered resources (std 0 for one)."""
-        fractions, offered = self._fractions(task, table, rows)
-        fractions = np.minimum(fractions, 1.0)
-        count = offered.sum(axis=1)
-        safe = np.maximum(count, 1)
-        mean = (fractions * offered).sum(axis=1) / safe
+        fractions = np.minimum(self._fractions(task, table, rows), 1.0)
+        offered = self._offered.take(rows, axis=0)
+        share = self._count_share.take(rows)
+        mean = fractions.sum(axis=1) * share  # fractions are 0 where not offered
         deviation = (fractions - mean[:, None]) * offered
-        std = np.sqrt((deviation * deviation).sum(axis=1) / safe)
+        std = np.sqrt((deviation * deviation).sum(axis=1) * share)
         out: FloatVector = np.clip((1.0 - std) * MAX_SCORE, 0.0, MAX_SCORE)
         return out
 

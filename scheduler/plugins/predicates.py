@@ -29,6 +29,10 @@ node counts of ``Fit.explain()`` then add up as kube-scheduler's do, and
 ``Fit.candidates()`` excludes exactly the nodes with at least one unresolvable failure.
 (The resource check reports every insufficient resource of a node, as NodeResourcesFit.)
 
+Room is ``NodeTable.free``: idle less the nominations that block the task (its own and
+those of lower priority do not, as in KEP-4832), plus releasing room while the session
+counts it. The other checks do not count the task itself where it is already held.
+
 Costs. The four static checks depend only on the pod's ``spec.shape`` and on node labels,
 taints and flags, which do not change within a session: they are computed once per shape
 (per-node Python loops are allowed there) and reused. Host ports and pod (anti-)affinity

@@ -36,7 +36,7 @@ from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, NotFoundError
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Effect, Evict, Nominate
+from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
 from scheduler.framework.session import Session
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
@@ -134,6 +134,11 @@ class PreemptionExecutor:
     async def handle(self, session: Session, effects: list[Effect]) -> None:
         """Act on one cycle's preemption effects. Called by the loop, in its task."""
         del session
+        for e in effects:
+            if isinstance(e, ClearNomination):
+                self.cache.forget_nomination(e.task.uid)
+                if self._tg is not None:
+                    self._tg.start_soon(self._clear_nomination, e.task)
         for p in self.group(effects):
             self._assume(p)
             if self.async_enabled:
@@ -305,7 +310,13 @@ class PreemptionExecutor:
             self._tg.start_soon(self._clear_nomination, p.preemptor)
 
     async def _clear_nomination(self, task: TaskInfo) -> None:
+        """Clear ``status.nominatedNodeName`` in the API (best effort, logged on failure)."""
+        self._running += 1
         try:
             await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": None})
+        except NotFoundError:
+            pass
         except ApiError as exc:
             log.warning("could not clear a nomination", pod=task.key, error=str(exc))
+        finally:
+            self._running -= 1

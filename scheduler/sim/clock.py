@@ -45,6 +45,8 @@ Ts = TypeVarTuple("Ts")
 
 #: 2026-01-01T00:00:00Z, the wall time at virtual time 0 unless told otherwise.
 DEFAULT_EPOCH = 1_767_225_600.0
+#: A jump of virtual time that ends this close before the next deadline lands on it.
+_SNAP = 1e-6
 
 
 class SimulationStalled(RuntimeError):
@@ -68,12 +70,17 @@ class _VirtualSelector(selectors.BaseSelector):
 
     ``select(timeout)`` polls the real selector. With nothing ready it advances virtual
     time by ``timeout`` (the delay to the earliest timer, which asyncio computed), or
-    raises :class:`SimulationStalled` when asyncio asked to wait forever.
+    raises :class:`SimulationStalled` when asyncio asked to wait forever. When the jump
+    reaches the earliest timer, time is set to that timer's deadline exactly (not
+    ``now + (when - now)``, which can miss it by a rounding error), so a task that sleeps
+    until ``t`` wakes up at ``loop.time() == t``.
     """
 
     def __init__(self) -> None:
         self._real = selectors.DefaultSelector()
         self.now = 0.0
+        #: the loop's heap of timers (set by VirtualTimeLoop), to land exactly on deadlines
+        self.timers: list[asyncio.TimerHandle] = []
 
     def register(
         self, fileobj: FileDescriptorLike, events: int, data: Any = None
@@ -98,7 +105,12 @@ class _VirtualSelector(selectors.BaseSelector):
                 "on something that can never happen (no timer pending, nothing ready)"
             )
         if timeout > 0:
-            self.now += timeout
+            target = self.now + timeout
+            if self.timers:
+                head = self.timers[0].when()
+                if self.now < head <= target + _SNAP:
+                    target = head
+            self.now = target
         return []
 
     def close(self) -> None:
@@ -150,6 +162,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._virtual = _VirtualSelector()
         self._timer_seq = 0
         super().__init__(self._virtual)
+        self._virtual.timers = self._scheduled  # type: ignore[attr-defined]
 
     def time(self) -> float:
         return self._virtual.now

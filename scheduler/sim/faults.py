@@ -13,6 +13,7 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
 from scheduler.api.errors import ConfigError, ServerError
@@ -37,6 +38,8 @@ class ApiBehaviour:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "latency", MappingProxyType(dict(self.latency)))
+        object.__setattr__(self, "failure_rate", MappingProxyType(dict(self.failure_rate)))
         for kind, seconds in self.latency.items():
             if kind not in CALL_KINDS:
                 raise ConfigError(

@@ -56,15 +56,15 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Timer:
     due: float
     seq: int
-    action: _Action = field(compare=False)
-    namespace: str = field(compare=False)
-    name: str = field(compare=False)
-    uid: str = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    action: _Action
+    namespace: str
+    name: str
+    uid: str
+    cancelled: bool = False
 
 
 @dataclass(slots=True)
@@ -95,7 +95,7 @@ class SimKubelet:
         self._store = store
         self._clock = clock
         self._start_delay = start_delay
-        self._heap: list[_Timer] = []
+        self._heap: list[tuple[float, int, _Timer]] = []  # (due, seq, timer)
         self._pods: dict[tuple[str, str], _PodTimers] = {}
         self._live = 0
         self._seq = 0
@@ -111,7 +111,7 @@ class SimKubelet:
     def next_due(self) -> float | None:
         """Clock time of the earliest pending timer, or None."""
         self._drop_cancelled()
-        return self._heap[0].due if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     # ----------------------------------------------------------------- the task
 
@@ -128,11 +128,11 @@ class SimKubelet:
                 if not self._heap:
                     await self._wait(None)
                     continue
-                delay = self._heap[0].due - self._clock.now()
-                if delay > 0:
-                    await self._wait(delay)
+                due = self._heap[0][0]
+                if due > self._clock.now():
+                    await self._wait(due)
                     continue
-                timer = heapq.heappop(self._heap)
+                timer = heapq.heappop(self._heap)[2]
                 self._forget(timer)
                 self._guarded(self._fire, timer)
                 fired += 1
@@ -141,15 +141,16 @@ class SimKubelet:
         finally:
             unsubscribe()
 
-    async def _wait(self, delay: float | None) -> None:
-        """Sleep ``delay`` seconds (None: forever) or until an earlier timer is scheduled.
+    async def _wait(self, due: float | None) -> None:
+        """Sleep until clock time ``due`` (None: forever) or until an earlier timer is set.
 
         A bare asyncio future and loop timer: a cancel scope per wait would cost more than
-        the rest of the kubelet's work in a 10,000-pod run.
+        the rest of the kubelet's work in a 10,000-pod run. The timer is set at the
+        absolute time ``due`` so that virtual time lands on it exactly.
         """
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        handle = loop.call_later(delay, _wake, waiter) if delay is not None else None
+        handle = loop.call_at(due, _wake, waiter) if due is not None else None
         self._waiter = waiter
         try:
             await waiter
@@ -321,9 +322,9 @@ class SimKubelet:
         self._seq += 1
         timer = _Timer(due, self._seq, action, key[0], key[1], state.uid)
         state.timers[action] = timer
-        heapq.heappush(self._heap, timer)
+        heapq.heappush(self._heap, (due, timer.seq, timer))
         self._live += 1
-        if self._waiter is not None and self._heap[0] is timer:
+        if self._waiter is not None and self._heap[0][2] is timer:
             _wake(self._waiter)
 
     def _cancel(self, state: _PodTimers, action: _Action) -> None:
@@ -348,7 +349,7 @@ class SimKubelet:
 
     def _drop_cancelled(self) -> None:
         heap = self._heap
-        while heap and heap[0].cancelled:
+        while heap and heap[0][2].cancelled:
             heapq.heappop(heap)
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:

@@ -77,8 +77,16 @@ def clone(value: Any) -> Any:
     return value
 
 
+_NOT_MAPS = frozenset({str, int, float, bool, _NONE_TYPE, list})
+
+
 def _is_map(value: Any) -> bool:
-    return type(value) is dict or isinstance(value, Mapping)
+    t = type(value)
+    if t is dict:
+        return True
+    if t in _NOT_MAPS:
+        return False
+    return isinstance(value, Mapping)
 
 
 def merge_patch(original: Any, patch: Any) -> Any:

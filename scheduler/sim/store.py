@@ -28,6 +28,7 @@ thread-safe and is used from one event loop (or no loop at all: every method exc
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import math
@@ -38,8 +39,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final, Literal
-
-import anyio
 
 from scheduler.api.errors import (
     AlreadyExistsError,
@@ -231,16 +230,30 @@ class _Subscriber:
 
 
 class _Waker:
-    """Wakes one waiting watch generator; a fresh anyio.Event per wait."""
+    """Wakes one waiting watch generator: a bare asyncio future per wait, optionally with a
+    deadline (cheaper than a cancel scope, which matters for watches of busy kinds)."""
 
-    __slots__ = ("event",)
+    __slots__ = ("future",)
 
     def __init__(self) -> None:
-        self.event: anyio.Event | None = None
+        self.future: asyncio.Future[None] | None = None
 
     def set(self) -> None:
-        if self.event is not None:
-            self.event.set()
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    async def wait(self, deadline: float | None) -> None:
+        """Until :meth:`set` or the loop time ``deadline``, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        future = self.future = loop.create_future()
+        handle = loop.call_at(deadline, self.set) if deadline is not None else None
+        try:
+            await future
+        finally:
+            self.future = None
+            if handle is not None:
+                handle.cancel()
 
 
 # --------------------------------------------------------------------------- the store
@@ -697,6 +710,8 @@ class ObjectStore:
         current one has reached every subscriber). An exception in a callback is logged
         and does not undo the write nor stop delivery to the other subscribers.
         """
+        if isinstance(kinds, str):
+            kinds = (kinds,)
         sub = _Subscriber(callback, frozenset(kinds) if kinds is not None else None)
         self._subscribers = [*self._subscribers, sub]
         self._fanout = {}
@@ -741,9 +756,10 @@ class ObjectStore:
         raised at the first iteration, if it is too old); without it, an ADDED event
         for every current object (a watch without resourceVersion). Then live events.
         With ``bookmark_interval``, a BOOKMARK carrying the current resourceVersion is
-        sent every that many seconds of the running loop's clock whenever no event is
-        waiting. The consumer must close the iterator (``contextlib.aclosing``) or let it
-        be garbage collected to unsubscribe. Buffering is unbounded.
+        sent every that many seconds of the running (asyncio) loop's clock whenever no
+        event is waiting. Nothing happens until the first iteration. The consumer must
+        close the iterator (``contextlib.aclosing``), or let it be garbage collected, to
+        unsubscribe. Buffering is unbounded.
         """
         ns = None if namespace is None else self._ns(kind, namespace)
         if resource_version is None:
@@ -763,14 +779,13 @@ class ObjectStore:
 
         unsubscribe = self.subscribe(on_event, (kind,))
         try:
-            next_bookmark = (
-                anyio.current_time() + bookmark_interval if bookmark_interval else math.inf
-            )
+            loop = asyncio.get_running_loop()
+            next_bookmark = loop.time() + bookmark_interval if bookmark_interval else math.inf
             while True:
                 while buffer:
                     yield buffer.popleft()
-                if bookmark_interval and anyio.current_time() >= next_bookmark:
-                    now = anyio.current_time()
+                if bookmark_interval and loop.time() >= next_bookmark:
+                    now = loop.time()
                     while next_bookmark <= now:
                         next_bookmark += bookmark_interval
                     rv = self._rv
@@ -781,13 +796,7 @@ class ObjectStore:
                         rv,
                     )
                     continue
-                waker.event = anyio.Event()
-                if bookmark_interval:
-                    with anyio.move_on_at(next_bookmark):
-                        await waker.event.wait()
-                else:
-                    await waker.event.wait()
-                waker.event = None
+                await waker.wait(next_bookmark if bookmark_interval else None)
         finally:
             unsubscribe()
 

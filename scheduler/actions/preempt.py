@@ -52,9 +52,9 @@ EVICTABLE = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 class PreemptArguments:
     """Arguments of the ``preempt`` action (``actionArguments.preempt``)."""
 
-    minCandidateNodesPercentage: int = 10  # noqa: N815 - the YAML name
-    minCandidateNodesAbsolute: int = 100  # noqa: N815
-    maxCandidateNodes: int = 1000  # noqa: N815
+    minCandidateNodesPercentage: int = 10
+    minCandidateNodesAbsolute: int = 100
+    maxCandidateNodes: int = 1000
 
     def __post_init__(self) -> None:
         if not 0 <= self.minCandidateNodesPercentage <= 100:

@@ -181,3 +181,20 @@ class Resource(Mapping[str, int]):
 
 
 ZERO = Resource()
+
+
+class ResourceSum:
+    """A mutable running total, for summing many Resources without building each step."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self) -> None:
+        self._v: dict[str, int] = {}
+
+    def add(self, res: Resource) -> None:
+        v = self._v
+        for k, n in res._v.items():
+            v[k] = v.get(k, 0) + n
+
+    def result(self) -> Resource:
+        return Resource._trusted(dict(self._v))

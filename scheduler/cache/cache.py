@@ -74,6 +74,7 @@ class SchedulerCache:
         self.pod_groups: dict[str, JobInfo] = {}
         self.pod_group_objects: dict[str, Obj] = {}
         self.queues: dict[str, QueueInfo] = {}
+        self._queue_specs: dict[str, object] = {}
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[str, Obj] = {}
         self.topologies: dict[str, TopologyInfo] = {}
@@ -263,17 +264,23 @@ class SchedulerCache:
             self.pod_groups.pop(key, None)
             self.pod_group_objects.pop(key, None)
             return True
+        old = self.pod_group_objects.get(key)
         self.pod_group_objects[key] = obj
         self.pod_groups[key] = job_from_pod_group(obj, self.priority_classes)
-        return True
+        # Status-only updates (most are the scheduler's own writes) change no decision.
+        return old is None or old.get("spec") != obj.get("spec")
 
     def _on_queue(self, event: str, obj: Obj) -> bool:
         name = _key(obj)
         if event == "DELETED":
             self.queues.pop(name, None)
-        else:
-            self.queues[name] = queue_from_object(obj)
-        return True
+            self._queue_specs.pop(name, None)
+            return True
+        self.queues[name] = queue_from_object(obj)
+        old_spec = self._queue_specs.get(name)
+        self._queue_specs[name] = obj.get("spec")
+        state_changed = (obj.get("status") or {}).get("state", "Open") != "Open"
+        return old_spec != obj.get("spec") or state_changed
 
     def _on_priority_class(self, event: str, obj: Obj) -> bool:
         name = _key(obj)

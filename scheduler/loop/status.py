@@ -13,13 +13,14 @@ from typing import Any
 
 from scheduler.api import labels as L
 from scheduler.api.job import JobInfo, PodGroupPhase
-from scheduler.api.resource import ZERO
+from scheduler.api.resource import ResourceSum
 from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.session import Session
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts, Event, ObjectRef
 
+_HOLDING = OCCUPYING - {TaskStatus.RELEASING}
 _COMPLETE_BLOCKERS = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED}) | OCCUPYING
 
 
@@ -86,16 +87,21 @@ def pod_group_status(
     }
 
 
-def queue_status(name: str, jobs: list[JobInfo], state: str) -> dict[str, Any]:
-    allocated = ZERO
+def queue_status(
+    name: str, jobs: list[JobInfo], state: str, phases: dict[str, PodGroupPhase]
+) -> dict[str, Any]:
+    """The ``status`` of queue ``name``; ``phases`` are the jobs' phases this cycle."""
+    del name
+    total = ResourceSum()
     counts = {PodGroupPhase.PENDING: 0, PodGroupPhase.INQUEUE: 0, PodGroupPhase.RUNNING: 0}
     for job in jobs:
         for t in job.tasks.values():
-            if t.status in OCCUPYING and t.status is not TaskStatus.RELEASING:
-                allocated = allocated + t.request
-        phase = job_phase(job)
+            if t.status in _HOLDING:
+                total.add(t.request)
+        phase = phases.get(job.uid) or job_phase(job)
         if phase in counts:
             counts[phase] += 1
+    allocated = total.result()
     return {
         "state": state,
         "allocated": allocated.to_quantities(),
@@ -138,9 +144,10 @@ class StatusReporter:
 
     def report(self, session: Session) -> None:
         now = rfc3339(self._ports.clock.wall())
+        phases: dict[str, PodGroupPhase] = {}
         self._report_pods(session, now)
-        self._report_groups(session, now)
-        self._report_queues(session)
+        self._report_groups(session, now, phases)
+        self._report_queues(session, phases)
 
     def _report_pods(self, session: Session, now: str) -> None:
         for job in session.jobs.values():
@@ -178,12 +185,13 @@ class StatusReporter:
 
         self._pool.submit(f"status {ref.key}", call)
 
-    def _report_groups(self, session: Session, now: str) -> None:
+    def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
         for job in session.jobs.values():
             if not job.has_pod_group or job.problem:
                 continue
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             status = pod_group_status(job, session.job_reasons.get(job.uid), now, observed)
+            phases[job.uid] = PodGroupPhase(status["phase"])
             key = _comparable(status)
             if self._group_status.get(job.uid, _comparable(observed)) == key:
                 continue
@@ -196,7 +204,7 @@ class StatusReporter:
                 job.uid,
             )
 
-    def _report_queues(self, session: Session) -> None:
+    def _report_queues(self, session: Session, phases: dict[str, PodGroupPhase]) -> None:
         by_queue: dict[str, list[JobInfo]] = {name: [] for name in session.queues}
         pending: dict[str, int] = dict.fromkeys(session.queues, 0)
         for job in session.jobs.values():
@@ -208,7 +216,7 @@ class StatusReporter:
         self.pending_by_queue = pending
         for name, jobs in by_queue.items():
             queue = session.queues[name]
-            status = queue_status(name, jobs, queue.state)
+            status = queue_status(name, jobs, queue.state, phases)
             key = _comparable(status)
             if self._queue_status.get(name) == key:
                 continue

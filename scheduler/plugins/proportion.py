@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import ZERO, Resource
+from scheduler.api.resource import ZERO, Resource, ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.extension_points import HookSet, OrderKey, Vote
 from scheduler.framework.registry import NoArguments
@@ -35,6 +35,16 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 _INF = 1 << 62
+_COUNTED = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.PIPELINED,
+    }
+)
+"""Statuses whose requests count as a queue's allocation."""
 
 
 @dataclass(slots=True)
@@ -107,27 +117,27 @@ class ProportionPlugin:
         self.total = total
         self._jobs = session.jobs
         attrs = {name: QueueAttr(q) for name, q in session.queues.items()}
+        allocated = {name: ResourceSum() for name in attrs}
+        demand = {name: ResourceSum() for name in attrs}
         for job in session.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
                 continue
-            allocated = ZERO
-            demand = ZERO
+            q_alloc, q_demand = allocated[job.queue], demand[job.queue]
+            job_alloc = ResourceSum() if job.has_pod_group else None
             for t in job.tasks.values():
-                if t.status in (
-                    TaskStatus.ALLOCATED,
-                    TaskStatus.BINDING,
-                    TaskStatus.BOUND,
-                    TaskStatus.RUNNING,
-                    TaskStatus.PIPELINED,
-                ):
-                    allocated = allocated + t.request
+                if t.status in _COUNTED:
+                    q_alloc.add(t.request)
+                    q_demand.add(t.request)
+                    if job_alloc is not None:
+                        job_alloc.add(t.request)
                 elif t.status is TaskStatus.PENDING and t.sluice:
-                    demand = demand + t.request
-            attr.allocated = attr.allocated + allocated
-            attr.demand = attr.demand + allocated + demand
-            if job.phase is PodGroupPhase.INQUEUE and job.has_pod_group:
-                attr.reserved = attr.reserved + (job.min_resources - allocated).clamp()
+                    q_demand.add(t.request)
+            if job_alloc is not None and job.phase is PodGroupPhase.INQUEUE:
+                attr.reserved = attr.reserved + (job.min_resources - job_alloc.result()).clamp()
+        for name, attr in attrs.items():
+            attr.allocated = allocated[name].result()
+            attr.demand = demand[name].result()
         self._share_out(attrs, total)
         self.attrs = attrs
         hooks.add_queue_order(self.queue_key)

@@ -25,6 +25,7 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -255,10 +256,8 @@ class PreemptionExecutor:
         ]
         for t in lower:
             self.cache.forget_nomination(t.uid)
-            try:
+            with contextlib.suppress(NotFoundError):
                 await self.ports.status.patch_pod_status(_ref(t), {"nominatedNodeName": None})
-            except NotFoundError:
-                pass
 
     async def _evict(self, p: Preemption, victim: TaskInfo) -> None:
         ref = _ref(victim)
@@ -286,10 +285,9 @@ class PreemptionExecutor:
         )
 
     async def _set_nomination(self, task: TaskInfo, node: str) -> None:
-        try:
+        # NotFound: the preemptor was deleted meanwhile; its victims are gone all the same.
+        with contextlib.suppress(NotFoundError):
             await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
-        except NotFoundError:
-            pass  # the preemptor was deleted meanwhile; its victims are gone all the same
 
     def _revert(self, p: Preemption, done: set[str], exc: ApiError) -> None:
         self.metrics.api_errors.labels("preemption").inc()

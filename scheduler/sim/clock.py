@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import math
 import selectors
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -81,6 +82,8 @@ class _VirtualSelector(selectors.BaseSelector):
         self.now = 0.0
         #: the loop's heap of timers (set by VirtualTimeLoop), to land exactly on deadlines
         self.timers: list[asyncio.TimerHandle] = []
+        #: the loop's clock resolution: timers due within it are run
+        self.resolution = 1e-9
 
     def register(
         self, fileobj: FileDescriptorLike, events: int, data: Any = None
@@ -111,6 +114,12 @@ class _VirtualSelector(selectors.BaseSelector):
                 if self.now < head <= target + _SNAP:
                     target = head
             self.now = target
+        if self.timers:
+            head = self.timers[0].when()
+            if self.now + self.resolution <= head <= self.now:
+                # so large a time that adding the loop's clock resolution does not change
+                # it: asyncio would never see this due timer as ready; step past it
+                self.now = math.nextafter(head, math.inf)
         return []
 
     def close(self) -> None:
@@ -163,6 +172,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._timer_seq = 0
         super().__init__(self._virtual)
         self._virtual.timers = self._scheduled  # type: ignore[attr-defined]
+        self._virtual.resolution = self._clock_resolution  # type: ignore[attr-defined]
 
     def time(self) -> float:
         return self._virtual.now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -56,6 +57,35 @@ def test_timers_fire_in_order(delays: list[float], expected: list[tuple[float, i
         return fired
 
     assert run_virtual(main) == expected
+
+
+@pytest.mark.parametrize(
+    ("deadline", "lands_at"),
+    [
+        (0.1 + 0.2, 0.1 + 0.2),
+        (1 / 3, 1 / 3),
+        (86_400 * 3 + 0.7, 86_400 * 3 + 0.7),
+        # past ~2e7 s a float step exceeds asyncio's 1 ns resolution: one step later
+        (1e9 + 0.3, math.nextafter(1e9 + 0.3, math.inf)),
+    ],
+    ids=["sum-of-tenths", "third", "beyond-one-select-cap", "huge-time-steps-past"],
+)
+def test_time_lands_exactly_on_deadlines(deadline: float, lands_at: float) -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen: list[float] = []
+        done = asyncio.Event()
+        await asyncio.sleep(0.1)  # start from a time that is not zero
+
+        def fire() -> None:
+            seen.append(loop.time())
+            done.set()
+
+        loop.call_at(deadline, fire)
+        await done.wait()
+        return seen
+
+    assert run_virtual(main) == [lands_at]
 
 
 def test_two_runs_interleave_the_same() -> None:

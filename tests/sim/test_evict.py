@@ -58,7 +58,7 @@ EVICT_CASES: list[tuple[str, dict[str, Any] | None, int, int, str, bool]] = [
 def test_eviction_and_budgets(
     budget: dict[str, Any] | None, healthy: int, unready: int, victim: str, allowed: bool
 ) -> None:
-    store, wall = new_store()
+    store, _ = new_store()
     _workload(store, healthy, unready)
     if budget is not None:
         store.create(budget)

@@ -9,7 +9,8 @@ exposes a simulated cluster.
 Served (see :data:`BUILTIN_RESOURCES` and the CRD catalog):
 
 * discovery: ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>[/<version>]``, ``/version``,
-  ``/healthz``, ``/readyz``, ``/livez`` (``/openapi/*`` answers 404);
+  ``/healthz``, ``/readyz``, ``/livez``; ``/openapi/v3`` holds only the operations kubectl
+  looks for to leave validation to the server (no schemas), ``/openapi/v2`` answers 404;
 * core v1 pods (``status``, ``binding``, ``eviction``), nodes (``status``), namespaces,
   events and the legacy ``bindings``; ``events.k8s.io/v1`` events (the store keeps events in
   this shape; core v1 events are converted both ways); ``scheduling.k8s.io/v1``
@@ -26,9 +27,16 @@ Served (see :data:`BUILTIN_RESOURCES` and the CRD catalog):
 
 Every :class:`~scheduler.api.errors.ApiError` becomes a Kubernetes ``Status`` with the
 matching HTTP code. Not served: protobuf, server-side apply, dry run, authentication and
-authorization, OpenAPI documents, watches of namespaces, the ``/api/v1/watch/...`` legacy
-paths. The emulator must run on the event loop that owns the store (the store is not
-thread-safe), on real time (it does real network I/O).
+authorization, OpenAPI schemas, watches of namespaces (which are derived from the objects'
+namespaces, plus ``default`` and the ``kube-*`` ones, and those created), the
+``/api/v1/watch/...`` legacy paths, logs, exec and every other resource.
+
+Deliberate differences: strategic merge patch is the store's (merge keys by field name, see
+:mod:`.patch`); a watch with a selector that resumes from a resourceVersion older than the
+history knows counts an object it cannot place as having matched (a spurious DELETED
+rather than a missed one); ``fieldValidation`` is ignored (custom objects are always
+checked strictly). The emulator must run on the event loop that owns the store (the store
+is not thread-safe), on real time (it does real network I/O).
 """
 
 from __future__ import annotations
@@ -72,7 +80,11 @@ __all__ = [
     "JsonPatchError",
     "ResourceInfo",
     "apply_json_patch",
+    "event_from_core",
+    "event_to_core",
+    "human_duration",
     "parse_label_selector_string",
+    "status_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -150,11 +162,6 @@ class ResourceInfo:
     @property
     def kind_in_store(self) -> str:
         return self.store_kind or self.kind
-
-    @property
-    def qualified(self) -> str:
-        """``pods``, ``podgroups.scheduling.sluice.dev``: how messages name the resource."""
-        return f"{self.name}.{self.group}" if self.group else self.name
 
 
 #: The built-in resources the emulator serves, besides the CRD catalog's kinds.
@@ -979,7 +986,7 @@ class ApiEmulator:
             raise _HttpError(404, "NotFound", _NOT_FOUND_MESSAGE)
         paths: dict[str, Any] = {}
         for (g, v, _), res in sorted(self._resources.items()):
-            if (g, v) != (group, version) or "patch" not in res.verbs:
+            if (g, v) != (group, version):
                 continue
             scope = "/namespaces/{namespace}" if res.namespaced else ""
             media = [_JSON_PATCH, _MERGE]
@@ -1125,6 +1132,10 @@ class ApiEmulator:
         query = request.query
         if _truthy(query.get("dryRun")) or query.get("dryRun") == "All":
             raise _bad_request("dry run is not supported by the emulator")
+        if t.res.namespaced and t.namespace is None and (t.name or method != "GET"):
+            raise _HttpError(404, "NotFound", _NOT_FOUND_MESSAGE)  # needs .../namespaces/NS/...
+        if t.sub == "status" and method not in ("GET", "PUT", "PATCH"):
+            raise _HttpError(405, "MethodNotAllowed", f"{method} is not allowed on status")
         if t.res.view == "namespace":
             return await self._serve_namespace(request, t)
         if t.res.kind == "Binding":
@@ -1278,6 +1289,37 @@ class ApiEmulator:
         }
         return _json_response(200, body)
 
+    def _matching_at(self, t: _Target, flt: _Filter, since: int) -> set[tuple[str, str]]:
+        """The objects that matched ``flt`` at revision ``since``, from the current state and
+        the history; an object whose state then is no longer known counts as matching (a
+        watch then sends a spurious DELETED rather than miss one)."""
+        kind, res = t.res.kind_in_store, t.res
+        try:
+            after = self.store.events_since(kind, since, t.namespace)
+        except GoneError:
+            return set()  # the watch itself answers 410
+        first: dict[tuple[str, str], str] = {}
+        for ev in after:
+            first.setdefault(_key(ev.obj), ev.type)
+        seen = {k for o in self._selected(t, flt)[0] if (k := _key(o)) not in first}
+        unsure = {k for k, type_ in first.items() if type_ != "ADDED"}
+        if not unsure:
+            return seen
+        try:
+            history = self.store.events_since(kind, 0, t.namespace)
+        except GoneError:
+            return seen | unsure
+        before: dict[tuple[str, str], WatchEvent] = {}
+        for ev in history:
+            if ev.resource_version > since:
+                break
+            before[_key(ev.obj)] = ev
+        for k in unsure:
+            last = before.get(k)
+            if last is None or (last.type != "DELETED" and flt.matches(self._view(res, last.obj))):
+                seen.add(k)
+        return seen
+
     async def _watch(self, request: web.Request, t: _Target) -> web.StreamResponse:
         query = request.query
         flt = _parse_filter(query)
@@ -1291,7 +1333,7 @@ class ApiEmulator:
         timeout = self.watch_timeout
         if query.get("timeoutSeconds"):
             try:
-                timeout = float(query["timeoutSeconds"])
+                timeout = float(query["timeoutSeconds"]) or self.watch_timeout
             except ValueError as exc:
                 raise _bad_request("invalid timeoutSeconds") from exc
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
@@ -1302,7 +1344,7 @@ class ApiEmulator:
         await response.prepare(request)
         shape = _WatchShape(self, t.res, flt, table, query)
         if since is not None and not flt.everything:
-            shape.seen.update(_key(o) for o in self._selected(t, flt)[0])
+            shape.seen.update(self._matching_at(t, flt, since))
         with anyio.CancelScope() as scope:
             self._watches.add(scope)
             try:
@@ -1338,16 +1380,26 @@ class ApiEmulator:
         return _json_response(201, self._view(t.res, created))
 
     def _replace(self, t: _Target, body: dict[str, Any]) -> web.StreamResponse:
-        obj = self._incoming(t, body, t.name)
-        stored = self._unview(t.res, obj)
+        stored = self._unview(t.res, self._incoming(t, body, t.name))
         if t.res.crd is not None:
-            if t.sub == "status":
-                old = self.store.get(t.res.kind_in_store, t.namespace or "", t.name)
-                self._admit(t.res, {**old, "status": stored.get("status")})
-            else:
-                stored = self._admit(t.res, stored)
+            old = self.store.get(t.res.kind_in_store, t.namespace or "", t.name)
+            stored = self._admit_update(t, old, stored)
         updated = self.store.replace(stored, subresource=t.sub or None)
         return _json_response(200, self._view(t.res, updated))
+
+    def _admit_update(self, t: _Target, old: ApiObject, new: dict[str, Any]) -> dict[str, Any]:
+        """Validate an update of a custom object as the API server does: what the write
+        cannot change (status through the main resource, the rest through ``status``) is
+        taken from the stored object first. Returns the object to hand to the store."""
+        if not self.store.has_status_subresource(t.res.kind_in_store):
+            return self._admit(t.res, new)
+        if t.sub == "status":
+            candidate = {**old, "metadata": new.get("metadata"), "status": new.get("status")}
+        else:
+            candidate = {k: v for k, v in new.items() if k != "status"}
+            if "status" in old:
+                candidate["status"] = old["status"]
+        return self._admit(t.res, candidate)
 
     async def _patch(self, request: web.Request, t: _Target) -> web.StreamResponse:
         content_type = request.content_type
@@ -1381,7 +1433,8 @@ class ApiEmulator:
                 subresource=t.sub or None,
             )
             return _json_response(200, self._view(res, updated))
-        old = self._view(res, self.store.get(res.kind_in_store, namespace, t.name))
+        stored = self.store.get(res.kind_in_store, namespace, t.name)
+        old = self._view(res, stored)
         if kind == "json":
             new = apply_json_patch(old, patch)
         elif kind == "merge":
@@ -1393,7 +1446,9 @@ class ApiEmulator:
         new["metadata"] = {**new["metadata"], "name": t.name}
         if res.namespaced:
             new["metadata"]["namespace"] = namespace
-        new = self._admit(res, self._unview(res, new))
+        new = self._unview(res, new)
+        if res.crd is not None:
+            new = self._admit_update(t, stored, new)
         updated = self.store.replace(new, subresource=t.sub or None)
         return _json_response(200, self._view(res, updated))
 

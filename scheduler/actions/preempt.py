@@ -114,13 +114,16 @@ class PreemptAction:
 
     def execute(self, session: Session) -> None:
         self._withdraw_stale_nominations(session)
-        jobs = [
-            job
-            for job in session.jobs.values()
-            if any(t.status is TaskStatus.PENDING for t in waiting_tasks(job))
-            and session.job_starving(job)
-            and eligible(session, job)
-        ]
+        jobs = []
+        for job in session.jobs.values():
+            tasks = waiting_tasks(job)
+            if (
+                any(t.status is TaskStatus.PENDING for t in tasks)
+                and not all(t.spec.best_effort for t in tasks)  # backfill's
+                and session.job_starving(job)
+                and eligible(session, job)
+            ):
+                jobs.append(job)
         for job in session.order_jobs(jobs):
             queue = session.queues[job.queue]
             with session.statement() as stmt:
@@ -171,10 +174,12 @@ class PreemptAction:
             return
         best = self._best_candidate(session, stmt, queue, task, fit)
         if best is None:
+            base = session.task_reasons.get(task.uid) or fit.explain()
+            sep = " " if base.endswith(".") else ". "
             session.record_task_reason(
                 task,
-                f"{fit.explain()} preemption: no node has lower-priority pods whose "
-                "eviction makes room.",
+                f"{base}{sep}preemption: no node has lower-priority pods whose eviction "
+                "makes room.",
             )
             return
         for victim in best.victims:
@@ -182,7 +187,9 @@ class PreemptAction:
         stmt.pipeline(task, best.node.name)
 
     def _candidate_rows(self, session: Session, fit: Fit) -> list[int]:
-        rows = np.flatnonzero(fit.candidates())
+        # Nodes that fit already are candidates too: there the queue's room is what lacks,
+        # and evicting lower-priority pods of the same queue frees it.
+        rows = np.flatnonzero(fit.candidates() | fit.feasible)
         if len(rows) == 0:
             return []
         k = self.args.candidates(len(session.table))

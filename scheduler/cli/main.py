@@ -7,6 +7,7 @@ exit code 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -58,10 +59,26 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--real-time", action="store_true", help="run on the real clock instead of the virtual one"
     )
+    sim.add_argument(
+        "--serve",
+        type=int,
+        metavar="PORT",
+        help="serve the simulated cluster's Kubernetes API on 127.0.0.1:PORT (0 picks a free "
+        "port) and write a kubeconfig; runs on the real clock and keeps serving after the "
+        "run until interrupted",
+    )
+    sim.add_argument(
+        "--kubeconfig-out",
+        default=".sluice/kubeconfig",
+        metavar="PATH",
+        help="where --serve writes its kubeconfig",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `sluice simulate ... | head` ends quietly
     args = _parser().parse_args(argv)
     try:
         if args.command == "simulate":

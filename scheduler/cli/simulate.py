@@ -21,7 +21,9 @@ from scheduler.config import (
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.faults import ApiBehaviour
+from scheduler.sim.kubeconfig import write_kubeconfig
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
 
@@ -52,6 +54,8 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     behaviour = _behaviour(args, scenario.behaviour)
     quiet()
     printer = TextPrinter(out) if args.output == "text" else None
+    if args.serve is not None:
+        args.real_time = True  # a served cluster talks to real clients on the real clock
     sim = Simulation(
         scenario,
         lambda cache, ports: app.build_loop(resolved, cache, ports),
@@ -61,7 +65,11 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         real_time=args.real_time,
         on_cycle=printer.cycle if printer else None,
     )
-    if args.real_time:
+    if printer is not None:
+        printer.origin = sim.origin
+    if args.serve is not None:
+        result = anyio.run(_serve, sim, args, printer)
+    elif args.real_time:
         result = anyio.run(sim.run)
     else:
         result = anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
@@ -73,12 +81,36 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+async def _serve(
+    sim: Simulation, args: argparse.Namespace, printer: TextPrinter | None
+) -> SimulationResult:
+    """Run the simulation with its API served; keep serving until interrupted."""
+    async with ApiEmulator(sim.store, port=args.serve, wall=sim.clock.wall) as emu:
+        path = write_kubeconfig(args.kubeconfig_out, emu.url)
+        print(
+            f"serving the simulated cluster at {emu.url}\n  export KUBECONFIG={path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        result = await sim.run()
+        if printer is not None:
+            printer.summary(result)
+        else:
+            json.dump(result.to_json(), sys.stdout, indent=2)
+            print()
+        print("the run is over; still serving (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        await anyio.sleep_forever()
+    return result
+
+
 class TextPrinter:
     """Per-cycle lines for people; past PROGRESS_AFTER cycles, a progress bar instead."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._bar: Any = None
+        self.origin = 0.0
+        """Clock time the run started at; cycle times are printed from there."""
 
     def cycle(self, report: CycleReport, events: list[dict[str, Any]]) -> None:
         if report.number > PROGRESS_AFTER:
@@ -92,7 +124,9 @@ class TextPrinter:
         if not counts and not report.decided:
             return
         parts = [f"{n} {kind}" for kind, n in sorted(counts.items())]
-        self.out.write(f"cycle {report.number} at {report.started:.3f}s: {', '.join(parts)}\n")
+        self.out.write(
+            f"cycle {report.number} at {report.started - self.origin:.3f}s: {', '.join(parts)}\n"
+        )
         for e in events:
             detail = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "cycle", "event"))
             self.out.write(f"    {e['t']:9.3f}s  {e['event']:<14} {detail}\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.gang import GangPlugin
+from scheduler.plugins.gpushare import GpuSharePlugin
 from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
@@ -22,3 +23,4 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("predicates", PredicatesPlugin))
     registry.add_plugin(PluginSpec("proportion", ProportionPlugin))
     registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))
+    registry.add_plugin(PluginSpec("gpushare", GpuSharePlugin))

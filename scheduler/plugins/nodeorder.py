@@ -99,9 +99,11 @@ class NodeOrderPlugin:
         self._cols: IndexVector = np.zeros(0, dtype=np.intp)
         self._alloc: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
         self._inverse: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
-        self._offered: npt.NDArray[np.bool_] = np.zeros((0, 0), dtype=np.bool_)
-        self._weights: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
+        self._weight_vector: FloatVector = np.zeros(0, dtype=np.float64)
         self._weight_share: FloatVector = np.zeros(0, dtype=np.float64)
+        self._any_weight: FloatVector = np.zeros(0, dtype=np.float64)
+        self._ones: FloatVector = np.zeros(0, dtype=np.float64)
+        self._offered: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
         self._count_share: FloatVector = np.zeros(0, dtype=np.float64)
         self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
 
@@ -117,12 +119,13 @@ class NodeOrderPlugin:
         alloc = table.allocatable.take(self._cols, axis=1).astype(np.float64)
         offered = alloc > 0
         self._alloc = alloc
-        self._offered = offered
+        self._offered = offered.astype(np.float64)
         self._inverse = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=offered)
-        weights = np.array([w for _, w in used], dtype=np.float64)
-        self._weights = np.where(offered, weights, 0.0)
-        total = self._weights.sum(axis=1)
+        self._weight_vector = np.array([w for _, w in used], dtype=np.float64)
+        total = np.where(offered, self._weight_vector, 0.0).sum(axis=1)
         self._weight_share = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
+        self._any_weight = (total > 0).astype(np.float64)
+        self._ones = np.ones(len(used), dtype=np.float64)
         self._count_share = 1.0 / np.maximum(offered.sum(axis=1), 1)
         if args.leastAllocatedWeight:
             hooks.add_node_scorer(self.least_allocated, args.leastAllocatedWeight)
@@ -140,43 +143,56 @@ class NodeOrderPlugin:
     # Allocation ----------------------------------------------------------------------------
 
     def _fractions(self, task: TaskInfo, table: NodeTable, rows: IndexVector) -> FloatMatrix:
-        """``requested / allocatable`` per (row, resource); 0 where a resource is not offered."""
-        idle = table.idle.take(rows, axis=0).take(self._cols, axis=1)
-        request = table.request(task.request).take(self._cols)
-        requested = self._alloc.take(rows, axis=0) - idle + request
-        fractions: FloatMatrix = requested * self._inverse.take(rows, axis=0)
+        """``requested / allocatable`` per (row, resource), within [0, 1]; 0 where a resource
+        is not offered. A fresh array the caller may change."""
+        fractions: FloatMatrix = self._alloc.take(rows, axis=0)
+        fractions -= table.idle.take(rows, axis=0).take(self._cols, axis=1)
+        fractions += table.request(task.request).take(self._cols)
+        fractions *= self._inverse.take(rows, axis=0)
+        np.minimum(fractions, 1.0, out=fractions)
+        np.maximum(fractions, 0.0, out=fractions)
         return fractions
 
-    def _weighted_mean(self, scores: FloatMatrix, rows: IndexVector) -> FloatVector:
-        weighted = (scores * self._weights.take(rows, axis=0)).sum(axis=1)
-        out: FloatVector = weighted * self._weight_share.take(rows)
-        return out
+    def _weighted_mean(self, fractions: FloatMatrix, rows: IndexVector) -> FloatVector:
+        """Per row, the mean of ``fractions`` weighted over the resources the node offers
+        (fractions are 0 where it offers none, so a plain dot product sums the right terms)."""
+        mean: FloatVector = fractions.dot(self._weight_vector)
+        mean *= self._weight_share.take(rows)
+        return mean
 
     def least_allocated(
         self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
     ) -> FloatVector:
         """Higher for emptier nodes: ``(allocatable - requested) / allocatable * 100``."""
-        fractions = self._fractions(task, table, rows)
-        scores = np.clip((1.0 - fractions) * MAX_SCORE, 0.0, MAX_SCORE)
-        return self._weighted_mean(scores, rows)
+        mean = self._weighted_mean(self._fractions(task, table, rows), rows)
+        # The weighted mean of 1 - f is 1 - mean(f) where some resource is offered, else 0.
+        out: FloatVector = self._any_weight.take(rows) - mean
+        out *= MAX_SCORE
+        return out
 
     def most_allocated(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
         """Higher for fuller nodes: ``requested / allocatable * 100``, capped at 100."""
-        fractions = self._fractions(task, table, rows)
-        scores = np.clip(fractions * MAX_SCORE, 0.0, MAX_SCORE)
-        return self._weighted_mean(scores, rows)
+        out = self._weighted_mean(self._fractions(task, table, rows), rows)
+        out *= MAX_SCORE
+        return out
 
     def balanced_allocation(
         self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
     ) -> FloatVector:
         """``(1 - std) * 100`` of the fractions of the offered resources (std 0 for one)."""
-        fractions = np.minimum(self._fractions(task, table, rows), 1.0)
-        offered = self._offered.take(rows, axis=0)
+        fractions = self._fractions(task, table, rows)
         share = self._count_share.take(rows)
-        mean = fractions.sum(axis=1) * share  # fractions are 0 where not offered
-        deviation = (fractions - mean[:, None]) * offered
-        std = np.sqrt((deviation * deviation).sum(axis=1) * share)
-        out: FloatVector = np.clip((1.0 - std) * MAX_SCORE, 0.0, MAX_SCORE)
+        ones = self._ones
+        # Fractions are 0 where not offered: the mean over the offered ones is sum * share.
+        # Deviations are taken directly (not E[f^2] - mean^2) so equal fractions give
+        # exactly 100 and ties between nodes stay ties.
+        mean = fractions.dot(ones) * share
+        fractions -= mean[:, None]
+        fractions *= self._offered.take(rows, axis=0)
+        fractions *= fractions
+        std = np.sqrt(fractions.dot(ones) * share)
+        # Fractions lie in [0, 1], so std <= 0.5 and the score in [50, 100].
+        out: FloatVector = (1.0 - std) * MAX_SCORE
         return out
 
     # Preferred node affinity ---------------------------------------------------------------

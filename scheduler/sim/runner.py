@@ -85,6 +85,8 @@ class Simulation:
         self.loop = loop_factory(self.cache, ports)
         self.kubelet = SimKubelet(self.store, self.clock, start_delay=kubelet_delay)
         self.max_cycles = max_cycles
+        self.origin = self.clock.now()
+        """Clock time of the start; the timeline counts from here."""
         self.result = SimulationResult()
         self._on_cycle = on_cycle
         self._fresh: list[dict[str, Any]] = []
@@ -176,6 +178,7 @@ class Simulation:
             self.loop.wake()
 
     async def run(self) -> SimulationResult:
+        self.origin = self.clock.now()
         now = [a for a in self.scenario.arrivals if a.at <= 0]
         later = [a for a in self.scenario.arrivals if a.at > 0]
         if not any(

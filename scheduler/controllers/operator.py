@@ -1,0 +1,499 @@
+"""The kopf handlers of ``sluice controller`` and the kopf settings they run with (layer 4).
+
+:func:`build_registry` returns a :class:`kopf.OperatorRegistry` holding:
+
+* startup: :func:`configure_settings` (the settings below), and a background task that
+  creates the cluster-scoped Queue ``default`` (``weight: 1``) if it is missing, retrying
+  until it succeeds (the create passes through this controller's own webhook, which kopf only
+  starts after the startup handlers); cleanup stops that task;
+* login: credentials from ``--kubeconfig``, else the pod's service account, else the usual
+  kubeconfig (``KUBECONFIG`` or ``~/.kube/config``);
+* an index of Queues (name -> ``spec.parent``) for the cycle check, and an event handler on
+  Queues that starts that task again when ``default`` is deleted;
+* two validating admission handlers, for PodGroups and Queues, that refuse with the messages
+  of :mod:`scheduler.controllers.validation`. Their ids are the URL paths the
+  ValidatingWebhookConfiguration of ``manifests/webhook.yaml`` calls.
+
+kopf writes nothing onto users' objects: there are no on-create/update/delete handlers, no
+daemons and no timers (the only kinds that make kopf add a finalizer or store progress), the
+progress and diff-base storages are no-ops, so no ``last-handled-configuration`` annotation
+and no ``status.kopf`` either, and kopf's finalizer name is one of our own, so kopf never
+removes another operator's finalizer. Peering is off (one replica; ``standalone``) and so is
+the dynamic scanning of CRDs and namespaces, which keeps the RBAC small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import itertools
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import aiohttp
+import kopf
+
+from scheduler.api.labels import DEFAULT_QUEUE
+from scheduler.api.openapi import API_VERSION, GROUP, VERSION
+from scheduler.controllers.client import ApiStatusError, QueueClient
+from scheduler.controllers.validation import parent_of, validate_pod_group, validate_queue
+
+__all__ = [
+    "DEFAULT_CERT_DIR",
+    "DEFAULT_QUEUE_OBJECT",
+    "FINALIZER",
+    "INDEX_QUEUE_PARENTS",
+    "WEBHOOK_POD_GROUP",
+    "WEBHOOK_QUEUE",
+    "Controller",
+    "ControllerOptions",
+    "NoDiffBaseStorage",
+    "NoProgressStorage",
+    "build_registry",
+    "configure_settings",
+    "obtain_credentials",
+]
+
+T = TypeVar("T")
+
+#: The handler ids of the admission handlers; kopf serves each on ``/<id>``.
+WEBHOOK_POD_GROUP: Final = "validate-podgroup"
+WEBHOOK_QUEUE: Final = "validate-queue"
+#: The kwarg name under which kopf hands the Queue index to handlers.
+INDEX_QUEUE_PARENTS: Final = "queue_parents"
+#: kopf removes its finalizer from objects that no handler needs it on. A name no one else
+#: uses means it never touches anyone's finalizer (and it never adds this one).
+FINALIZER: Final = f"controller.{GROUP}/unused"
+#: Where the webhook's certificate (``tls.crt``, ``tls.key``) is mounted from its Secret.
+DEFAULT_CERT_DIR: Final = "/etc/sluice/webhook-certs"
+SERVICE_ACCOUNT_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+DEFAULT_QUEUE_OBJECT: Final[Mapping[str, Any]] = {
+    "apiVersion": API_VERSION,
+    "kind": "Queue",
+    "metadata": {"name": DEFAULT_QUEUE},
+    "spec": {"weight": 1},
+}
+
+#: Waits between attempts to create ``default``; the last one repeats for as long as it takes.
+KEEPER_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerOptions:
+    """How ``sluice controller`` runs.
+
+    ``namespace``: when set, only PodGroups in that namespace are validated (the others are
+    admitted as they are); Queues are cluster-scoped and always validated. ``dev``: serve the
+    webhook with :class:`kopf.WebhookAutoServer` (for a controller run outside the cluster),
+    using the certificate in ``cert_dir`` if there is one, else a self-signed one.
+    """
+
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    dev: bool = False
+    webhook_port: int = 9443
+    cert_dir: str = DEFAULT_CERT_DIR
+
+    @property
+    def certfile(self) -> Path:
+        return Path(self.cert_dir) / "tls.crt"
+
+    @property
+    def pkeyfile(self) -> Path:
+        return Path(self.cert_dir) / "tls.key"
+
+
+# --------------------------------------------------------------------------------------------
+# Settings
+
+
+class NoProgressStorage(kopf.ProgressStorage):
+    """Keeps no handler progress anywhere: nothing is written onto objects."""
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return None
+
+    def store(
+        self,
+        *,
+        key: kopf.HandlerId,
+        record: kopf.ProgressRecord,
+        body: kopf.Body,
+        patch: kopf.Patch,
+    ) -> None:
+        return None
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return copy.deepcopy(essence)
+
+
+class NoDiffBaseStorage(kopf.DiffBaseStorage):
+    """Keeps no last-handled state: no ``last-handled-configuration`` annotation."""
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
+def webhook_server(options: ControllerOptions) -> kopf.WebhookServer:
+    """The admission server: TLS on ``webhook_port`` with the mounted certificate."""
+    if options.dev:
+        have_cert = options.certfile.is_file() and options.pkeyfile.is_file()
+        return kopf.WebhookAutoServer(
+            port=options.webhook_port,
+            certfile=options.certfile if have_cert else None,
+            pkeyfile=options.pkeyfile if have_cert else None,
+        )
+    return kopf.WebhookServer(
+        addr="0.0.0.0",  # every interface: the Service reaches the pod on its own address
+        port=options.webhook_port,
+        certfile=options.certfile,
+        pkeyfile=options.pkeyfile,
+    )
+
+
+def configure_settings(settings: kopf.OperatorSettings, options: ControllerOptions) -> None:
+    """Set kopf up so that it writes nothing onto users' objects and needs little RBAC."""
+    settings.persistence.progress_storage = NoProgressStorage()
+    settings.persistence.diffbase_storage = NoDiffBaseStorage()
+    settings.persistence.finalizer = FINALIZER
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
+    settings.scanning.disabled = True
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = "sluice-controller"
+    # Every request has a deadline: a half-open connection must not hang the controller.
+    settings.networking.connect_timeout = 10.0
+    settings.networking.request_timeout = 60.0
+    settings.watching.connect_timeout = 10.0
+    settings.watching.server_timeout = 540.0
+    settings.watching.client_timeout = 600.0
+    settings.admission.server = webhook_server(options)
+    # settings.admission.managed stays None: manifests/webhook.yaml carries the configuration.
+
+
+# --------------------------------------------------------------------------------------------
+# Credentials
+
+
+async def obtain_credentials(
+    options: ControllerOptions, *, settings: kopf.OperatorSettings, logger: kopf.Logger
+) -> kopf.ConnectionInfo:
+    """Credentials for the API server, from the first source that has them.
+
+    ``--kubeconfig`` (kopf's kubeconfig reader: tokens, client certificates, basic auth);
+    else the pod's service account; else the kubernetes-asyncio loader (``KUBECONFIG`` or
+    ``~/.kube/config``, exec plugins included); else kopf's kubeconfig reader on those.
+    """
+    if options.kubeconfig:
+        # kopf's reader takes the path from the environment only; this is our own process.
+        os.environ["KUBECONFIG"] = options.kubeconfig
+        info = kopf.login_with_kubeconfig(settings=settings)
+        if info is None:
+            raise kopf.LoginError(f"no credentials in kubeconfig {options.kubeconfig}")
+        return info
+    if Path(SERVICE_ACCOUNT_TOKEN).is_file():
+        info = kopf.login_with_service_account(settings=settings)
+        if info is not None:
+            return info
+    try:
+        info = await kopf.login_via_async_client(logger=logger, settings=settings)
+    except kopf.LoginError:
+        info = None
+    if info is None:
+        info = kopf.login_with_kubeconfig(settings=settings)
+    if info is None:
+        raise kopf.LoginError(
+            "no credentials: not in a pod with a service account, and no kubeconfig "
+            "(--kubeconfig, KUBECONFIG or ~/.kube/config)"
+        )
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# The controller
+
+
+def _refusal(kind: str, obj: Mapping[str, Any], messages: Sequence[str]) -> kopf.AdmissionError:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return kopf.AdmissionError(
+        f'{kind} "{name or ""}" is invalid: ' + "; ".join(messages), code=422
+    )
+
+
+def _spec_unchanged(
+    operation: str | None, old: Mapping[str, Any] | None, obj: Mapping[str, Any]
+) -> bool:
+    """An update that leaves the spec alone (labels, finalizers, deletion) is never refused.
+
+    Otherwise an object created before the webhook existed could not even lose a finalizer.
+    """
+    if operation != "UPDATE":
+        return False
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return True
+    return old is not None and old.get("spec") == obj.get("spec")
+
+
+class Controller:
+    """The state behind the handlers: options, kopf's settings and the current credentials.
+
+    ``client_factory`` and ``sleep`` are seams for tests.
+    """
+
+    def __init__(
+        self,
+        options: ControllerOptions,
+        *,
+        client_factory: Callable[[kopf.ConnectionInfo], QueueClient] = QueueClient,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.options = options
+        #: kopf's settings, once the startup handler has them (watch and admission handlers
+        #: are not given them; only ``networking.trust_env`` is read from them here).
+        self.settings = kopf.OperatorSettings()
+        self._client_factory = client_factory
+        self._sleep = sleep
+        self._credentials: kopf.ConnectionInfo | None = None
+        self._login_lock = asyncio.Lock()
+        self._keeper: asyncio.Task[None] | None = None
+
+    # ----------------------------------------------------------------- startup and login
+
+    async def configure(self, *, settings: kopf.OperatorSettings, **_: Any) -> None:
+        """Startup: the kopf settings of :func:`configure_settings`."""
+        configure_settings(settings, self.options)
+        self.settings = settings
+
+    async def login(self, *, logger: kopf.Logger, **_: Any) -> kopf.ConnectionInfo:
+        """The login handler: fresh credentials for kopf, kept for our own calls too."""
+        async with self._login_lock:
+            self._credentials = await obtain_credentials(
+                self.options, settings=self.settings, logger=logger
+            )
+            return self._credentials
+
+    async def _call(self, logger: kopf.Logger, fn: Callable[[QueueClient], Awaitable[T]]) -> T:
+        """Run ``fn`` with a client; log in again once if the credentials have expired."""
+        for attempt in (1, 2):
+            credentials = self._credentials
+            if credentials is None or attempt == 2:
+                credentials = await self.login(logger=logger)
+            async with self._client_factory(credentials) as client:
+                try:
+                    return await fn(client)
+                except ApiStatusError as exc:
+                    if exc.status != 401 or attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    # ----------------------------------------------------------------- the default queue
+
+    async def _create_default(self, logger: kopf.Logger) -> bool:
+        async def create(client: QueueClient) -> bool:
+            if await client.get(DEFAULT_QUEUE) is not None:
+                return False
+            return await client.create(copy.deepcopy(DEFAULT_QUEUE_OBJECT))
+
+        created = await self._call(logger, create)
+        if created:
+            logger.info(f"Created the Queue {DEFAULT_QUEUE!r} (weight 1).")
+        return created
+
+    def keep_default_queue(self, logger: kopf.Logger) -> asyncio.Task[None]:
+        """Make sure the Queue ``default`` exists, in the background, retrying until it does.
+
+        Not inside a startup handler: in a cluster the create goes through this controller's
+        own admission webhook (failurePolicy Fail), which kopf starts only after the startup
+        handlers have finished, so a create awaited there could never succeed.
+        """
+        if self._keeper is None or self._keeper.done():
+            self._keeper = asyncio.create_task(
+                self._create_default_until_done(logger), name="sluice default queue"
+            )
+        return self._keeper
+
+    async def _create_default_until_done(self, logger: kopf.Logger) -> None:
+        delays = itertools.chain(KEEPER_DELAYS, itertools.repeat(KEEPER_DELAYS[-1]))
+        for attempt in itertools.count(1):
+            try:
+                await self._create_default(logger)
+                return
+            except (ApiStatusError, aiohttp.ClientError, TimeoutError, kopf.LoginError) as exc:
+                delay = next(delays)
+                logger.warning(
+                    f"Cannot create the Queue {DEFAULT_QUEUE!r} yet (attempt {attempt}): "
+                    f"{exc!s:.300}; trying again in {delay:g}s."
+                )
+                await self._sleep(delay)
+
+    async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
+        """Startup: begin making sure the Queue ``default`` exists."""
+        self.keep_default_queue(logger)
+
+    async def stop(self, **_: Any) -> None:
+        """Cleanup: stop trying to create the Queue ``default``."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and not keeper.done():
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    @staticmethod
+    def is_default_queue_deleted(*, type: str | None, name: str | None, **_: Any) -> bool:
+        """The ``when`` filter of :meth:`on_queue_event` (strictly synchronous, as kopf wants)."""
+        return type == "DELETED" and name == DEFAULT_QUEUE
+
+    async def on_queue_event(self, *, logger: kopf.Logger, **_: Any) -> None:
+        """Re-create ``default`` when it is deleted."""
+        logger.warning(f"The Queue {DEFAULT_QUEUE!r} was deleted; creating it again.")
+        self.keep_default_queue(logger)
+
+    # ----------------------------------------------------------------- the queue index
+
+    @staticmethod
+    def index_queue_parents(
+        *, name: str | None, spec: Mapping[str, Any], **_: Any
+    ) -> dict[str, str]:
+        """Index handler: Queue name -> ``spec.parent`` ("" at the root)."""
+        if not name:
+            return {}
+        parent = spec.get("parent")
+        return {name: parent if isinstance(parent, str) else ""}
+
+    async def _known_queues(
+        self, obj: Mapping[str, Any], index: Mapping[str, Iterable[str]], logger: kopf.Logger
+    ) -> dict[str, Any]:
+        """The queues on ``obj``'s chain of parents: from the index, or fetched when missing.
+
+        The index lags the API server a little (and is empty for a moment at startup); a
+        parent it does not know is looked up, so a just-created parent is not refused as
+        missing and a chain through it is followed in full.
+        """
+        known: dict[str, Any] = {
+            name: {"spec": {"parent": parent}}
+            for name, parents in index.items()
+            for parent in parents
+        }
+        meta = obj.get("metadata")
+        seen = {meta.get("name") if isinstance(meta, Mapping) else None}
+        current = parent_of(obj)
+        while current and current not in seen:
+            seen.add(current)
+            if current not in known:
+                try:
+                    fetched = await self._call(logger, functools.partial(_get_queue, current))
+                except (ApiStatusError, aiohttp.ClientError, TimeoutError) as exc:
+                    raise kopf.AdmissionError(
+                        f"spec.parent: cannot look up queue {current} now ({exc}); try again",
+                        code=503,
+                    ) from exc
+                if fetched is None:
+                    break
+                known[current] = fetched
+            entry = known[current]
+            current = parent_of(entry) if isinstance(entry, Mapping) else ""
+        return known
+
+    # ----------------------------------------------------------------- admission
+
+    async def validate_pod_group(
+        self,
+        *,
+        body: Mapping[str, Any],
+        namespace: str | None,
+        operation: str | None = None,
+        old: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
+        """Validating admission of PodGroups (CREATE, UPDATE)."""
+        if self.options.namespace and namespace != self.options.namespace:
+            return
+        obj = dict(body)
+        if _spec_unchanged(operation, old, obj):
+            return
+        messages = validate_pod_group(obj)
+        if messages:
+            raise _refusal("PodGroup", obj, messages)
+
+    async def validate_queue(
+        self,
+        *,
+        body: Mapping[str, Any],
+        logger: kopf.Logger,
+        operation: str | None = None,
+        old: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Validating admission of Queues (CREATE, UPDATE)."""
+        obj = dict(body)
+        if _spec_unchanged(operation, old, obj):
+            return
+        index: Mapping[str, Iterable[str]] = kwargs.get(INDEX_QUEUE_PARENTS) or {}
+        known = await self._known_queues(obj, index, logger)
+        messages = validate_queue(obj, known)
+        if messages:
+            raise _refusal("Queue", obj, messages)
+
+
+async def _get_queue(name: str, client: QueueClient) -> dict[str, Any] | None:
+    return await client.get(name)
+
+
+def build_registry(
+    options: ControllerOptions, *, controller: Controller | None = None
+) -> kopf.OperatorRegistry:
+    """A fresh registry with every handler of the controller (nothing global is touched)."""
+    ctl = controller if controller is not None else Controller(options)
+    registry = kopf.OperatorRegistry()
+    operations: list[kopf.Operation] = ["CREATE", "UPDATE"]
+
+    kopf.on.startup(id="configure", registry=registry)(ctl.configure)
+    kopf.on.startup(id="keep-default-queue", registry=registry)(ctl.start)
+    kopf.on.cleanup(id="stop", registry=registry)(ctl.stop)
+    kopf.on.login(id="login", registry=registry, errors=kopf.ErrorsMode.PERMANENT)(ctl.login)
+    kopf.index(
+        group=GROUP, version=VERSION, plural="queues", id=INDEX_QUEUE_PARENTS, registry=registry
+    )(ctl.index_queue_parents)
+    kopf.on.event(
+        group=GROUP,
+        version=VERSION,
+        plural="queues",
+        id="recreate-default-queue",
+        when=ctl.is_default_queue_deleted,
+        registry=registry,
+    )(ctl.on_queue_event)
+    kopf.on.validate(
+        group=GROUP,
+        version=VERSION,
+        plural="podgroups",
+        id=WEBHOOK_POD_GROUP,
+        operations=operations,
+        registry=registry,
+    )(ctl.validate_pod_group)
+    kopf.on.validate(
+        group=GROUP,
+        version=VERSION,
+        plural="queues",
+        id=WEBHOOK_QUEUE,
+        operations=operations,
+        registry=registry,
+    )(ctl.validate_queue)
+    return registry

@@ -1,0 +1,404 @@
+"""Informers: the cluster's state streamed into the scheduler cache (layer 4, kube).
+
+Job: one :class:`Informer` per kind lists the kind, then watches it from the list's
+resourceVersion, and feeds every change to a :class:`CacheSink` (the
+:class:`~scheduler.cache.SchedulerCache`); :class:`InformerSet` runs them all and knows
+when every kind has been listed once. Contracts:
+
+* **Raw JSON**: lists and watch lines are decoded with ``json.loads`` and handed on as
+  dicts (``kind`` and ``apiVersion`` filled in on list items, which the API server
+  leaves out); the client's model objects are never built.
+* **Order**: one task per kind calls the sink, so the events of a kind reach
+  ``sink.handle`` in the order of the watch. Calls happen on the event loop's thread.
+  Kinds are independent of each other, as in Kubernetes.
+* **List then watch**: a list (paged by ``limit``/``continue``) replaces the kind's state
+  in the sink (``sink.replace(kind, items)``: the first list and every relist); the watch
+  asks for bookmarks (``allowWatchBookmarks=true``) and a server-side
+  ``timeoutSeconds`` (randomised between one and two times the setting, as client-go
+  does, so that watches do not all end together). Every event and bookmark moves the
+  kept resourceVersion; when the server ends a watch, the next one resumes from it.
+* **Failures**: a ``410 Gone`` (as an HTTP reply or a watch ``ERROR`` event with code
+  410) relists after a backoff; any other error (connection refused or cut, timeout,
+  5xx, another ``ERROR``) reconnects the watch from the kept resourceVersion after a
+  backoff (or retries the list, if the list failed). The backoff is exponential,
+  capped and jittered, and starts again after a success. Every request has a timeout.
+* **Readiness**: :attr:`Informer.synced` / :attr:`InformerSet.ready` are set once the
+  first full list of each kind has reached the sink, and stay set afterwards.
+
+Exceptions raised by the sink are bugs: they end the informer and its set.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import aiohttp
+import anyio
+from anyio.abc import TaskStatus
+
+from scheduler.api.errors import ApiError, GoneError, ServerError
+from scheduler.kube.client import (
+    NODES,
+    POD_DISRUPTION_BUDGETS,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    KubeClient,
+    Resource,
+    SystemClock,
+    error_from_status,
+)
+from scheduler.logging import get_logger
+from scheduler.ports import Clock
+
+__all__ = [
+    "SCHEDULER_RESOURCES",
+    "Backoff",
+    "CacheSink",
+    "Informer",
+    "InformerSet",
+    "InformerSettings",
+    "InformerStats",
+]
+
+log = get_logger("sluice.kube.informers")
+
+#: The kinds the scheduler watches (DESIGN section 1).
+SCHEDULER_RESOURCES: Final[tuple[Resource, ...]] = (
+    PODS,
+    NODES,
+    POD_GROUPS,
+    QUEUES,
+    TOPOLOGIES,
+    PRIORITY_CLASSES,
+    POD_DISRUPTION_BUDGETS,
+)
+
+_WATCH_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class CacheSink(Protocol):
+    """Where informers deliver state; :class:`~scheduler.cache.SchedulerCache` is one.
+
+    Both methods are synchronous, called on the event loop's thread, one task per kind.
+    """
+
+    def handle(self, kind: str, event: str, obj: Mapping[str, Any], /) -> None:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) of ``kind``."""
+        ...
+
+    def replace(self, kind: str, objects: Iterable[Mapping[str, Any]], /) -> None:
+        """Make the state of ``kind`` exactly ``objects`` (after a list)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class InformerSettings:
+    """How informers talk to the API server. Times are in seconds."""
+
+    page_size: int = 500
+    """Objects per list page (``limit``); 0 lists in one request."""
+    list_timeout: float = 60.0
+    """``_request_timeout`` of each list page."""
+    watch_timeout: float = 300.0
+    """Base of a watch's server-side ``timeoutSeconds`` (randomised up to twice this)."""
+    watch_slack: float = 30.0
+    """How long after ``timeoutSeconds`` the client gives up on a watch the server left
+    open (a half-open connection)."""
+    connect_timeout: float = 10.0
+    """Connection timeout of a watch request."""
+    backoff_initial: float = 0.8
+    """First delay after a failure (client-go's reflector: 800 ms)."""
+    backoff_max: float = 30.0
+    """Cap of the delay."""
+    backoff_reset: float = 120.0
+    """A failure this long after the previous one starts from the first delay again."""
+    jitter: float = 0.5
+    """Fraction of a delay that is random: a delay ``d`` becomes ``d * (1 - jitter * r)``."""
+
+    def __post_init__(self) -> None:
+        if self.page_size < 0 or self.watch_timeout < 1 or self.list_timeout <= 0:
+            raise ValueError("page_size >= 0, watch_timeout >= 1 and list_timeout > 0")
+        if not 0 <= self.jitter <= 1 or self.backoff_initial <= 0:
+            raise ValueError("jitter must be in [0, 1] and backoff_initial positive")
+
+
+class Backoff:
+    """Exponential backoff, capped and jittered, that forgets old failures.
+
+    :meth:`next` returns the delay before the next attempt: ``initial * 2**n`` capped at
+    ``maximum``, reduced by up to ``jitter`` of itself at random (so it never exceeds the
+    cap). After :meth:`reset`, or when the previous :meth:`next` was more than
+    ``reset_after`` seconds ago, ``n`` starts from 0 again.
+    """
+
+    def __init__(
+        self,
+        initial: float,
+        maximum: float,
+        *,
+        jitter: float = 0.5,
+        reset_after: float = 120.0,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+        self.jitter = jitter
+        self.reset_after = reset_after
+        self.clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._attempt = 0
+        self._last: float | None = None
+
+    def next(self) -> float:
+        now = self.clock.now()
+        if self._last is not None and now - self._last > self.reset_after:
+            self._attempt = 0
+        self._last = now
+        base = min(self.maximum, self.initial * 2.0 ** min(self._attempt, 62))
+        self._attempt += 1
+        return base * (1.0 - self.jitter * self._rng.random())
+
+    def reset(self) -> None:
+        self._attempt = 0
+        self._last = None
+
+
+@dataclass(slots=True)
+class InformerStats:
+    """Counters of one informer, for tests, logs and metrics."""
+
+    lists: int = 0
+    """Completed lists (the first one and every relist)."""
+    relists: int = 0
+    """Lists after the first one (after a 410, or a list that failed)."""
+    watches: int = 0
+    """Watch requests that were answered with 200."""
+    events: int = 0
+    bookmarks: int = 0
+    gone: int = 0
+    """410 Gone seen (reply or ERROR event)."""
+    errors: int = 0
+    """Other failures (connection, timeout, 5xx, ERROR events)."""
+    last_error: str = ""
+
+
+class Informer:
+    """List+watch of one kind into a sink. Run :meth:`run` in a task; it never returns.
+
+    ``resource_version`` is the last resourceVersion seen (list, event or bookmark).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        sink: CacheSink,
+        *,
+        settings: InformerSettings | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.sink = sink
+        self.settings = settings or InformerSettings()
+        self.clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        s = self.settings
+        self._backoff = Backoff(
+            s.backoff_initial,
+            s.backoff_max,
+            jitter=s.jitter,
+            reset_after=s.backoff_reset,
+            clock=self.clock,
+            rng=self._rng,
+        )
+        self.resource_version = ""
+        self.synced = anyio.Event()
+        self.stats = InformerStats()
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def has_synced(self) -> bool:
+        return self.synced.is_set()
+
+    async def run(self) -> None:
+        """List, then watch, forever; relist on 410 and reconnect on errors (with backoff)."""
+        must_list = True
+        while True:
+            try:
+                if must_list:
+                    await self._list()
+                    must_list = False
+                if not await self._watch():
+                    await self.clock.sleep(self._backoff.next())
+            except GoneError as exc:
+                must_list = True
+                self.stats.gone += 1
+                self.stats.last_error = str(exc)
+                delay = self._backoff.next()
+                log.info(
+                    "watch expired, relisting",
+                    kind=self.kind,
+                    resource_version=self.resource_version,
+                    delay=round(delay, 3),
+                )
+                await self.clock.sleep(delay)
+            except ApiError as exc:
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                delay = self._backoff.next()
+                log.warning(
+                    "list or watch failed, retrying",
+                    kind=self.kind,
+                    listing=must_list,
+                    error=str(exc),
+                    delay=round(delay, 3),
+                )
+                await self.clock.sleep(delay)
+
+    async def _list(self) -> None:
+        """One full (paged) list; replaces the sink's state and sets the resourceVersion."""
+        res = self.resource
+        items: list[dict[str, Any]] = []
+        resource_version = ""
+        token = ""
+        while True:
+            query: list[tuple[str, str]] = []
+            if self.settings.page_size:
+                query.append(("limit", str(self.settings.page_size)))
+            if token:
+                query.append(("continue", token))
+            doc = await self.client.request(
+                "GET", res.path(), query=query, timeout=self.settings.list_timeout, kind=res.kind
+            )
+            meta = doc.get("metadata") or {}
+            resource_version = resource_version or str(meta.get("resourceVersion") or "")
+            for item in doc.get("items") or ():
+                if isinstance(item, dict):
+                    item.setdefault("apiVersion", res.api_version)
+                    item.setdefault("kind", res.kind)
+                    items.append(item)
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        self.sink.replace(res.kind, items)
+        self.resource_version = resource_version
+        if self.stats.lists:
+            self.stats.relists += 1
+        self.stats.lists += 1
+        self._backoff.reset()
+        if not self.synced.is_set():
+            log.info("informer synced", kind=res.kind, objects=len(items))
+            self.synced.set()
+
+    async def _watch(self) -> bool:
+        """One watch from :attr:`resource_version` until the server ends it.
+
+        Returns whether anything arrived (a silent watch that ends at once is retried
+        after a backoff rather than in a tight loop). Raises GoneError to relist.
+        """
+        res = self.resource
+        s = self.settings
+        seconds = int(s.watch_timeout * (1.0 + self._rng.random()))
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.resource_version),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            total=seconds + s.watch_slack, sock_connect=s.connect_timeout
+        )
+        received = False
+        async with self.client.stream(
+            res.path(), query=query, timeout=timeout, kind=res.kind
+        ) as reader:
+            self.stats.watches += 1
+            while (line := await reader.read()) is not None:
+                if not received:
+                    received = True
+                    self._backoff.reset()
+                self._apply(line)
+        return received
+
+    def _apply(self, line: Mapping[str, Any]) -> None:
+        res = self.resource
+        event = line.get("type")
+        obj = line.get("object")
+        if not isinstance(obj, dict) or not isinstance(event, str):
+            raise ServerError(f"malformed watch event {str(line)[:200]}", kind=res.kind)
+        if event == "ERROR":
+            code = obj.get("code")
+            raise error_from_status(int(code) if isinstance(code, int) else 500, obj, kind=res.kind)
+        meta = obj.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        if event == "BOOKMARK":
+            self.stats.bookmarks += 1
+            if version:
+                self.resource_version = version
+            return
+        if event not in _WATCH_EVENTS:
+            log.warning("unknown watch event type ignored", kind=res.kind, type=event)
+            return
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+        self.stats.events += 1
+        self.sink.handle(res.kind, event, obj)
+        if version:
+            self.resource_version = version
+
+
+@dataclass
+class InformerSet:
+    """One informer per resource, all feeding ``sink``; run them with :meth:`run`.
+
+    ``ready`` is set (and ``synced()`` is true) once every kind has been listed once.
+    """
+
+    client: KubeClient
+    sink: CacheSink
+    resources: Sequence[Resource] = SCHEDULER_RESOURCES
+    settings: InformerSettings = field(default_factory=InformerSettings)
+    clock: Clock | None = None
+    informers: dict[str, Informer] = field(init=False)
+    ready: anyio.Event = field(init=False, default_factory=anyio.Event)
+
+    def __post_init__(self) -> None:
+        kinds = [r.kind for r in self.resources]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"one informer per kind: {kinds}")
+        self.informers = {
+            r.kind: Informer(self.client, r, self.sink, settings=self.settings, clock=self.clock)
+            for r in self.resources
+        }
+
+    def synced(self) -> bool:
+        """True once the first full list of every kind has reached the sink."""
+        return all(i.has_synced for i in self.informers.values())
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every informer until cancelled, in one task group.
+
+        ``task_status.started()`` is called (and :attr:`ready` set) once all kinds are
+        synced, so ``await tg.start(informers.run)`` is kube-scheduler's
+        ``WaitForCacheSync``. It waits as long as a kind cannot be listed (a missing CRD,
+        no permission): use ``start_soon`` and :attr:`ready` to watch that from outside.
+        """
+        async with anyio.create_task_group() as tg:
+            for kind, informer in self.informers.items():
+                tg.start_soon(informer.run, name=f"informer:{kind}")
+            for informer in self.informers.values():
+                await informer.synced.wait()
+            self.ready.set()
+            task_status.started()

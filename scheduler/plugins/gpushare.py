@@ -1,0 +1,585 @@
+"""gpushare: GPU devices per node, whole or shared by memory, with stable indexes (layer 2).
+
+What the cluster says:
+
+- a node offers ``nvidia.com/gpu`` devices (its allocatable count), indexed 0..n-1, each
+  with the memory of the node label ``scheduling.sluice.dev/gpu-memory`` (``8Gi``). A node
+  without the label (or with a label that is not a quantity) has devices of unknown memory:
+  only whole-device pods can use them;
+- a pod asks for whole devices with the resource ``nvidia.com/gpu`` (the resource itself is
+  fitted by ``predicates``), or for part of one device with the pod annotation
+  ``scheduling.sluice.dev/gpu-memory`` (``4Gi``). A pod asking both is a whole-device pod;
+- the device a pod holds is the pod annotation ``scheduling.sluice.dev/gpu-index``: one
+  index for a share, a comma-separated ascending list for whole devices (``0,1``).
+
+What the plugin does, per session:
+
+===============  =========================================================================
+hook             behaviour
+===============  =========================================================================
+open             builds per node, per device: memory held by shares, whole holders, and
+                 holders. Tasks held on nodes (``HELD``) are read in three passes: first
+                 pods physically there whose ``gpu-index`` is valid (exactly those devices),
+                 then pods physically there without one, then nominated pods (both on the
+                 lowest indexes that fit, noted so they always return there). Releasing
+                 pods are read the same way into a separate set
+filter           share of ``m``: rows whose no device could ever hold ``m`` are rejected
+                 with ``GPU_TOO_SMALL`` (not resolvable; this includes nodes without
+                 devices); rows where no device has ``m`` free now with
+                 ``GPU_MEMORY_NOT_FREE`` (resolvable). ``k`` whole devices: rows with fewer
+                 than ``k`` devices free of any holder, ``WHOLE_GPUS_NOT_FREE``
+                 (resolvable). A pod asking no GPU gets ``[]`` after two dictionary lookups
+scorer           binpack: a share scores how used the most used device it fits on already
+                 is; whole devices score the part of the node's devices already held
+on_place         a pod physically on the node (Binding, Bound, Running) goes back to its
+                 ``gpu-index`` if valid, else to the devices noted at open; a nominated or
+                 allocated pod goes to its noted devices if they still fit, else binpack:
+                 the most used device that fits for a share, the lowest free indexes for
+                 whole devices. The index is recorded in ``session.annotations`` (written
+                 on the pod before binding) unless the pod already carries it
+on_unplace       frees exactly the devices on_place chose, and withdraws the annotation
+===============  =========================================================================
+
+Room, as ``NodeTable.free`` sees it: a nominated pod's devices do not block pods of higher
+priority, nor the pod itself; a releasing pod's devices are busy unless the session counts
+releasing room (``table.count_releasing``, the preemptor's view) or the pod being placed
+is nominated (it waits for that room). Releasing pods are not in the main state (their
+status is not in ``HELD``): the placement handlers of ``Session.move`` see them leave, and
+the filter reads back those that left to ``Releasing`` from the tasks themselves.
+
+Determinism: every choice breaks ties by the lowest index; open-time passes go in a fixed
+order of (creation, namespace/name).
+
+Costs: device state is dense ``rows x max devices`` integer matrices plus two per-row
+summaries (the largest free share, the number of free devices) updated on each placement in
+O(devices); the filter compares the summaries for all rows at once and recomputes only the
+rows touched by nominations that do not block, the task's own holding, or releasing pods.
+The scorer and the placement handlers are registered only when some node has devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.errors import QuantityError
+from scheduler.api.labels import GPU_INDEX_ANNOTATION, GPU_MEMORY_ANNOTATION, GPU_MEMORY_LABEL
+from scheduler.api.node import NodeInfo
+from scheduler.api.resource import GPU, MEMORY, canonical_amount
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.framework.extension_points import HookSet, Rejection
+from scheduler.framework.node_table import (
+    BoolVector,
+    FloatVector,
+    IndexVector,
+    IntMatrix,
+    IntVector,
+    NodeTable,
+)
+from scheduler.framework.session import HELD
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
+BoolMatrix = npt.NDArray[np.bool_]
+
+GPU_MEMORY_NOT_FREE = "node(s) did not have a GPU with enough free memory"
+GPU_TOO_SMALL = "node(s) did not have a GPU with enough memory"
+WHOLE_GPUS_NOT_FREE = "node(s) did not have enough free whole GPUs"
+
+PHYSICAL = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+"""Held statuses of pods that are on their node's devices: their ``gpu-index`` is the truth.
+A pending pod's own ``gpu-index`` (stale after a failed bind, or set by hand) is not."""
+
+MAX_SCORE = 100.0
+
+
+def invalid_memory(text: str) -> str:
+    """The reason for a pod whose gpu-memory annotation cannot be read (not resolvable)."""
+    return f"pod's {GPU_MEMORY_ANNOTATION} annotation {text!r} is not a memory quantity"
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a pod asks: ``whole`` devices, or ``memory`` bytes of one device.
+
+    ``invalid`` is the reason when the pod's annotation cannot be read.
+    """
+
+    whole: int = 0
+    memory: int = 0
+    invalid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """The devices one task holds on one row, as on_place chose them."""
+
+    row: int
+    devices: tuple[int, ...]
+    memory: int
+    """Bytes held on the device by a share; 0 for whole devices."""
+    whole: bool
+    priority: int
+    nominated: bool
+    wrote: bool
+    """Whether on_place put the index into ``session.annotations`` (on_unplace takes it out)."""
+
+
+@dataclass(slots=True)
+class _RowState:
+    """One row's device arrays, a copy to adjust (nominations, own holding, releasing)."""
+
+    mem: IntVector
+    whole: IntVector
+    holders: IntVector
+
+    def apply(self, h: Holding, sign: int) -> None:
+        for d in h.devices:
+            self.holders[d] += sign
+            if h.whole:
+                self.whole[d] += sign
+            else:
+                self.mem[d] += sign * h.memory
+
+
+def index_text(devices: tuple[int, ...]) -> str:
+    """The ``gpu-index`` annotation value of ``devices``: ``"1"``, ``"0,1"``."""
+    return ",".join(str(d) for d in devices)
+
+
+class GpuSharePlugin:
+    """GPU devices, whole or shared by memory, with a stable index per pod. No arguments.
+
+    One instance per session. ``open`` reads the devices held by the tasks on nodes; the
+    placement handlers keep that state in step with ``Session.move``; ``close`` drops it.
+    """
+
+    name = "gpushare"
+
+    def __init__(self, arguments: object = None) -> None:
+        del arguments
+        self._session: Session | None = None
+        self._table: NodeTable | None = None
+        self._names: tuple[str, ...] = ()
+        self._counts: IntVector = np.zeros(0, dtype=np.int64)
+        """Devices per row."""
+        self._valid: BoolMatrix = np.zeros((0, 0), dtype=np.bool_)
+        """``valid[r, d]``: row ``r`` has device ``d``."""
+        self._cap: IntMatrix = np.zeros((0, 0), dtype=np.int64)
+        """Memory per device (0 for a device of unknown memory or no device)."""
+        self._max_cap: IntVector = np.zeros(0, dtype=np.int64)
+        self._mem: IntMatrix = np.zeros((0, 0), dtype=np.int64)
+        """Memory held by shares, per device."""
+        self._whole: IntMatrix = np.zeros((0, 0), dtype=np.int64)
+        """Whole-device holders, per device (more than one only if reality over-commits)."""
+        self._holders: IntMatrix = np.zeros((0, 0), dtype=np.int64)
+        """Every holder (whole or share), per device."""
+        self._best: IntVector = np.zeros(0, dtype=np.int64)
+        """Largest free memory of a device without a whole holder, per row; -1 if none."""
+        self._free_whole: IntVector = np.zeros(0, dtype=np.int64)
+        """Devices without any holder, per row."""
+        self._held: dict[str, Holding] = {}
+        self._nominated: dict[str, Holding] = {}
+        self._home: dict[str, tuple[int, tuple[int, ...]]] = {}
+        """Devices noted at open for held pods without a valid ``gpu-index``, by uid."""
+        self._departed: dict[str, tuple[TaskInfo, Holding]] = {}
+        """Tasks unplaced in this session (or releasing at open), read back lazily: those
+        now Releasing on the same node still occupy their devices."""
+        self._shares: dict[str, Demand | None] = {}
+        self._indexes: dict[str, tuple[int, ...] | None] = {}
+
+    # Plugin protocol -----------------------------------------------------------------------
+
+    def open(self, session: Session, hooks: HookSet, /) -> None:
+        table = session.table
+        self._session = session
+        self._table = table
+        nodes = table.nodes
+        n = len(nodes)
+        self._names = tuple(node.name for node in nodes)
+        counts = np.array([node.allocatable.get(GPU, 0) for node in nodes], dtype=np.int64)
+        width = int(counts.max()) if n else 0
+        self._counts = counts
+        per_device = np.array([self._device_memory(node) for node in nodes], dtype=np.int64)
+        self._valid = np.arange(width)[None, :] < counts[:, None]
+        self._cap = np.where(self._valid, per_device[:, None], 0).astype(np.int64)
+        self._max_cap = np.where(counts > 0, per_device, 0).astype(np.int64)
+        self._mem = np.zeros((n, width), dtype=np.int64)
+        self._whole = np.zeros((n, width), dtype=np.int64)
+        self._holders = np.zeros((n, width), dtype=np.int64)
+        self._best = np.where(counts > 0, per_device, -1).astype(np.int64)
+        self._free_whole = counts.copy()
+        hooks.add_node_filter(self.filter)
+        if width == 0:
+            return
+        self._read_back(nodes)
+        hooks.add_node_scorer(self.score, 1.0)
+        hooks.add_placement_handlers(self._place, self._unplace)
+
+    def close(self, session: Session, /) -> None:
+        self._session = None
+        self._table = None
+        self._held.clear()
+        self._nominated.clear()
+        self._home.clear()
+        self._departed.clear()
+        self._shares.clear()
+        self._indexes.clear()
+
+    # Read-only views (for tests, debugging and other plugins) ----------------------------
+
+    def held(self, uid: str) -> tuple[int, ...] | None:
+        """The device indexes task ``uid`` holds in this session, or None."""
+        h = self._held.get(uid)
+        return None if h is None else h.devices
+
+    def usage(self) -> dict[str, list[tuple[int, int, int]]]:
+        """Per node with devices, per device: (share memory held, whole holders, holders)."""
+        return {
+            self._names[r]: [
+                (int(self._mem[r, d]), int(self._whole[r, d]), int(self._holders[r, d]))
+                for d in range(int(self._counts[r]))
+            ]
+            for r in (int(x) for x in np.flatnonzero(self._counts))
+        }
+
+    # What a pod asks -----------------------------------------------------------------------
+
+    def demand(self, task: TaskInfo) -> Demand | None:
+        """What ``task`` asks of GPUs; None when nothing. Cheap: two dictionary lookups for a
+        pod asking no GPU."""
+        whole = task.request.get(GPU, 0)
+        if whole > 0:
+            return Demand(whole=whole)
+        annotations = task.annotations
+        if not annotations:
+            return None
+        text = annotations.get(GPU_MEMORY_ANNOTATION)
+        if text is None:
+            return None
+        if text in self._shares:
+            return self._shares[text]
+        out: Demand | None
+        try:
+            amount = canonical_amount(MEMORY, text)
+        except QuantityError:
+            out = Demand(invalid=invalid_memory(text))
+        else:
+            out = Demand(memory=amount) if amount > 0 else None
+        self._shares[text] = out
+        return out
+
+    @staticmethod
+    def _device_memory(node: NodeInfo) -> int:
+        text = node.labels.get(GPU_MEMORY_LABEL)
+        if text is None:
+            return 0
+        try:
+            return canonical_amount(MEMORY, text)
+        except QuantityError:
+            return 0
+
+    def _annotated(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...] | None:
+        """The devices of ``task``'s ``gpu-index`` if it is valid on ``row``, else None."""
+        text = (task.annotations or {}).get(GPU_INDEX_ANNOTATION)
+        if text is None:
+            return None
+        if text in self._indexes:
+            devices = self._indexes[text]
+        else:
+            try:
+                devices = tuple(sorted({int(part) for part in text.split(",")}))
+            except ValueError:
+                devices = None
+            self._indexes[text] = devices
+        if devices is None or len(devices) != max(demand.whole, 1):
+            return None
+        if devices[0] < 0 or devices[-1] >= int(self._counts[row]):
+            return None
+        return devices
+
+    # The filter ------------------------------------------------------------------------------
+
+    def filter(self, task: TaskInfo, table: NodeTable, /) -> list[Rejection]:
+        """Rejections of ``task`` on every row of ``table``; ``[]`` for a pod asking no GPU.
+
+        Pure with respect to its arguments; reads the plugin's state (and prunes its cache
+        of departed tasks).
+        """
+        demand = self.demand(task)
+        if demand is None:
+            return []
+        if demand.invalid:
+            return [Rejection(demand.invalid, np.ones(len(table), dtype=np.bool_), False)]
+        best, free_whole = self._view(task, table.count_releasing)
+        if demand.whole:
+            short = free_whole < demand.whole
+            return [Rejection(WHOLE_GPUS_NOT_FREE, short, True)] if short.any() else []
+        small = self._max_cap < demand.memory
+        busy = (best < demand.memory) & ~small
+        out = []
+        if small.any():
+            out.append(Rejection(GPU_TOO_SMALL, small, False))
+        if busy.any():
+            out.append(Rejection(GPU_MEMORY_NOT_FREE, busy, True))
+        return out
+
+    def _view(self, task: TaskInfo, count_releasing: bool) -> tuple[IntVector, IntVector]:
+        """The per-row summaries as ``task`` sees them (see the module docstring)."""
+        changed = self._adjustments(task, count_releasing=count_releasing, row=None)
+        if not changed:
+            return self._best, self._free_whole
+        best = self._best.copy()
+        free_whole = self._free_whole.copy()
+        for row, state in changed.items():
+            best[row], free_whole[row] = self._summary(row, state)
+        return best, free_whole
+
+    def _adjustments(
+        self, task: TaskInfo, *, count_releasing: bool, row: int | None
+    ) -> dict[int, _RowState]:
+        """Adjusted copies of the rows (only ``row`` if given) that ``task`` sees differently
+        from the main state: lower-priority nominations and its own holding released,
+        releasing pods added back unless ``count_releasing``."""
+        out: dict[int, _RowState] = {}
+
+        def state(r: int) -> _RowState:
+            s = out.get(r)
+            if s is None:
+                s = _RowState(self._mem[r].copy(), self._whole[r].copy(), self._holders[r].copy())
+                out[r] = s
+            return s
+
+        own = self._held.get(task.uid)
+        if own is not None and (row is None or own.row == row):
+            state(own.row).apply(own, -1)
+        for uid, h in self._nominated.items():
+            if uid != task.uid and h.priority < task.priority and (row is None or h.row == row):
+                state(h.row).apply(h, -1)
+        if not count_releasing and self._departed:
+            for h in self._releasing():
+                if row is None or h.row == row:
+                    state(h.row).apply(h, +1)
+        return out
+
+    def _releasing(self) -> list[Holding]:
+        """Holdings of departed tasks that are now Releasing on the same node."""
+        out: list[Holding] = []
+        stale: list[str] = []
+        for uid, (task, h) in self._departed.items():
+            if task.status is TaskStatus.RELEASING and task.node_name == self._names[h.row]:
+                out.append(h)
+            else:
+                stale.append(uid)
+        for uid in stale:
+            del self._departed[uid]
+        return out
+
+    def _summary(self, row: int, state: _RowState) -> tuple[int, int]:
+        valid = self._valid[row]
+        share_ok = valid & (state.whole == 0)
+        best = int((self._cap[row] - state.mem)[share_ok].max()) if share_ok.any() else -1
+        return best, int((valid & (state.holders == 0)).sum())
+
+    def _refresh(self, row: int) -> None:
+        main = _RowState(self._mem[row], self._whole[row], self._holders[row])
+        self._best[row], self._free_whole[row] = self._summary(row, main)
+
+    # The scorer -------------------------------------------------------------------------------
+
+    def score(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+        """Binpack, in [0, 100]: prefer nodes whose devices are already partly used."""
+        out: FloatVector = np.zeros(len(rows), dtype=np.float64)
+        demand = self.demand(task)
+        if demand is None or demand.invalid:
+            return out
+        counts = self._counts[rows]
+        if demand.whole:
+            held = (counts - self._free_whole[rows]).astype(np.float64)
+            np.divide(held * MAX_SCORE, counts, out=out, where=counts > 0)
+            return out
+        cap = self._cap[rows]
+        mem = self._mem[rows]
+        fits = self._valid[rows] & (self._whole[rows] == 0) & (cap - mem >= demand.memory)
+        frac = np.zeros((len(rows), self._cap.shape[1]), dtype=np.float64)
+        np.divide(mem, cap, out=frac, where=fits)
+        if frac.size:
+            out = np.clip(frac.max(axis=1), 0.0, 1.0) * MAX_SCORE
+        return out
+
+    # Placement handlers --------------------------------------------------------------------
+
+    def _place(self, task: TaskInfo, node: NodeInfo, /) -> None:
+        demand = self.demand(task)
+        if demand is None or demand.invalid:
+            return
+        assert self._table is not None, "gpushare used outside an open session"
+        row = self._table.row[node.name]
+        if self._counts[row] == 0:
+            return
+        self._departed.pop(task.uid, None)
+        self._hold(task, row, demand, self._choose(task, row, demand), write=True)
+
+    def _unplace(self, task: TaskInfo, node: NodeInfo, /) -> None:
+        h = self._held.pop(task.uid, None)
+        if h is None:
+            return
+        self._nominated.pop(task.uid, None)
+        self._apply(h, -1)
+        if h.wrote and self._session is not None:
+            mine = self._session.annotations.get(task.uid)
+            if mine is not None:
+                mine.pop(GPU_INDEX_ANNOTATION, None)
+                if not mine:
+                    del self._session.annotations[task.uid]
+        self._departed[task.uid] = (task, h)
+
+    def _hold(
+        self, task: TaskInfo, row: int, demand: Demand, devices: tuple[int, ...], *, write: bool
+    ) -> Holding:
+        wrote = False
+        if write and task.status not in PHYSICAL and self._session is not None:
+            text = index_text(devices)
+            if (task.annotations or {}).get(GPU_INDEX_ANNOTATION) != text:
+                self._session.annotations.setdefault(task.uid, {})[GPU_INDEX_ANNOTATION] = text
+                wrote = True
+        nominated = task.status is TaskStatus.PIPELINED
+        h = Holding(row, devices, demand.memory, demand.whole > 0, task.priority, nominated, wrote)
+        self._held[task.uid] = h
+        if nominated:
+            self._nominated[task.uid] = h
+        self._apply(h, +1)
+        return h
+
+    def _apply(self, h: Holding, sign: int) -> None:
+        r = h.row
+        for d in h.devices:
+            self._holders[r, d] += sign
+            if h.whole:
+                self._whole[r, d] += sign
+            else:
+                self._mem[r, d] += sign * h.memory
+        self._refresh(r)
+
+    # Choosing devices ------------------------------------------------------------------------
+
+    def _choose(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...]:
+        physical = task.status in PHYSICAL
+        if physical:
+            fixed = self._annotated(task, row, demand)
+            if fixed is not None:
+                return fixed
+        home = self._home.get(task.uid)
+        state = self._row_state(task, row)
+        if (
+            home is not None
+            and home[0] == row
+            and (physical or self._fits(state, row, demand, home[1]))
+        ):
+            return home[1]
+        return self._binpack(state, row, demand) or self._fallback(state, row, demand)
+
+    def _row_state(self, task: TaskInfo, row: int) -> _RowState:
+        """``row`` as ``task`` sees it when placed there now (see the module docstring)."""
+        assert self._table is not None
+        count_releasing = self._table.count_releasing or task.status is TaskStatus.PIPELINED
+        state = self._adjustments(task, count_releasing=count_releasing, row=row).get(row)
+        if state is None:
+            state = _RowState(self._mem[row], self._whole[row], self._holders[row])
+        return state
+
+    def _free_devices(self, state: _RowState, row: int, demand: Demand) -> BoolVector:
+        """Devices of ``row`` that could take ``demand`` alone."""
+        valid = self._valid[row]
+        free: BoolVector
+        if demand.whole:
+            free = valid & (state.holders == 0)
+        else:
+            free = valid & (state.whole == 0) & (self._cap[row] - state.mem >= demand.memory)
+        return free
+
+    def _fits(self, state: _RowState, row: int, demand: Demand, devices: tuple[int, ...]) -> bool:
+        free = self._free_devices(state, row, demand)
+        return all(d < len(free) and bool(free[d]) for d in devices)
+
+    def _binpack(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
+        """The lowest free indexes for whole devices; for a share, the most used device that
+        still fits (lowest index on a tie). Empty when nothing fits."""
+        free = np.flatnonzero(self._free_devices(state, row, demand))
+        if demand.whole:
+            if len(free) < demand.whole:
+                return ()
+            return tuple(int(d) for d in free[: demand.whole])
+        if len(free) == 0:
+            return ()
+        # argmax returns the first maximum: the lowest index among the most used.
+        return (int(free[int(np.argmax(state.mem[free]))]),)
+
+    def _lowest(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
+        """The lowest indexes that fit (read-back of pods without a valid index)."""
+        free = np.flatnonzero(self._free_devices(state, row, demand))
+        k = max(demand.whole, 1)
+        return tuple(int(d) for d in free[:k]) if len(free) >= k else ()
+
+    def _fallback(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
+        """Where a task goes when nothing fits (reality over-committed, or a placement no
+        filter checked): the least held devices, lowest index first. Deterministic."""
+        count = int(self._counts[row])
+        k = min(max(demand.whole, 1), count)
+        if not demand.whole:
+            room = self._cap[row] - state.mem
+            order = sorted(range(count), key=lambda d: (int(state.whole[d]), -int(room[d]), d))
+        else:
+            order = sorted(range(count), key=lambda d: (int(state.holders[d]), d))
+        return tuple(sorted(order[:k]))
+
+    # Reading back what the cluster holds ------------------------------------------------------
+
+    def _read_back(self, nodes: tuple[NodeInfo, ...]) -> None:
+        """Open-time passes (module docstring). Tasks on rows without devices are ignored."""
+        annotated: list[tuple[TaskInfo, int, Demand, tuple[int, ...]]] = []
+        unannotated: list[tuple[TaskInfo, int, Demand]] = []
+        nominated: list[tuple[TaskInfo, int, Demand]] = []
+        releasing: list[tuple[TaskInfo, int, Demand]] = []
+        for r in np.flatnonzero(self._counts):
+            row = int(r)
+            for task in nodes[row].tasks.values():
+                demand = self.demand(task)
+                if demand is None or demand.invalid:
+                    continue
+                if task.status in PHYSICAL or task.status is TaskStatus.RELEASING:
+                    fixed = self._annotated(task, row, demand)
+                    if fixed is not None and task.status is not TaskStatus.RELEASING:
+                        annotated.append((task, row, demand, fixed))
+                    elif task.status is TaskStatus.RELEASING:
+                        releasing.append((task, row, demand))
+                    else:
+                        unannotated.append((task, row, demand))
+                elif task.status in HELD:
+                    nominated.append((task, row, demand))
+        for task, row, demand, devices in sorted(annotated, key=lambda x: _order(x[0])):
+            self._hold(task, row, demand, devices, write=False)
+        for task, row, demand in sorted(unannotated, key=lambda x: _order(x[0])):
+            self._hold(task, row, demand, self._note(task, row, demand), write=False)
+        for task, row, demand in sorted(nominated, key=lambda x: (-x[0].priority, _order(x[0]))):
+            self._hold(task, row, demand, self._note(task, row, demand), write=False)
+        for task, row, demand in sorted(releasing, key=lambda x: _order(x[0])):
+            devices = self._annotated(task, row, demand) or self._note(task, row, demand)
+            h = self._hold(task, row, demand, devices, write=False)
+            self._held.pop(task.uid)
+            self._apply(h, -1)
+            self._departed[task.uid] = (task, h)
+
+    def _note(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...]:
+        state = _RowState(self._mem[row], self._whole[row], self._holders[row])
+        devices = self._lowest(state, row, demand) or self._fallback(state, row, demand)
+        self._home[task.uid] = (row, devices)
+        return devices
+
+
+def _order(task: TaskInfo) -> tuple[float, str]:
+    return (task.creation, task.key)

@@ -73,6 +73,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="where --serve writes its kubeconfig",
     )
+    ctl = sub.add_parser(
+        "controller", help="run the controller: the default Queue and the validating webhook"
+    )
+    ctl.add_argument("--kubeconfig", metavar="PATH")
+    ctl.add_argument("--namespace", metavar="NS", help="validate only PodGroups of this namespace")
+    ctl.add_argument(
+        "--dev",
+        action="store_true",
+        help="outside the cluster: kopf's self-signed webhook server, text logs",
+    )
+    ctl.add_argument("-v", "--v", dest="verbose", type=int, default=0, metavar="N")
+    ctl.add_argument("--webhook-port", type=int, default=9443)
+    ctl.add_argument("--cert-dir", default="/etc/sluice/webhook-certs")
+    ctl.add_argument("--health-port", type=int, default=8080)
     return parser
 
 
@@ -81,6 +95,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `sluice simulate ... | head` ends quietly
     args = _parser().parse_args(argv)
     try:
+        if args.command == "controller":
+            from scheduler.controllers.main import run_controller
+
+            return run_controller(
+                kubeconfig=args.kubeconfig,
+                namespace=args.namespace,
+                dev=args.dev,
+                verbose=args.verbose,
+                webhook_port=args.webhook_port,
+                cert_dir=args.cert_dir,
+                health_port=args.health_port,
+            )
         if args.command == "simulate":
             from scheduler.cli.simulate import simulate
 

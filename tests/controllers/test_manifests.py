@@ -1,0 +1,443 @@
+"""manifests/, the Dockerfile and requirements.lock: they parse and say what they must."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from scheduler.config import parse_configuration
+from scheduler.controllers.operator import DEFAULT_CERT_DIR
+from scheduler.controllers.validation import validate_queue
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+NAMESPACE = "sluice-system"
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingWebhookConfiguration",
+    "PriorityClass",
+    "Queue",
+}
+RUNTIME_ROOTS = [
+    "anyio",
+    "structlog",
+    "prometheus-client",
+    "pyyaml",
+    "numpy",
+    "tqdm",
+    "aiohttp",
+    "kubernetes-asyncio",
+    "kopf",
+]
+
+
+def yaml_files() -> list[Path]:
+    return sorted(MANIFESTS.rglob("*.yaml"))
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def everything() -> list[dict[str, Any]]:
+    return [
+        doc for path in yaml_files() if path.name != "kustomization.yaml" for doc in documents(path)
+    ]
+
+
+def one(kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in everything() if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
+    return found[0]
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Every file
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(MANIFESTS)))
+def test_yaml_parses_into_named_objects(path: Path) -> None:
+    docs = documents(path)
+    assert docs
+    for doc in docs:
+        assert isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)
+        if doc["kind"] == "Kustomization":
+            continue
+        meta = doc["metadata"]
+        assert meta["name"]
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in meta, f"{doc['kind']} {meta['name']} is cluster-scoped"
+        else:
+            assert meta.get("namespace") == NAMESPACE, f"{doc['kind']} {meta['name']}"
+
+
+@pytest.mark.parametrize(
+    "kustomization",
+    sorted(MANIFESTS.rglob("kustomization.yaml")),
+    ids=lambda p: str(p.relative_to(MANIFESTS)),
+)
+def test_kustomization_lists_existing_files(kustomization: Path) -> None:
+    doc = yaml.safe_load(kustomization.read_text())
+    assert doc["kind"] == "Kustomization"
+    listed = doc["resources"]
+    assert len(set(listed)) == len(listed)
+    for entry in listed:
+        target = kustomization.parent / entry
+        assert target.is_file(), f"{entry} listed in {kustomization} does not exist"
+        assert target.resolve().is_relative_to(kustomization.parent.resolve()), entry
+    # Nothing forgotten: every manifest beside it is listed, except the optional certificate.
+    beside = {p.name for p in kustomization.parent.glob("*.yaml")} - {"kustomization.yaml"}
+    assert beside - set(listed) <= {"certificate.yaml"}
+
+
+def test_kustomize_builds() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    for directory in (MANIFESTS, MANIFESTS / "examples"):
+        out = subprocess.run(
+            [kubectl, "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert list(yaml.safe_load_all(out.stdout))
+
+
+# --------------------------------------------------------------------------------------------
+# Deployments
+
+
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+@pytest.mark.parametrize("name", ["sluice-scheduler", "sluice-controller"])
+def test_deployment_security_context_is_restricted(name: str) -> None:
+    deployment = one("Deployment", name)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for key, value in RESTRICTED.items():
+        assert container(deployment)["securityContext"][key] == value, key
+    assert pod["serviceAccountName"] == name
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_scheduler_deployment() -> None:
+    deployment = one("Deployment", "sluice-scheduler")
+    assert deployment["spec"]["replicas"] == 2
+    main = container(deployment)
+    assert main["args"] == [
+        "run",
+        "--config",
+        "/etc/sluice/config.yaml",
+        "--leader-elect",
+        "-v",
+        "2",
+    ]
+    assert main["ports"] == [{"name": "metrics", "containerPort": 10259, "protocol": "TCP"}]
+    assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert main["livenessProbe"]["httpGet"]["port"] == "metrics"
+    assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert main["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert main["resources"] == {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"memory": "2Gi"},
+    }
+    mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert mounts["config"] == "/etc/sluice"
+    assert volumes["config"]["configMap"]["name"] == "sluice-scheduler-config"
+    assert "config.yaml" in one("ConfigMap", "sluice-scheduler-config")["data"]
+
+
+def test_configmap_holds_the_default_configuration() -> None:
+    text = one("ConfigMap", "sluice-scheduler-config")["data"]["config.yaml"]
+    config = parse_configuration(yaml.safe_load(text))
+    assert config.scheduler_name == "sluice"
+    assert list(config.actions) == ["enqueue", "allocate", "preempt", "backfill"]
+    assert config.plugin_names() == [
+        "priority",
+        "gang",
+        "conformance",
+        "predicates",
+        "proportion",
+        "nodeorder",
+    ]
+    assert config.gate("SchedulerAsyncPreemption") is True
+
+
+def test_controller_deployment() -> None:
+    deployment = one("Deployment", "sluice-controller")
+    assert deployment["spec"]["replicas"] == 1
+    main = container(deployment)
+    assert main["args"] == ["controller"]
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"webhook": 9443, "health": 8080}
+    assert main["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "health",
+        "scheme": "HTTP",
+    }
+    mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert mounts["webhook-cert"] == DEFAULT_CERT_DIR
+    assert volumes["webhook-cert"]["secret"]["secretName"] == "sluice-webhook-cert"
+
+
+@pytest.mark.parametrize(
+    ("service", "deployment"),
+    [
+        ("sluice-scheduler-metrics", "sluice-scheduler"),
+        ("sluice-controller", "sluice-controller"),
+    ],
+)
+def test_services_reach_their_pods(service: str, deployment: str) -> None:
+    svc = one("Service", service)
+    dep = one("Deployment", deployment)
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    port_names = {p["name"] for p in container(dep)["ports"]}
+    for port in svc["spec"]["ports"]:
+        assert port["targetPort"] in port_names
+
+
+# --------------------------------------------------------------------------------------------
+# RBAC
+
+
+def rules(name: str) -> list[dict[str, Any]]:
+    return one("ClusterRole", name)["rules"]
+
+
+def grants(rule_list: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rule_list
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_no_role_grants_wildcards() -> None:
+    roles = [d for d in everything() if d["kind"] in ("ClusterRole", "Role")]
+    assert {r["metadata"]["name"] for r in roles} == {
+        "sluice-scheduler",
+        "sluice-controller",
+        "sluice-scheduler-leader-election",
+    }
+    for role in roles:
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[key], f"{role['metadata']['name']}: {key} {rule[key]}"
+            assert "nonResourceURLs" not in rule
+            assert "resourceNames" not in rule or rule["resourceNames"]
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods", "patch"),
+        ("", "pods", "delete"),
+        ("", "pods/binding", "create"),
+        ("", "pods/status", "patch"),
+        ("", "pods/eviction", "create"),
+        ("", "nodes", "watch"),
+        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+        ("scheduling.k8s.io", "priorityclasses", "watch"),
+        ("policy", "poddisruptionbudgets", "watch"),
+        ("scheduling.sluice.dev", "podgroups", "watch"),
+        ("scheduling.sluice.dev", "queues", "watch"),
+        ("scheduling.sluice.dev", "topologies", "watch"),
+        ("scheduling.sluice.dev", "podgroups/status", "patch"),
+        ("scheduling.sluice.dev", "queues/status", "update"),
+    ],
+    ids=lambda g: f"{g[0] or 'core'}/{g[1]}:{g[2]}",
+)
+def test_scheduler_role_grants(grant: tuple[str, str, str]) -> None:
+    assert grant in grants(rules("sluice-scheduler"))
+
+
+def test_scheduler_role_writes_no_spec_and_no_nodes() -> None:
+    granted = grants(rules("sluice-scheduler"))
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    assert not {g for g in granted if g[1] in ("nodes", "podgroups", "queues") and g[2] in writes}
+    assert not {g for g in granted if g[1] == "secrets"}
+
+
+def test_leases_only_in_the_own_namespace() -> None:
+    role = one("Role", "sluice-scheduler-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert grants(role["rules"]) == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+    }
+    assert all(g[1] != "leases" for g in grants(rules("sluice-scheduler")))
+
+
+def test_controller_role_writes_nothing_onto_users_objects() -> None:
+    granted = grants(rules("sluice-controller"))
+    assert ("scheduling.sluice.dev", "queues", "create") in granted
+    assert ("", "events", "create") in granted
+    writes = {"update", "patch", "delete", "deletecollection"}
+    assert not {g for g in granted if g[2] in writes}
+    assert not {g for g in granted if g[1] in ("customresourcedefinitions", "namespaces")}
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("ClusterRoleBinding", "sluice-scheduler"),
+        ("ClusterRoleBinding", "sluice-controller"),
+        ("RoleBinding", "sluice-scheduler-leader-election"),
+    ],
+)
+def test_bindings_name_existing_roles_and_accounts(kind: str, name: str) -> None:
+    binding = one(kind, name)
+    role_kind = binding["roleRef"]["kind"]
+    one(role_kind, binding["roleRef"]["name"])
+    for subject in binding["subjects"]:
+        assert subject["kind"] == "ServiceAccount"
+        assert subject["namespace"] == NAMESPACE
+        one("ServiceAccount", subject["name"])
+
+
+# --------------------------------------------------------------------------------------------
+# Webhook and certificate
+
+
+def test_webhook_configuration() -> None:
+    config = one("ValidatingWebhookConfiguration", "sluice-validation")
+    service = one("Service", "sluice-controller")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/sluice-webhook-cert"
+    )
+    plurals = set()
+    for webhook in config["webhooks"]:
+        assert webhook["failurePolicy"] == "Fail"
+        assert webhook["sideEffects"] == "None"
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert "caBundle" not in webhook["clientConfig"]
+        ref = webhook["clientConfig"]["service"]
+        assert (ref["namespace"], ref["name"]) == (NAMESPACE, "sluice-controller")
+        assert ref["port"] in {p["port"] for p in service["spec"]["ports"]}
+        (rule,) = webhook["rules"]
+        assert rule["apiGroups"] == ["scheduling.sluice.dev"]
+        assert rule["apiVersions"] == ["v1alpha1"]
+        assert rule["operations"] == ["CREATE", "UPDATE"]
+        plurals.update(rule["resources"])
+    assert plurals == {"podgroups", "queues"}
+
+
+def test_certificate_serves_the_controller_service() -> None:
+    certificate = one("Certificate", "sluice-webhook-cert")
+    issuer = one("Issuer", certificate["spec"]["issuerRef"]["name"])
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert certificate["spec"]["secretName"] == "sluice-webhook-cert"
+    assert f"sluice-controller.{NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
+
+
+# --------------------------------------------------------------------------------------------
+# Examples
+
+
+def test_example_priority_classes() -> None:
+    assert one("PriorityClass", "high")["value"] == 1000
+    assert one("PriorityClass", "low")["value"] == 100
+
+
+def test_example_queues_pass_the_webhook() -> None:
+    queues = [d for d in everything() if d["kind"] == "Queue"]
+    assert len(queues) == 2
+    existing = {"default": {"spec": {}}}
+    for queue in queues:
+        assert validate_queue(queue, existing) == [], queue["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------------------------
+# Image and lock
+
+
+def lock() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for raw in (ROOT / "requirements.lock").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.+!-]+)", line)
+        assert match, f"not an exact pin: {raw!r}"
+        pins[canonicalize_name(match[1])] = match[2]
+    return pins
+
+
+def test_lock_pins_the_runtime_dependencies_and_their_requirements() -> None:
+    pins = lock()
+    assert {canonicalize_name(n) for n in RUNTIME_ROOTS} <= pins.keys()
+    env = {"extra": ""}
+    for name in pins:
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            pytest.fail(f"{name} is locked but not installed in this environment")
+        assert dist.version == pins[name], (
+            f"{name}: locked {pins[name]}, installed {dist.version}; regenerate requirements.lock"
+        )
+        for requirement in map(Requirement, dist.requires or []):
+            if requirement.marker is None or requirement.marker.evaluate(env):
+                assert canonicalize_name(requirement.name) in pins, f"{name} needs {requirement}"
+
+
+def test_dockerfile() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    instructions = [
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    froms = [line for line in instructions if line.startswith("FROM ")]
+    assert froms == ["FROM ${PYTHON_IMAGE} AS builder", "FROM ${PYTHON_IMAGE}"]
+    assert "ARG PYTHON_IMAGE=python:3.11-slim" in instructions
+    assert "RUN pip install --no-cache-dir -r requirements.lock" in instructions
+    assert any(
+        line.startswith("RUN pip install --no-cache-dir --no-deps .") for line in instructions
+    )
+    assert "COPY --from=builder /opt/sluice /opt/sluice" in instructions
+    assert "USER 65532:65532" in instructions
+    assert instructions[-2:] == ['ENTRYPOINT ["sluice"]', 'CMD ["run"]']
+
+
+def test_dockerignore() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".venv", "tests", ".git"} <= ignored
+    assert not {"scheduler", "crds", "pyproject.toml", "README.md", "requirements.lock"} & ignored

@@ -86,6 +86,8 @@ class SchedulerCache:
         self.on_pod_deleted: list[Callable[[str], None]] = []
         """Called with the uid of every pod whose deletion is seen (the preemption gate)."""
         self._spec_src: dict[str, tuple[object, ...]] = {}
+        self._assumed_annotations: dict[str, tuple[str, ...]] = {}
+        """Annotation keys assumed written on a binding pod, to drop if the bind fails."""
         self._evicting: set[str] = set()
         """Pods assumed releasing whose deletion has not shown in their events yet."""
         self._nominating: dict[str, str] = {}
@@ -167,6 +169,7 @@ class SchedulerCache:
                 self._spec_src.pop(uid, None)
             self._evicting.discard(uid)
             self._nominating.pop(uid, None)
+            self._assumed_annotations.pop(uid, None)
             for listener in self.on_pod_deleted:
                 listener(uid)
             return True
@@ -198,6 +201,8 @@ class SchedulerCache:
         """What the cache assumed and the events do not show yet still holds."""
         if task.node_name or task.status is not TaskStatus.PENDING:
             self._nominating.pop(task.uid, None)
+        if task.node_name:
+            self._assumed_annotations.pop(task.uid, None)
         if task.terminating or task.status not in (TaskStatus.BOUND, TaskStatus.RUNNING):
             self._evicting.discard(task.uid)
         if (
@@ -207,6 +212,10 @@ class SchedulerCache:
             and task.status is TaskStatus.PENDING
         ):
             task.status, task.node_name = TaskStatus.BINDING, old.node_name  # still assumed
+            keys = self._assumed_annotations.get(task.uid, ())
+            if keys and old.annotations:
+                kept = {k: old.annotations[k] for k in keys if k in old.annotations}
+                task.annotations = {**(task.annotations or {}), **kept}
         elif task.uid in self._evicting:
             task.status = TaskStatus.RELEASING
         elif task.status is TaskStatus.PENDING and task.sluice:
@@ -327,8 +336,15 @@ class SchedulerCache:
         self._attach(task)
         return task
 
-    def assume_bind(self, uid: str, node: str) -> None:
-        """The pod is being bound to ``node``: count it there from now on."""
+    def assume_bind(
+        self, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> None:
+        """The pod is being bound to ``node`` with ``annotations`` written on it (a device
+        index): count it there, with them, from now on."""
+        task = self.tasks.get(uid)
+        if task is not None and annotations:
+            task.annotations = {**(task.annotations or {}), **annotations}
+            self._assumed_annotations[uid] = tuple(annotations)
         self._move(uid, TaskStatus.BINDING, node)
 
     def forget(self, uid: str) -> None:
@@ -336,6 +352,9 @@ class SchedulerCache:
         task = self.tasks.get(uid)
         if task is not None and task.status is TaskStatus.BINDING:
             task.nominated_node = ""
+            keys = self._assumed_annotations.pop(uid, ())
+            if keys and task.annotations:
+                task.annotations = {k: v for k, v in task.annotations.items() if k not in keys}
             self._move(uid, TaskStatus.PENDING, "")
             if self.on_change is not None:
                 self.on_change()

@@ -196,7 +196,7 @@ class SchedulingLoop:
 
     def _bind(self, effect: Bind) -> None:
         task = effect.task
-        self.cache.assume_bind(task.uid, effect.node)
+        self.cache.assume_bind(task.uid, effect.node, effect.annotations)
         ref = ObjectRef("Pod", task.namespace, task.name, task.uid)
 
         async def call() -> None:

@@ -28,7 +28,8 @@ filter           share of ``m``: rows whose no device could ever hold ``m`` are 
                  devices); rows where no device has ``m`` free now with
                  ``GPU_MEMORY_NOT_FREE`` (resolvable). ``k`` whole devices: rows with fewer
                  than ``k`` devices free of any holder, ``WHOLE_GPUS_NOT_FREE``
-                 (resolvable). A pod asking no GPU gets ``[]`` after two dictionary lookups
+                 (resolvable). An unreadable gpu-memory annotation rejects every node (not
+                 resolvable). A pod asking no GPU gets ``[]`` after two dictionary lookups
 scorer           binpack: a share scores how used the most used device it fits on already
                  is; whole devices score the part of the node's devices already held
 on_place         a pod physically on the node (Binding, Bound, Running) goes back to its
@@ -36,7 +37,9 @@ on_place         a pod physically on the node (Binding, Bound, Running) goes bac
                  allocated pod goes to its noted devices if they still fit, else binpack:
                  the most used device that fits for a share, the lowest free indexes for
                  whole devices. The index is recorded in ``session.annotations`` (written
-                 on the pod before binding) unless the pod already carries it
+                 on the pod before binding) unless the pod already carries it. A
+                 ``gpu-index`` is valid when it names as many distinct devices of the node
+                 as the pod asks for; a pending pod's own index is never trusted
 on_unplace       frees exactly the devices on_place chose, and withdraws the annotation
 ===============  =========================================================================
 
@@ -439,7 +442,14 @@ class GpuSharePlugin:
         self._departed[task.uid] = (task, h)
 
     def _hold(
-        self, task: TaskInfo, row: int, demand: Demand, devices: tuple[int, ...], *, write: bool
+        self,
+        task: TaskInfo,
+        row: int,
+        demand: Demand,
+        devices: tuple[int, ...],
+        *,
+        write: bool,
+        refresh: bool = True,
     ) -> Holding:
         wrote = False
         if write and task.status not in PHYSICAL and self._session is not None:
@@ -452,10 +462,10 @@ class GpuSharePlugin:
         self._held[task.uid] = h
         if nominated:
             self._nominated[task.uid] = h
-        self._apply(h, +1)
+        self._apply(h, +1, refresh=refresh)
         return h
 
-    def _apply(self, h: Holding, sign: int) -> None:
+    def _apply(self, h: Holding, sign: int, *, refresh: bool = True) -> None:
         r = h.row
         for d in h.devices:
             self._holders[r, d] += sign
@@ -463,7 +473,16 @@ class GpuSharePlugin:
                 self._whole[r, d] += sign
             else:
                 self._mem[r, d] += sign * h.memory
-        self._refresh(r)
+        if refresh:
+            self._refresh(r)
+
+    def _refresh_all(self) -> None:
+        """Every row's summaries at once (after the open-time passes)."""
+        share_ok = self._valid & (self._whole == 0)
+        free = np.where(share_ok, self._cap - self._mem, np.iinfo(np.int64).min)
+        best = free.max(axis=1)
+        self._best = np.where(share_ok.any(axis=1), best, -1).astype(np.int64)
+        self._free_whole = (self._valid & (self._holders == 0)).sum(axis=1).astype(np.int64)
 
     # Choosing devices ------------------------------------------------------------------------
 
@@ -561,18 +580,19 @@ class GpuSharePlugin:
                         unannotated.append((task, row, demand))
                 elif task.status in HELD:
                     nominated.append((task, row, demand))
-        for task, row, demand, devices in sorted(annotated, key=lambda x: _order(x[0])):
-            self._hold(task, row, demand, devices, write=False)
+        for task, row, demand, devices in annotated:
+            self._hold(task, row, demand, devices, write=False, refresh=False)
         for task, row, demand in sorted(unannotated, key=lambda x: _order(x[0])):
-            self._hold(task, row, demand, self._note(task, row, demand), write=False)
+            devices = self._note(task, row, demand)
+            self._hold(task, row, demand, devices, write=False, refresh=False)
         for task, row, demand in sorted(nominated, key=lambda x: (-x[0].priority, _order(x[0]))):
-            self._hold(task, row, demand, self._note(task, row, demand), write=False)
+            devices = self._note(task, row, demand)
+            self._hold(task, row, demand, devices, write=False, refresh=False)
         for task, row, demand in sorted(releasing, key=lambda x: _order(x[0])):
             devices = self._annotated(task, row, demand) or self._note(task, row, demand)
-            h = self._hold(task, row, demand, devices, write=False)
-            self._held.pop(task.uid)
-            self._apply(h, -1)
+            h = Holding(row, devices, demand.memory, demand.whole > 0, task.priority, False, False)
             self._departed[task.uid] = (task, h)
+        self._refresh_all()
 
     def _note(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...]:
         state = _RowState(self._mem[row], self._whole[row], self._holders[row])

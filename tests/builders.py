@@ -218,3 +218,150 @@ def task_of(session: Session, name: str, ns: str = "default") -> TaskInfo:
             if task.name == name and task.namespace == ns:
                 return task
     raise KeyError(f"{ns}/{name}")
+
+
+# Added for the decision-core tests (issue 2) --------------------------------------------------
+
+
+def pod_group(
+    name: str,
+    *,
+    ns: str = "default",
+    min_member: int = 1,
+    queue: str | None = None,
+    min_task_member: Mapping[str, int] | None = None,
+    min_resources: Mapping[str, str] | None = None,
+    phase: str | None = None,
+    **spec: Any,
+) -> Obj:
+    """A PodGroup. ``phase`` sets ``status.phase`` (as the enqueue action would have)."""
+    body: Obj = {"minMember": min_member, **spec}
+    if queue is not None:
+        body["queue"] = queue
+    if min_task_member is not None:
+        body["minTaskMember"] = dict(min_task_member)
+    if min_resources is not None:
+        body["minResources"] = dict(min_resources)
+    out: Obj = {
+        "apiVersion": L.API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "uid": f"pg-{ns}-{name}"},
+        "spec": body,
+    }
+    if phase is not None:
+        out["status"] = {"phase": phase}
+    return out
+
+
+def queue(
+    name: str,
+    *,
+    weight: int = 1,
+    capability: Mapping[str, str] | None = None,
+    deserved: Mapping[str, str] | None = None,
+    guarantee: Mapping[str, str] | None = None,
+    priority: int = 0,
+    state: str | None = None,
+) -> Obj:
+    """A Queue (cluster-scoped)."""
+    spec: Obj = {"weight": weight}
+    for key, value in (
+        ("capability", capability),
+        ("deserved", deserved),
+        ("guarantee", guarantee),
+    ):
+        if value is not None:
+            spec[key] = dict(value)
+    if priority:
+        spec["priority"] = priority
+    out: Obj = {
+        "apiVersion": L.API_VERSION,
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    if state is not None:
+        out["status"] = {"state": state}
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and nested dicts of them as lists and dicts, for equality."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def session_dump(session: Session) -> dict[str, Any]:
+    """Everything a decision changes, as plain values: compare before and after a rollback.
+
+    Nodes' used/releasing/nominated and task sets, the NodeTable's idle and nominated arrays,
+    every task's status and node, and the proportion plugin's per-queue allocation if it runs.
+    """
+    out: dict[str, Any] = {
+        "nodes": {
+            name: (n.used.to_dict(), n.releasing.to_dict(), n.nominated.to_dict(), sorted(n.tasks))
+            for name, n in session.nodes.items()
+        },
+        "idle": session.table.idle.tolist(),
+        "nominated": session.table.nominated.tolist(),
+        "table": {
+            name: _plain(value)
+            for name, value in sorted(vars(session.table).items())
+            if name in ("releasing", "nominations")
+        },
+        "tasks": {
+            t.uid: (t.status.value, t.node_name)
+            for job in session.jobs.values()
+            for t in job.tasks.values()
+        },
+    }
+    for _, plugin in session.plugins:
+        attrs = getattr(plugin, "attrs", None)
+        if plugin.name == "proportion" and attrs is not None:
+            out["queues"] = {q: a.allocated.to_dict() for q, a in attrs.items()}
+    return out
+
+
+KIND_ORDER = (
+    "PriorityClass",
+    "Queue",
+    "Topology",
+    "Node",
+    "PodGroup",
+    "PodDisruptionBudget",
+    "Pod",
+)
+
+
+def cache_with(*objects: Obj, scheduler_name: str = L.SCHEDULER_NAME) -> Any:
+    """A SchedulerCache fed an ADDED event per object, in the order given, with queue
+    ``default`` added first unless one of the objects is that queue."""
+    from scheduler.cache import SchedulerCache
+
+    cache = SchedulerCache(scheduler_name)
+    if not any(o["kind"] == "Queue" and o["metadata"]["name"] == L.DEFAULT_QUEUE for o in objects):
+        cache.handle("Queue", "ADDED", queue(L.DEFAULT_QUEUE))
+    for obj in objects:
+        cache.handle(obj["kind"], "ADDED", obj)
+    return cache
+
+
+def cached_session(
+    objects: Sequence[Obj],
+    plugins: Sequence[PluginConfig] | None = None,
+    config: SchedulerConfiguration | None = None,
+) -> Session:
+    """A Session over the snapshot of :func:`cache_with` (objects sorted by kind first), as
+    the loop opens it. ``plugins`` (one tier, no actions) or a whole ``config``."""
+    from scheduler.app import builtin_registry
+
+    ordered = sorted(objects, key=lambda o: KIND_ORDER.index(o["kind"]))
+    cache = cache_with(*ordered)
+    if config is None:
+        config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(plugins or ())),))
+    return open_session(cache.snapshot(), builtin_registry().resolve(config))

@@ -54,8 +54,15 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert "Traceback" not in err
         return
     result = json.loads(out)
-    assert set(result) == {"cycles", "bindings", "evictions", "nominations", "pending",
-                           "podGroups", "timeline"}
+    assert set(result) == {
+        "cycles",
+        "bindings",
+        "evictions",
+        "nominations",
+        "pending",
+        "podGroups",
+        "timeline",
+    }
     bindings = result["bindings"]
     for pod, node in (expect.get("bindings") or {}).items():
         assert pod in bindings, f"{pod} not bound; pending: {result['pending'].get(pod)}"

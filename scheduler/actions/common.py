@@ -50,22 +50,16 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
     records why. Returns True when something was committed.
     """
     with session.statement() as stmt:
-        missing = 0
         first_reason = ""
         for task in session.order_tasks(tasks):
             reason = _place_task(session, stmt.allocate, queue, task)
             if reason:
-                missing += 1
                 first_reason = first_reason or f"{task.key}: {reason}"
         if stmt.operations and session.job_ready(job):
             stmt.commit()
             return True
         if not session.job_ready(job) and not session.job_pipelined(job):
-            placed = job.placed_count()
-            msg = (
-                f"{placed}/{len(job.tasks)} tasks of gang {job.uid} can be placed, "
-                f"minMember is {job.min_member}"
-            )
+            msg = _gang_message(job)
             if first_reason:
                 msg += f"; {first_reason}"
             stmt.discard()
@@ -73,6 +67,25 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, msg)
         return False
+
+
+def _gang_message(job: JobInfo) -> str:
+    """Why a gang is not ready: too few tasks placed in all, or in one role."""
+    placed = job.placed_count()
+    if placed < job.min_member:
+        return (
+            f"{placed}/{len(job.tasks)} tasks of gang {job.uid} can be placed, "
+            f"minMember is {job.min_member}"
+        )
+    by_role = job.placed_by_role()
+    for role in sorted(job.min_task_member):
+        need = job.min_task_member[role]
+        if by_role[role] < need:
+            return (
+                f"{by_role[role]} tasks of role {role!r} of gang {job.uid} can be placed, "
+                f"minTaskMember is {need}"
+            )
+    return f"gang {job.uid} is not ready"
 
 
 def _place_task(

@@ -37,6 +37,8 @@ class NodeInfo:
     nominated: Resource = ZERO
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     """Tasks on (or nominated to) this node, by uid."""
+    held: dict[str, TaskStatus] = field(default_factory=dict)
+    """The status each task had when added: what :meth:`remove_task` undoes."""
 
     @property
     def idle(self) -> Resource:
@@ -68,18 +70,20 @@ class NodeInfo:
             if task.status is TaskStatus.RELEASING:
                 self.releasing = self.releasing + req
         self.tasks[task.uid] = task
+        self.held[task.uid] = task.status
 
     def remove_task(self, task: TaskInfo) -> None:
         """Undo :meth:`add_task` for ``task`` in the status it had when added."""
         held = self.tasks.pop(task.uid, None)
         if held is None:
             raise AllocationError(f"{task.key} is not on node {self.name}")
+        status = self.held.pop(task.uid, held.status)
         req = held.request
-        if held.status is TaskStatus.PIPELINED:
+        if status is TaskStatus.PIPELINED:
             self.nominated = self.nominated - req
-        elif held.status in OCCUPYING:
+        elif status in OCCUPYING:
             self.used = self.used - req
-            if held.status is TaskStatus.RELEASING:
+            if status is TaskStatus.RELEASING:
                 self.releasing = self.releasing - req
 
     def clone(self, tasks: Mapping[str, TaskInfo] | None = None) -> NodeInfo:
@@ -96,6 +100,7 @@ class NodeInfo:
             self.releasing,
             self.nominated,
             own,
+            dict(self.held),
         )
 
     def __repr__(self) -> str:

@@ -120,14 +120,14 @@ class PodSpecView:
 
 def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resource:
     res = c.get("resources") or {}
-    requests = dict(res.get("requests") or {})
+    requests = {n: (v, "requests") for n, v in (res.get("requests") or {}).items()}
     # The API server defaults a missing request to the limit.
     for name, value in (res.get("limits") or {}).items():
-        requests.setdefault(name, value)
+        requests.setdefault(name, (value, "limits"))
     return Resource(
         {
-            n: canonical_amount(n, v, obj=obj, field=f"{field}.resources.requests.{n}")
-            for n, v in requests.items()
+            n: canonical_amount(n, v, obj=obj, field=f"{field}.resources.{where}.{n}")
+            for n, (v, where) in requests.items()
         }
     )
 
@@ -188,7 +188,22 @@ def _pod_affinity_terms(
 
 
 def parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
-    """Parse a pod ``spec``. Errors name ``obj`` (``Pod ns/name``) and the field."""
+    """Parse a pod ``spec``. Errors name ``obj`` (``Pod ns/name``) and the field.
+
+    A spec of the wrong shape (a list where a map belongs, a string for a port) raises
+    InvalidInputError too, never a bare TypeError.
+    """
+    if not isinstance(spec, Mapping):
+        raise InvalidInputError(obj, "spec", "must be an object")
+    try:
+        return _parse_pod_spec(spec, obj=obj)
+    except InvalidInputError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise InvalidInputError(obj, "spec", f"malformed pod spec ({exc})") from exc
+
+
+def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
     request = pod_request(spec, obj=obj)
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     affinity = spec.get("affinity") or {}

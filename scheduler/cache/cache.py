@@ -28,6 +28,7 @@ from scheduler.api.convert import (
     budget_from_object,
     job_for_lone_pod,
     job_from_pod_group,
+    job_id_of_pod,
     node_from_object,
     parse_time,
     pod_group_name,
@@ -123,7 +124,7 @@ class SchedulerCache:
         except InvalidInputError as exc:
             self.rejected[where] = str(exc)
             return
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self.rejected[where] = f"{where}: malformed object ({exc!r})"
             return
         self.rejected.pop(where, None)
@@ -131,18 +132,25 @@ class SchedulerCache:
             self.on_change()
 
     def replace(self, kind: str, objects: Iterable[Obj]) -> None:
-        """Make the state of ``kind`` equal to ``objects`` (a relist after a lost watch)."""
+        """Make the state of ``kind`` equal to ``objects`` (a relist after a lost watch).
+
+        Pods are matched by uid: a pod deleted and created again under the same name while
+        the watch was down is a new pod, and the old one's usage goes.
+        """
         objs = list(objects)
-        present = {_key(o) for o in objs}
-        for stale in [k for k in self._keys_of(kind) if k not in present]:
-            ns, _, name = stale.rpartition("/")
-            meta: dict[str, str] = {"name": name}
-            if ns:
-                meta["namespace"] = ns
-            if kind == "Pod":
-                uid = next((t.uid for t in self.tasks.values() if t.key == stale), "")
-                meta["uid"] = uid
-            self.handle(kind, "DELETED", {"kind": kind, "metadata": meta})
+        if kind == "Pod":
+            uids = {str((o.get("metadata") or {}).get("uid") or _key(o)) for o in objs}
+            for task in [t for t in self.tasks.values() if t.uid not in uids]:
+                meta = {"name": task.name, "namespace": task.namespace, "uid": task.uid}
+                self.handle(kind, "DELETED", {"kind": kind, "metadata": meta})
+        else:
+            present = {_key(o) for o in objs}
+            for stale in [k for k in self._keys_of(kind) if k not in present]:
+                ns, _, name = stale.rpartition("/")
+                meta = {"name": name}
+                if ns:
+                    meta["namespace"] = ns
+                self.handle(kind, "DELETED", {"kind": kind, "metadata": meta})
         for o in objs:
             self.handle(kind, "MODIFIED", o)
 
@@ -236,6 +244,10 @@ class SchedulerCache:
         task.labels = dict(meta.get("labels") or {})
         task.annotations = dict(meta.get("annotations") or {})
         task.start_time = parse_time(status.get("startTime"))
+        # What derives from labels and annotations may change after creation.
+        task.preemptable = task.labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false"
+        task.role = task.labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE)
+        task.job_id = job_id_of_pod(pod)
         return task
 
     def _attach(self, task: TaskInfo) -> None:
@@ -257,7 +269,7 @@ class SchedulerCache:
             return True
         node = node_from_object(obj)
         if old is not None:
-            node.tasks = old.tasks
+            node.tasks, node.held = old.tasks, old.held
             node.used, node.releasing, node.nominated = old.used, old.releasing, old.nominated
         else:
             for task in self.tasks.values():

@@ -9,7 +9,9 @@ mistake is refused at load with one line naming the field.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -78,17 +80,19 @@ class SchedulerConfiguration:
 
 
 def _duration(value: object, where: str) -> float:
+    seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
+        seconds = float(value)
+    elif isinstance(value, str):
         units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
         for suffix in ("ms", "s", "m", "h"):
             if value.endswith(suffix):
-                try:
-                    return float(value[: -len(suffix)]) * units[suffix]
-                except ValueError:
-                    break
-    raise ConfigError(KIND, where, f"expected a duration such as 500ms or 1s, got {value!r}")
+                with contextlib.suppress(ValueError):
+                    seconds = float(value[: -len(suffix)]) * units[suffix]
+                break
+    if seconds is None or not math.isfinite(seconds):
+        raise ConfigError(KIND, where, f"expected a duration such as 500ms or 1s, got {value!r}")
+    return seconds
 
 
 def _check_type(value: object, expected: object, where: str) -> object:

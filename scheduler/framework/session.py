@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from scheduler.api.errors import AllocationError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
@@ -192,6 +193,7 @@ class Session:
         node (telling plugins). ALLOCATED placements are strict: they raise
         AllocationError rather than over-allocate.
         """
+        prev_status, prev_node = task.status, task.node_name
         if task.node_name:
             old = self.nodes[task.node_name]
             if task.uid in old.tasks:
@@ -199,11 +201,24 @@ class Session:
                     tiers.unplaced(self.hooks, task, old)
                 old.remove_task(task)
                 self._shift(old.name, task, task.status, +1)
+            else:
+                prev_node = ""
         task.status = status
         task.node_name = node if status in OCCUPYING or status is TaskStatus.PIPELINED else ""
         if task.node_name:
             new = self.nodes[task.node_name]
-            new.add_task(task, strict=status is TaskStatus.ALLOCATED)
+            try:
+                new.add_task(task, strict=status is TaskStatus.ALLOCATED)
+            except AllocationError:
+                # Put it back where it was, so a refused move changes nothing.
+                task.status, task.node_name = prev_status, prev_node
+                if prev_node:
+                    back = self.nodes[prev_node]
+                    back.add_task(task)
+                    self._shift(prev_node, task, prev_status, -1)
+                    if prev_status in HELD:
+                        tiers.placed(self.hooks, task, back)
+                raise
             self._shift(new.name, task, status, -1)
             if status in HELD:
                 tiers.placed(self.hooks, task, new)

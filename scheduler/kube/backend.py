@@ -449,8 +449,12 @@ class KubeEventRecorder:
             key = self._ready.popleft()
             self._queued.discard(key)
             series = self._series.get(key)
-            if series is not None:
-                await self._write(key, series)
+            if series is None:
+                continue
+            if series.written and series.next_patch > self.clock.now():
+                self._schedule_update(key, series)  # queued during the previous write
+                continue
+            await self._write(key, series)
 
     def _promote_due(self) -> None:
         now = self.clock.now()

@@ -75,9 +75,9 @@ def water_fill(
 ) -> dict[str, int]:
     """Split ``total`` among queues by weight, each capped by its demand.
 
-    ``floors`` are given first (guarantees, fixed shares). Integer arithmetic; what
-    cannot be split further by whole units stays unassigned. Deterministic: queues are
-    visited by name.
+    ``floors`` are given first (guarantees, fixed shares). Integer arithmetic; the last
+    units that cannot be split by weight go one by one to the queue furthest below its
+    weighted share. Deterministic: ties go by queue name.
     """
     got = {q: min(floors.get(q, 0), demands[q]) for q in demands}
     remaining = total - sum(got.values())
@@ -93,6 +93,14 @@ def water_fill(
                 active.remove(q)
         if remaining == start:
             break
+    # Whole units too few to split by weight go one at a time to the queue furthest below
+    # its weighted share, so no unit that some queue asks for is left unassigned.
+    while remaining > 0 and active:
+        q = min(active, key=lambda q: (got[q] / weights[q], q))
+        got[q] += 1
+        remaining -= 1
+        if got[q] >= demands[q]:
+            active.remove(q)
     return got
 
 

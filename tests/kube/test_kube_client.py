@@ -1,0 +1,320 @@
+"""scheduler.kube.client: configuration, the rate limiter, timeouts and error translation."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+from kube_support import FakeClock, pod, running_cluster
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from scheduler.api.errors import (
+    AlreadyExistsError,
+    ApiError,
+    ConfigError,
+    ConflictError,
+    GoneError,
+    InvalidObjectError,
+    NotFoundError,
+    ServerError,
+    TooManyRequestsError,
+)
+from scheduler.kube import KubeClient, TokenBucket, error_from_status, load_configuration
+from scheduler.kube.client import NODES, POD_GROUPS, PODS, Resource, api_errors, translate_error
+from scheduler.sim.kubeconfig import write_kubeconfig
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+async def test_explicit_kubeconfig_wins_over_the_environment(tmp_path: Path) -> None:
+    mine = write_kubeconfig(tmp_path / "mine", "http://127.0.0.1:1111")
+    other = write_kubeconfig(tmp_path / "other", "http://127.0.0.1:2222")
+    cfg = await load_configuration(mine, environ={"KUBECONFIG": str(other)})
+    assert cfg.host == "http://127.0.0.1:1111"
+
+
+async def test_kubeconfig_from_the_environment_is_read_at_call_time(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "env", "http://127.0.0.1:3333")
+    cfg = await load_configuration(environ={"KUBECONFIG": str(path)})
+    assert cfg.host == "http://127.0.0.1:3333"
+
+
+async def test_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        await load_configuration(tmp_path / "absent", environ={})
+
+
+async def test_no_configuration_at_all_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="not in a cluster"):
+        await load_configuration(environ={})
+
+
+async def test_in_cluster_without_a_service_account_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(ConfigError) as caught:
+        await load_configuration(environ=env)
+    assert caught.value.__cause__ is not None
+
+
+async def test_a_broken_kubeconfig_is_a_config_error_chained(tmp_path: Path) -> None:
+    path = tmp_path / "broken"
+    path.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    with pytest.raises(ConfigError) as caught:
+        await load_configuration(path, environ={})
+    assert caught.value.__cause__ is not None
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@pytest.mark.parametrize(
+    ("resource", "args", "expected"),
+    [
+        (PODS, (), "/api/v1/pods"),
+        (PODS, ("ns", "p"), "/api/v1/namespaces/ns/pods/p"),
+        (PODS, ("ns", "p", "binding"), "/api/v1/namespaces/ns/pods/p/binding"),
+        (NODES, ("ignored", "n1"), "/api/v1/nodes/n1"),
+        (POD_GROUPS, ("ns",), "/apis/scheduling.sluice.dev/v1alpha1/namespaces/ns/podgroups"),
+        (
+            Resource("Queue", "scheduling.sluice.dev", "v1alpha1", "queues", False),
+            (None, "q", "status"),
+            "/apis/scheduling.sluice.dev/v1alpha1/queues/q/status",
+        ),
+    ],
+    ids=["all-pods", "one-pod", "binding", "cluster-scoped", "crd-collection", "crd-status"],
+)
+def test_resource_paths(resource: Resource, args: tuple[Any, ...], expected: str) -> None:
+    assert resource.path(*args) == expected
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _status(code: int, reason: str, **details: Any) -> bytes:
+    body = {"kind": "Status", "status": "Failure", "code": code, "reason": reason}
+    body["message"] = f"{reason} happened"
+    if details:
+        body["details"] = details
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (404, _status(404, "NotFound", name="p", kind="pods"), NotFoundError),
+        (409, _status(409, "AlreadyExists"), AlreadyExistsError),
+        (409, _status(409, "Conflict"), ConflictError),
+        (410, _status(410, "Expired"), GoneError),
+        (422, _status(422, "Invalid"), InvalidObjectError),
+        (429, _status(429, "TooManyRequests"), TooManyRequestsError),
+        (500, _status(500, "InternalError"), ServerError),
+        (503, b"upstream unavailable", ServerError),
+        (403, _status(403, "Forbidden"), ServerError),
+        (0, None, ServerError),
+    ],
+    ids=[
+        "404",
+        "409-exists",
+        "409-conflict",
+        "410",
+        "422",
+        "429",
+        "500",
+        "503-text",
+        "403",
+        "no-reply",
+    ],
+)
+def test_error_from_status(status: int, body: bytes | None, expected: type[ApiError]) -> None:
+    error = error_from_status(status, body, kind="Pod")
+    assert type(error) is expected
+    assert error.kind == "Pod"
+
+
+def test_error_from_status_keeps_name_message_and_field_causes() -> None:
+    body = _status(
+        422,
+        "Invalid",
+        name="pg",
+        kind="PodGroup",
+        causes=[{"field": "spec.minMember", "message": "must be >= 0"}],
+    )
+    error = error_from_status(422, body)
+    assert isinstance(error, InvalidObjectError)
+    assert (error.kind, error.name) == ("PodGroup", "pg")
+    assert [str(c) for c in error.causes] == ["spec.minMember: must be >= 0"]
+    assert "Invalid happened" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ApiException(status=404, reason="Not Found"), NotFoundError),
+        (aiohttp.ClientConnectionError("refused"), ServerError),
+        (aiohttp.ServerDisconnectedError(), ServerError),
+        (TimeoutError(), ServerError),
+        (ConnectionResetError(), ServerError),
+        (json.JSONDecodeError("bad", "x", 0), ServerError),
+    ],
+    ids=["api-exception", "connection", "disconnected", "timeout", "reset", "bad-json"],
+)
+def test_library_errors_are_translated_and_chained(
+    exc: BaseException, expected: type[ApiError]
+) -> None:
+    assert type(translate_error(exc)) is expected
+    with pytest.raises(expected) as caught, api_errors("Pod", "p"):
+        raise exc
+    assert caught.value.__cause__ is exc
+    assert caught.value.name == "p"
+
+
+def test_api_errors_leave_api_errors_alone() -> None:
+    original = ConflictError("mine")
+    with pytest.raises(ConflictError) as caught, api_errors("Pod"):
+        raise original
+    assert caught.value is original
+
+
+# --------------------------------------------------------------------------- rate limit
+
+
+async def test_token_bucket_spends_the_burst_then_paces_at_qps() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(5, 2, clock=clock)
+    start = clock.now()
+    for _ in range(12):
+        await bucket.acquire()
+    # 2 from the burst, then 10 at 5 a second
+    assert clock.now() - start == pytest.approx(2.0)
+    assert clock.slept[:1] == [pytest.approx(0.2)]
+    assert bucket.taken == 12 and bucket.waited == pytest.approx(2.0)
+
+
+async def test_token_bucket_refills_up_to_the_burst_only() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(5, 2, clock=clock)
+    assert bucket.try_acquire() and bucket.try_acquire()
+    assert not bucket.try_acquire()
+    clock.advance(100.0)  # a long pause saves at most `burst` tokens
+    assert bucket.try_acquire() and bucket.try_acquire()
+    assert not bucket.try_acquire()
+    clock.advance(0.2)
+    assert bucket.try_acquire()
+
+
+async def test_a_cancelled_waiter_gives_its_token_back() -> None:
+    bucket = TokenBucket(10, 1)
+    await bucket.acquire()
+    with anyio.move_on_after(0.01):
+        await bucket.acquire()  # would wait 100 ms
+    assert bucket.taken == 1
+    start = time.monotonic()
+    await bucket.acquire()
+    assert time.monotonic() - start < 0.2
+
+
+def test_token_bucket_without_limit_never_waits() -> None:
+    bucket = TokenBucket(0, 1)
+    assert all(bucket.try_acquire() for _ in range(1000))
+
+
+def test_token_bucket_refuses_an_empty_burst() -> None:
+    with pytest.raises(ValueError, match="burst"):
+        TokenBucket(5, 0)
+
+
+async def test_every_request_goes_through_the_limiter(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path, qps=20, burst=2) as cluster:
+        api = cluster.client
+        start = time.monotonic()
+        for _ in range(4):
+            await api.request("GET", NODES.path())
+        # generated API classes share the same door
+        await k8s.CoreV1Api(api.api).list_node(_preload_content=False)
+        await k8s.CoreV1Api(api.api).list_namespaced_pod("default", _preload_content=False)
+        elapsed = time.monotonic() - start
+        assert api.limiter.taken == 6
+        assert elapsed >= (6 - 2) / 20 - 0.01
+
+
+async def test_concurrent_callers_are_paced_too(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path, qps=50, burst=1) as cluster:
+        start = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(cluster.client.request, "GET", NODES.path())
+        assert time.monotonic() - start >= 5 / 50 - 0.01
+
+
+# --------------------------------------------------------------------------- requests
+
+
+async def test_request_returns_raw_json_and_translates_replies(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        created = await cluster.client.request(
+            "POST", PODS.path("default"), body=pod("a"), kind="Pod", name="a"
+        )
+        assert isinstance(created, dict) and created["metadata"]["uid"]
+        with pytest.raises(AlreadyExistsError):
+            await cluster.client.request("POST", PODS.path("default"), body=pod("a"))
+        with pytest.raises(NotFoundError) as caught:
+            await cluster.client.request("GET", PODS.path("default", "b"), kind="Pod", name="b")
+        assert caught.value.name == "b"
+
+
+async def test_connection_refused_is_a_server_error(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        await cluster.cut()
+        with pytest.raises(ServerError) as caught:
+            await cluster.client.request("GET", NODES.path())
+        assert isinstance(caught.value.__cause__, aiohttp.ClientError | OSError)
+
+
+async def test_every_request_has_a_timeout(tmp_path: Path) -> None:
+    """A server that accepts and never answers: the default timeout ends the call."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def silent(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await anyio.sleep(30)
+
+    path = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, silent)
+        async with await KubeClient.connect(path, timeout=0.3, qps=0) as api:
+            start = time.monotonic()
+            with pytest.raises(ServerError, match="timed out"):
+                await api.request("GET", NODES.path())
+            with pytest.raises(TimeoutError):  # generated calls get the timeout too
+                await k8s.CoreV1Api(api.api).list_node()
+            assert time.monotonic() - start < 2.0
+        tg.cancel_scope.cancel()
+
+
+async def test_stream_of_a_missing_resource_raises_before_reading(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        missing = Resource("Widget", "example.com", "v1", "widgets", False)
+        with pytest.raises(NotFoundError):
+            async with cluster.client.stream(missing.path(), query=[("watch", "true")]):
+                pass

@@ -1,0 +1,147 @@
+"""Tests of scheduler.plugins.gang: valid, ready, pipelined and starving, with minTaskMember."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.api.convert import task_from_pod
+from scheduler.api.job import JobInfo
+from scheduler.api.task import TaskStatus
+from scheduler.plugins.gang import job_key, job_pipelined, job_ready, job_starving, job_valid
+from tests.builders import pod
+
+S = TaskStatus
+P, A, PL, R, F, B = S.PENDING, S.ALLOCATED, S.PIPELINED, S.RUNNING, S.FAILED, S.BINDING
+
+
+def job(
+    min_member: int,
+    tasks: list[tuple[str, TaskStatus]],
+    min_task_member: dict[str, int] | None = None,
+) -> JobInfo:
+    """A gang ``default/g`` with one task per (role, status)."""
+    j = JobInfo(
+        uid="default/g",
+        namespace="default",
+        name="g",
+        queue="default",
+        min_member=min_member,
+        min_task_member=dict(min_task_member or {}),
+        has_pod_group=True,
+    )
+    for i, (role, status) in enumerate(tasks):
+        t = task_from_pod(pod(f"t{i}", group="g", role=role or None))
+        t.status = status
+        j.add_task(t)
+    return j
+
+
+@pytest.mark.parametrize(
+    ("gang", "reason"),
+    [
+        (job(2, [("", P), ("", P)]), None),
+        (
+            job(3, [("", P), ("", P)]),
+            "pod group default/g has 2 pod(s), fewer than its minMember 3",
+        ),
+        (
+            job(2, [("", R), ("", F)]),
+            "pod group default/g has 1 pod(s), fewer than its minMember 2",
+        ),
+        (job(0, []), None),
+        (job(3, [("ps", P), ("worker", P), ("worker", P)], {"ps": 1, "worker": 2}), None),
+        (
+            job(3, [("worker", P), ("worker", P), ("worker", P)], {"ps": 1, "worker": 2}),
+            "pod group default/g has 0 pod(s) of role 'ps', fewer than its minTaskMember 1",
+        ),
+        (
+            job(2, [("ps", F), ("worker", P), ("worker", P)], {"ps": 1}),
+            "pod group default/g has 0 pod(s) of role 'ps', fewer than its minTaskMember 1",
+        ),
+        (
+            job(1, [("a", P)], {"b": 1, "a": 2}),
+            "pod group default/g has 1 pod(s) of role 'a', fewer than its minTaskMember 2",
+        ),
+    ],
+    ids=[
+        "enough",
+        "too-few",
+        "failed-do-not-count",
+        "empty-gang-of-zero",
+        "roles-met",
+        "role-missing",
+        "failed-role-member",
+        "roles-checked-in-name-order",
+    ],
+)
+def test_job_valid(gang: JobInfo, reason: str | None) -> None:
+    assert job_valid(gang) == reason
+
+
+@pytest.mark.parametrize(
+    ("gang", "ready", "pipelined", "starving"),
+    [
+        (job(2, [("", P), ("", P)]), False, False, True),
+        (job(2, [("", A), ("", P)]), False, False, True),
+        (job(2, [("", A), ("", A)]), True, True, False),
+        (job(2, [("", A), ("", B), ("", P)]), True, True, False),  # more than minMember pending
+        (job(2, [("", R), ("", S.SUCCEEDED)]), True, True, False),
+        (job(2, [("", A), ("", PL)]), False, True, False),
+        (job(2, [("", S.RELEASING), ("", A)]), False, False, False),
+        (
+            job(
+                3, [("ps", A), ("worker", A), ("worker", A), ("worker", P)], {"ps": 1, "worker": 2}
+            ),
+            True,
+            True,
+            False,
+        ),
+        # enough tasks placed, but the ps role is short: not ready
+        (
+            job(
+                3, [("ps", P), ("worker", A), ("worker", A), ("worker", A)], {"ps": 1, "worker": 2}
+            ),
+            False,
+            False,
+            True,
+        ),
+        (
+            job(3, [("ps", PL), ("worker", A), ("worker", A)], {"ps": 1, "worker": 2}),
+            False,
+            True,
+            False,
+        ),
+        (job(1, [("worker", A), ("ps", P)], {"ps": 1}), False, False, True),
+    ],
+    ids=[
+        "all-pending",
+        "partly-placed",
+        "placed",
+        "placed-with-extra-pending",
+        "running-and-succeeded",
+        "pipelined-completes",
+        "releasing-does-not-count",
+        "roles-met",
+        "ps-short",
+        "ps-pipelined",
+        "min-member-met-role-short",
+    ],
+)
+def test_ready_pipelined_starving(
+    gang: JobInfo, ready: bool, pipelined: bool, starving: bool
+) -> None:
+    assert job_ready(gang) is ready
+    assert job_pipelined(gang) is pipelined
+    assert job_starving(gang) is starving
+    assert job_key(gang) == ((1 if ready else 0),)
+
+
+def test_not_ready_jobs_order_first() -> None:
+    ready, waiting = job(1, [("", A)]), job(1, [("", P)])
+    assert sorted([ready, waiting], key=job_key) == [waiting, ready]
+
+
+def test_other_schedulers_pods_are_not_pending_tasks() -> None:
+    gang = job(1, [("", P)])
+    next(iter(gang.tasks.values())).sluice = False
+    assert job_starving(gang) is False

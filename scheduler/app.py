@@ -6,6 +6,8 @@ from scheduler import actions, plugins
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.registry import Registry, ResolvedConfiguration
+
+__all__ = ["ResolvedConfiguration", "build_loop", "builtin_registry", "resolve"]
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts

@@ -73,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="where --serve writes its kubeconfig",
     )
+    run = sub.add_parser(
+        "run",
+        help="schedule pods in a Kubernetes cluster",
+        description="Run the scheduler against the cluster of --kubeconfig, $KUBECONFIG or the "
+        "in-cluster configuration.",
+    )
+    from scheduler.cli.run_options import add_arguments
+
+    add_arguments(run)
     ctl = sub.add_parser(
         "controller", help="run the controller: the default Queue and the validating webhook"
     )
@@ -95,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `sluice simulate ... | head` ends quietly
     args = _parser().parse_args(argv)
     try:
+        if args.command == "run":
+            from scheduler.cli.run import run
+
+            return run(args)
         if args.command == "controller":
             from scheduler.controllers.main import run_controller
 

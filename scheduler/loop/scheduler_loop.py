@@ -41,6 +41,9 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 
 log = get_logger("sluice.loop")
 
+STOP_GRACE = 10.0
+"""Seconds a stopping loop waits for running preemption calls."""
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -71,6 +74,9 @@ class PreemptionHandler(Protocol):
     @property
     def in_flight(self) -> int: ...
 
+    @property
+    def calls_in_flight(self) -> int: ...
+
     def attach(self, tg: TaskGroup, /) -> None: ...
 
     async def handle(self, session: Session, effects: list[Effect], /) -> None: ...
@@ -96,7 +102,7 @@ class SchedulingLoop:
         self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
         self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
         self._wake = anyio.Event()
-        self._started_at: dict[str, float] = {}
+        self._stopping = False
         cache.on_change = self.wake
 
     @property
@@ -104,6 +110,11 @@ class SchedulingLoop:
         """Background calls not finished yet."""
         busy = self.binds.in_flight + self.writes.in_flight
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
+
+    def stop(self) -> None:
+        """Finish the current cycle, hand on its effects, drain the pools and return."""
+        self._stopping = True
+        self._wake.set()
 
     @property
     def woken(self) -> bool:
@@ -130,7 +141,7 @@ class SchedulingLoop:
             if self.preemption is not None:
                 self.preemption.attach(tg)
             task_status.started()
-            while True:
+            while not self._stopping:
                 self._wake = anyio.Event()
                 report = await self.run_cycle()
                 if should_stop is not None and await self._settle_and_check(should_stop, report):
@@ -139,6 +150,13 @@ class SchedulingLoop:
                     await self._wake.wait()
             await self.binds.drain()
             await self.writes.drain()
+            if self._stopping:
+                # Let running preemption calls finish; gates still waiting for deletions
+                # are not API calls and end with the process.
+                with anyio.move_on_after(STOP_GRACE):
+                    while self.preemption is not None and self.preemption.calls_in_flight:
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
 
     async def _settle_and_check(
         self, should_stop: Callable[[CycleReport], bool], report: CycleReport

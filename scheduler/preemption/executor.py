@@ -98,6 +98,7 @@ class PreemptionExecutor:
         self._tg: TaskGroup | None = None
         self.gates: dict[str, Gate] = {}
         self._running = 0
+        self._calling = 0
         cache.on_pod_deleted.append(self._pod_deleted)
 
     @property
@@ -224,8 +225,20 @@ class PreemptionExecutor:
             gate.gone.set()
             self.wake()
 
+    @property
+    def calls_in_flight(self) -> int:
+        """Preemptions whose API calls are running now (what a clean shutdown waits for)."""
+        return self._calling
+
     async def _calls(self, p: Preemption) -> bool:
         """The API calls of one preemption. True when all succeeded."""
+        self._calling += 1
+        try:
+            return await self._make_calls(p)
+        finally:
+            self._calling -= 1
+
+    async def _make_calls(self, p: Preemption) -> bool:
         t0 = time.perf_counter()
         done: set[str] = set()
         try:

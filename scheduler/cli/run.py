@@ -1,0 +1,150 @@
+"""``sluice run``: the scheduler in a cluster (layer 5).
+
+Wires the kube backend to the loop: a rate-limited client, informers filling the cache,
+the ports, optional leader election on a Lease, and one HTTP port serving ``/metrics``,
+``/healthz`` and ``/readyz``. SIGTERM and SIGINT stop the loop after its cycle: in-flight
+binds and status writes finish, running preemption calls get a grace period, and the
+lease is released. Losing leadership ends the process with exit code 1, as
+kube-scheduler does, so that a fresh replica starts from a clean cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
+
+from scheduler import app
+from scheduler.cache import SchedulerCache
+from scheduler.config import (
+    SchedulerConfiguration,
+    load_configuration_file,
+    parse_feature_gates,
+    with_feature_gates,
+)
+from scheduler.kube import (
+    InformerSet,
+    KubeBackend,
+    KubeClient,
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+)
+from scheduler.logging import configure, get_logger
+from scheduler.loop.scheduler_loop import SchedulingLoop
+from scheduler.metrics import Metrics
+
+log = get_logger("sluice.run")
+
+
+@dataclass
+class Health:
+    """What the probes answer. Updated by the runner; read by the HTTP handlers."""
+
+    informers: InformerSet | None = None
+    leading: bool = False
+    leader_elect: bool = False
+
+    def ready(self) -> tuple[bool, str]:
+        if self.informers is None or not self.informers.synced():
+            return False, "informers not synced"
+        return True, "ok"
+
+
+def _http_app(metrics: Metrics, health: Health) -> web.Application:
+    async def metrics_handler(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok, why = health.ready()
+        return web.Response(text=why, status=200 if ok else 503)
+
+    http = web.Application()
+    http.router.add_get("/metrics", metrics_handler)
+    http.router.add_get("/healthz", healthz)
+    http.router.add_get("/livez", healthz)
+    http.router.add_get("/readyz", readyz)
+    return http
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry of ``sluice run``. Returns the process's exit code."""
+    configure(args.verbosity)
+    config = load_configuration_file(args.config) if args.config else SchedulerConfiguration()
+    config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
+    resolved = app.resolve(config)  # refuse a bad configuration before connecting
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    try:
+        return anyio.run(_main, args, resolved)
+    except LeadershipLost as exc:
+        log.error("leadership lost; exiting", error=str(exc))
+        return 1
+
+
+async def _main(args: argparse.Namespace, resolved: app.ResolvedConfiguration) -> int:
+    metrics = Metrics()
+    health = Health(leader_elect=args.leader_elect)
+    runner: web.AppRunner | None = None
+    if args.port:
+        runner = web.AppRunner(_http_app(metrics, health), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, args.bind_address, args.port).start()
+        log.info("serving metrics and probes", port=args.port)
+    client = await KubeClient.connect(
+        args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst
+    )
+    try:
+        async with client, anyio.create_task_group() as tg:
+            cache = SchedulerCache(resolved.config.scheduler_name)
+            backend = KubeBackend(client, eviction_mode=args.eviction_mode)
+            await tg.start(backend.run)
+            informers = InformerSet(client, cache)
+            health.informers = informers
+            await tg.start(informers.run)
+            log.info("caches synced")
+            loop = app.build_loop(resolved, cache, backend.ports(), metrics)
+            tg.start_soon(_stop_on_signal, loop)
+            if args.leader_elect:
+                elector = LeaderElector(
+                    client,
+                    LeaderElectionConfig(
+                        name=args.leader_elect_resource_name,
+                        namespace=args.leader_elect_resource_namespace,
+                    ),
+                )
+                await elector.run(lambda: _schedule(loop, health))
+            else:
+                await _schedule(loop, health)
+            tg.cancel_scope.cancel()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+    log.info("stopped")
+    return 0
+
+
+async def _schedule(loop: SchedulingLoop, health: Health) -> None:
+    health.leading = True
+    structlog.contextvars.bind_contextvars(scheduler=loop.config.scheduler_name)
+    log.info("scheduling", actions=[a.name for a in loop.resolved.actions])
+    try:
+        await loop.run()
+    finally:
+        health.leading = False
+
+
+async def _stop_on_signal(loop: SchedulingLoop) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("stopping", signal=signal.Signals(signum).name)
+            loop.stop()
+            return

@@ -1,0 +1,56 @@
+"""Options of ``sluice run`` (layer 5): kept apart so that other commands do not import
+the Kubernetes client just to build the parser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEFAULT_PORT = 10259
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="a SchedulerConfiguration file")
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="default: $KUBECONFIG, then the in-cluster configuration",
+    )
+    parser.add_argument("--feature-gates", default="", metavar="K=V,...")
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run only while holding the Lease (for several replicas)",
+    )
+    parser.add_argument("--leader-elect-resource-name", default="sluice-scheduler")
+    parser.add_argument(
+        "--leader-elect-resource-namespace",
+        default=os.environ.get("POD_NAMESPACE", "sluice-system"),
+    )
+    parser.add_argument("--kube-api-qps", type=float, default=DEFAULT_QPS)
+    parser.add_argument("--kube-api-burst", type=int, default=DEFAULT_BURST)
+    parser.add_argument(
+        "--eviction-mode",
+        choices=("delete", "evict"),
+        default="delete",
+        help="delete victims, or evict them through the Eviction API "
+        "(which honours PodDisruptionBudgets)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port of /metrics, /healthz and /readyz (0: none)",
+    )
+    parser.add_argument("--bind-address", default="0.0.0.0")
+    parser.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=int,
+        default=0,
+        metavar="N",
+        help="log verbosity, as kube-scheduler's -v",
+    )

@@ -133,7 +133,7 @@ class Session:
 
     def fits_on(self, task: TaskInfo, node: str) -> bool:
         """Does ``task`` pass every filter on ``node``?"""
-        return bool(self.fit(task).feasible[self.table.row[node]])
+        return tiers.passes_row(self.hooks, task, self.table, self.table.row[node])
 
     @contextmanager
     def counting_releasing(self) -> Iterator[None]:

@@ -10,7 +10,8 @@ job ready / pipelined  all plugins must agree (no plugin registered: True)
 job starving           all plugins must agree (no plugin registered: False)
 job enqueueable        per tier: any REJECT rejects; else any PERMIT permits and later tiers
                        are not asked; a tier of abstentions defers to the next; none: PERMIT
-node filter            every filter of every tier applies: a node passes only if none rejects
+node filter            every filter of every tier applies: a node passes only if none rejects;
+                       for one node, a plugin's row filter stands for its node filter
 node score             weighted sum of every scorer
 queue allocatable      all plugins must agree (none: True)
 queue overused         any plugin suffices (none: False)
@@ -97,6 +98,20 @@ def filter_groups(
         if rejections:
             out.append((reg.plugin, rejections))
     return out
+
+
+def passes_row(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> bool:
+    """Every filter on one row: the row form where a plugin has one, else its full form."""
+    with_rows = {r.plugin for r in hooks.row_filter}
+    for reg in hooks.row_filter:
+        if not reg.hook(task, table, row):
+            return False
+    for freg in hooks.node_filter:
+        if freg.plugin in with_rows:
+            continue
+        if any(bool(r.nodes[row]) for r in freg.hook(task, table)):
+            return False
+    return True
 
 
 def weighted_score(

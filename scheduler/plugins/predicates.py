@@ -323,6 +323,7 @@ class PredicatesPlugin:
                 if task.status in HELD:
                     self._place(task, node)
         hooks.add_node_filter(self.filter)
+        hooks.add_row_filter(self.filter_row)
         hooks.add_placement_handlers(self._place, self._unplace)
 
     def close(self, session: Session, /) -> None:
@@ -370,6 +371,30 @@ class PredicatesPlugin:
         return self._explain(
             task, table, static, check=check, short=short, short_any=short_any, existing=existing
         )
+
+    def filter_row(self, task: TaskInfo, table: NodeTable, row: int, /) -> bool:
+        """:meth:`filter` on one row: the static verdict and the resources of that row; pods
+        with ports or affinity (or a cluster with anti-affinity pods) take the full path."""
+        spec = task.spec
+        if spec.host_ports or spec.pod_affinity or spec.pod_anti_affinity or self._anti_rows:
+            return not any(bool(r.nodes[row]) for r in self.filter(task, table))
+        static = self._statics.get(spec.shape)
+        if static is None:
+            static = self._static(spec.shape)
+        if static.bad is not None and static.bad[row]:
+            return False
+        check = self._resources.get(spec.request)
+        if check is None:
+            check = self._resource_check(spec.request, table)
+        if check.unknown:
+            return False
+        free = table.idle[row, check.cols] - table.nominated[row, check.cols]
+        if table.count_releasing:
+            free = free + table.releasing[row, check.cols]
+        for other, (prio, vec) in table.nominations.get(row, {}).items():
+            if other == task.uid or prio < task.priority:
+                free = free + vec[check.cols]
+        return not bool((free < check.need).any())
 
     def _explain(
         self,

@@ -1,0 +1,51 @@
+"""The one-row form of the predicates filter agrees with the full form on every row."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.config import PluginConfig
+from scheduler.framework import tiers
+from tests.builders import node, pod, session_with, task_of
+
+CPUS = st.sampled_from(["100m", "500m", "1", "2", "3"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.lists(
+        st.tuples(st.sampled_from(["1", "2", "4"]), st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=5,
+    ),
+    running=st.lists(st.tuples(st.integers(0, 4), CPUS), max_size=6),
+    want=CPUS,
+    tolerate=st.booleans(),
+    releasing=st.booleans(),
+)
+def test_row_filter_matches_the_full_filter(
+    nodes: list[tuple[str, bool, bool]],
+    running: list[tuple[int, str]],
+    want: str,
+    tolerate: bool,
+    releasing: bool,
+) -> None:
+    node_objs = [
+        node(
+            f"n{i}",
+            cpu=cpu,
+            taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}] if tainted else None,
+            unschedulable=cordoned,
+        )
+        for i, (cpu, tainted, cordoned) in enumerate(nodes)
+    ]
+    pods = [pod(f"r{j}", cpu=c, node=f"n{i % len(nodes)}") for j, (i, c) in enumerate(running)]
+    extra = {"tolerations": [{"key": "k", "operator": "Exists"}]} if tolerate else {}
+    pods.append(pod("new", cpu=want, priority=5, **extra))
+    session = session_with(node_objs, pods, [PluginConfig("predicates")])
+    task = task_of(session, "new")
+    session.table.count_releasing = releasing
+    feasible = session.fit(task).feasible
+    for row in range(len(session.table)):
+        assert tiers.passes_row(session.hooks, task, session.table, row) == bool(feasible[row])

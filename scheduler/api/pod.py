@@ -118,11 +118,37 @@ class PodSpecView:
         return all(name == PODS for name in self.request)
 
 
+def _map(value: object, *, obj: str, field: str) -> Mapping[str, Any]:
+    """``value`` as a map (None reads as empty); anything else names the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(obj, field, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _maps(value: object, *, obj: str, field: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """``value`` as a list of maps, each with its field path."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInputError(obj, field, f"must be a list, got {type(value).__name__}")
+    return [(f"{field}[{i}]", _map(v, obj=obj, field=f"{field}[{i}]")) for i, v in enumerate(value)]
+
+
+def _int(value: object, *, obj: str, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(obj, field, f"must be an integer, got {value!r}")
+    return value
+
+
 def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resource:
-    res = c.get("resources") or {}
-    requests = {n: (v, "requests") for n, v in (res.get("requests") or {}).items()}
+    res = _map(c.get("resources"), obj=obj, field=f"{field}.resources")
+    raw_requests = _map(res.get("requests"), obj=obj, field=f"{field}.resources.requests")
+    raw_limits = _map(res.get("limits"), obj=obj, field=f"{field}.resources.limits")
+    requests = {n: (v, "requests") for n, v in raw_requests.items()}
     # The API server defaults a missing request to the limit.
-    for name, value in (res.get("limits") or {}).items():
+    for name, value in raw_limits.items():
         requests.setdefault(name, (value, "limits"))
     return Resource(
         {
@@ -140,12 +166,12 @@ def pod_request(spec: Mapping[str, Any], *, obj: str) -> Resource:
     so the request is the max of the two; then the pod overhead, and one ``pods`` slot.
     """
     total = ZERO
-    for i, c in enumerate(spec.get("containers") or ()):
-        total = total + _container_requests(c, obj=obj, field=f"spec.containers[{i}]")
+    for where, c in _maps(spec.get("containers"), obj=obj, field="spec.containers"):
+        total = total + _container_requests(c, obj=obj, field=where)
     sidecars = ZERO
     init_max = ZERO
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        req = _container_requests(c, obj=obj, field=f"spec.initContainers[{i}]")
+    for where, c in _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers"):
+        req = _container_requests(c, obj=obj, field=where)
         if c.get("restartPolicy") == "Always":
             sidecars = sidecars + req
             init_max = init_max.max(sidecars)
@@ -205,9 +231,12 @@ def parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
 
 def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
     request = pod_request(spec, obj=obj)
-    node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
-    affinity = spec.get("affinity") or {}
-    node_aff = affinity.get("nodeAffinity") or {}
+    node_selector = {
+        str(k): str(v)
+        for k, v in _map(spec.get("nodeSelector"), obj=obj, field="spec.nodeSelector").items()
+    }
+    affinity = _map(spec.get("affinity"), obj=obj, field="spec.affinity")
+    node_aff = _map(affinity.get("nodeAffinity"), obj=obj, field="spec.affinity.nodeAffinity")
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     req = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
@@ -216,16 +245,21 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
             _node_selector_term(t, obj=obj, field=f"{base}.nodeSelectorTerms[{i}]")
             for i, t in enumerate(req.get("nodeSelectorTerms") or ())
         )
+    pref_field = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred = tuple(
         PreferredTerm(
-            int(p.get("weight", 1)),
+            _int(p.get("weight", 1), obj=obj, field=f"{where}.weight"),
             _node_selector_term(
-                p.get("preference") or {},
+                _map(p.get("preference"), obj=obj, field=f"{where}.preference"),
                 obj=obj,
-                field=f"spec.affinity.nodeAffinity.preferred[{i}].preference",
+                field=f"{where}.preference",
             ),
         )
-        for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+        for where, p in _maps(
+            node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            obj=obj,
+            field=pref_field,
+        )
     )
     tolerations = tuple(
         Toleration(
@@ -234,16 +268,15 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
             str(t.get("value", "")),
             str(t.get("effect", "")),
         )
-        for t in spec.get("tolerations") or ()
+        for _, t in _maps(spec.get("tolerations"), obj=obj, field="spec.tolerations")
     )
     ports: list[HostPort] = []
-    for c in spec.get("containers") or ():
-        for p in c.get("ports") or ():
+    for where, c in _maps(spec.get("containers"), obj=obj, field="spec.containers"):
+        for pwhere, p in _maps(c.get("ports"), obj=obj, field=f"{where}.ports"):
             if p.get("hostPort"):
+                port = _int(p["hostPort"], obj=obj, field=f"{pwhere}.hostPort")
                 ports.append(
-                    HostPort(
-                        str(p.get("protocol", "TCP")), str(p.get("hostIP", "")), int(p["hostPort"])
-                    )
+                    HostPort(str(p.get("protocol", "TCP")), str(p.get("hostIP", "")), port)
                 )
     pa = affinity.get("podAffinity") or {}
     paa = affinity.get("podAntiAffinity") or {}

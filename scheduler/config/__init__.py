@@ -138,6 +138,7 @@ def _check_type(value: object, expected: object, where: str) -> object:
     elif expected is object:
         return value
     name = getattr(expected, "__name__", str(expected))
+    name = {"tuple": "list", "dict": "map", "Mapping": "map"}.get(name, name)
     raise ConfigError(KIND, where, f"expected {name}, got {type(value).__name__} {value!r}")
 
 
@@ -157,7 +158,10 @@ def build_arguments(cls: type[T], raw: Mapping[str, Any] | None, where: str) -> 
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(KIND, where, str(exc)) from exc
+        # A check in __post_init__ that names its argument first is charged to that field.
+        first = str(exc).split(" ", 1)[0]
+        field_name = f"{where}.{first}" if first in fields else where
+        raise ConfigError(KIND, field_name, str(exc)) from exc
 
 
 def parse_feature_gates(text: str, *, source: str = "--feature-gates") -> dict[str, bool]:

@@ -365,13 +365,34 @@ MALFORMED_IDS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_pod_spec raises ValueError/AttributeError on malformed shapes instead of "
-    "InvalidInputError, so `sluice simulate` prints a traceback (exit 1)",
-)
 @pytest.mark.parametrize("spec", MALFORMED_SHAPES, ids=MALFORMED_IDS)
 def test_malformed_shapes_are_invalid_input(spec: dict[str, Any]) -> None:
     with pytest.raises(InvalidInputError) as info:
         parse_pod_spec(spec, obj=OBJ)
-    assert str(info.value).startswith(f"{OBJ}: spec.")
+    assert str(info.value).startswith(f"{OBJ}: spec")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    list(
+        zip(
+            MALFORMED_SHAPES,
+            [
+                "spec.containers[0].ports[0].hostPort",
+                "spec.containers[0].resources.requests",
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+                ".weight",
+                "spec.tolerations[0]",
+                "spec.nodeSelector",
+                "spec.containers[0]",
+            ],
+            strict=True,
+        )
+    ),
+    ids=MALFORMED_IDS,
+)
+def test_malformed_shapes_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        parse_pod_spec(spec, obj=OBJ)
+    assert info.value.field == field

@@ -129,7 +129,7 @@ def test_schedule_period(value: object, seconds: float) -> None:
         (
             {"actionArguments": {"allocate": 3}},
             "actionArguments.allocate",
-            "expected dict, got int 3",
+            "expected map, got int 3",
         ),
         (
             {"featureGates": {"Foo": True}},
@@ -297,7 +297,7 @@ def test_build_arguments(raw: dict[str, Any] | None, expected: Args) -> None:
         ({"maybe": "x"}, "here.maybe", "expected int, got str 'x'"),
         ({"table": {"cpu": "x"}}, "here.table.cpu", "expected int, got str 'x'"),
         ({"items": "ab"}, "here.items", "got str 'ab'"),
-        ({"weight": -1}, "here", "weight must be >= 0, got -1"),
+        ({"weight": -1}, "here.weight", "weight must be >= 0, got -1"),
         ([1], "here", "arguments must be a map"),
     ],
     ids=[

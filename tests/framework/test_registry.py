@@ -156,7 +156,7 @@ def test_resolve_builds_typed_arguments() -> None:
         (
             {"tiers": tiers({"name": "nodeorder", "arguments": {"resources": [1]}})},
             "tiers[0].plugins[0].arguments.resources",
-            "expected dict, got list [1]",
+            "expected map, got list [1]",
         ),
         (
             {"tiers": tiers({"name": "nodeorder", "arguments": {"spread": 1}})},
@@ -170,7 +170,7 @@ def test_resolve_builds_typed_arguments() -> None:
         ),
         (
             {"tiers": tiers({"name": "nodeorder", "arguments": {"mostAllocatedWeight": -1}})},
-            "tiers[0].plugins[0].arguments",
+            "tiers[0].plugins[0].arguments.mostAllocatedWeight",
             "mostAllocatedWeight must be >= 0, got -1",
         ),
         (

@@ -105,6 +105,17 @@ def pdb_violations(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudg
     return out
 
 
+def _in_full_gang(session: Session, task: TaskInfo) -> bool:
+    """Is ``task`` a member of a running gang that has no member to spare?"""
+    job = session.jobs.get(task.job_id)
+    return (
+        job is not None
+        and job.has_pod_group
+        and job.min_member > 1
+        and job.placed_count() <= job.min_member
+    )
+
+
 class PreemptAction:
     name = "preempt"
 
@@ -243,8 +254,9 @@ class PreemptAction:
                 stmt.evict(v, "simulated", preemptor=task)
             if not self._fits(session, queue, task, node.name):
                 return None
-            # Most important first; among them, pods whose eviction breaks a budget first,
-            # so they are the likeliest to be spared.
+            # Most important first; among them, pods whose eviction breaks a budget, then
+            # pods whose eviction breaks a running gang, so they are the likeliest to be
+            # spared.
             ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
             breaks = dict(
                 zip(
@@ -253,7 +265,7 @@ class PreemptAction:
                     strict=True,
                 )
             )
-            ordered.sort(key=lambda t: not breaks[t.uid])
+            ordered.sort(key=lambda t: (not breaks[t.uid], not _in_full_gang(session, t)))
             victims = []
             for v in ordered:
                 stmt.undo(v)
@@ -262,7 +274,39 @@ class PreemptAction:
                     victims.append(v)
             if not victims:
                 return None
+            victims.extend(self._bundle(session, stmt, task, victims))
             violations = sum(pdb_violations(victims, session.snapshot.budgets))
             return Candidate(node, tuple(victims), violations)
         finally:
             stmt.rollback(cp)
+
+    def _bundle(
+        self, session: Session, stmt: Statement, task: TaskInfo, victims: list[TaskInfo]
+    ) -> list[TaskInfo]:
+        """The rest of every gang the victims break: a gang is the unit of eviction.
+
+        A running gang left below its minMember cannot make progress and only holds room,
+        so its other members (wherever they run) go with it, if they may be evicted for
+        ``task``. They are evicted in the statement like the others.
+        """
+        extra: list[TaskInfo] = []
+        seen = {v.uid for v in victims}
+        for job_id in sorted({v.job_id for v in victims}):
+            job = session.jobs.get(job_id)
+            if job is None or not job.has_pod_group or job_id == task.job_id:
+                continue
+            if job.placed_count() >= job.min_member:
+                continue  # still whole without the victims
+            members = [
+                t
+                for t in job.tasks.values()
+                if t.status in EVICTABLE
+                and t.uid not in seen
+                and t.sluice
+                and t.priority < task.priority
+            ]
+            for t in session.victims(task, members):
+                stmt.evict(t, "simulated", preemptor=task)
+                extra.append(t)
+                seen.add(t.uid)
+        return extra

@@ -136,6 +136,12 @@ class PreemptAction:
             ):
                 jobs.append(job)
         for job in session.order_jobs(jobs):
+            backoff = session.snapshot.preempt_backoff.get(job.uid)
+            if backoff is not None:
+                for t in waiting_tasks(job):
+                    base = session.task_reasons.get(t.uid, "")
+                    session.record_task_reason(t, f"{base} {backoff}".strip())
+                continue
             queue = session.queues[job.queue]
             with session.statement() as stmt:
                 for task in session.order_tasks(
@@ -147,22 +153,31 @@ class PreemptAction:
 
     def _withdraw_stale_nominations(self, session: Session) -> None:
         """A nominated task whose node can no longer take it, even once the victims are
-        gone (a higher-priority pod took the room), is pending again and may preempt."""
-        stale = [
-            t
+        gone (a higher-priority pod took the room), is pending again and may preempt; and
+        a gang that is then no longer pipelined gives up the nominations of all its
+        members, so they hold no room for a gang that cannot start."""
+        jobs = [
+            job
             for job in session.jobs.values()
             if not session.is_gated(job)
-            for t in job.tasks.values()
-            if t.status is TaskStatus.PIPELINED
+            and any(t.status is TaskStatus.PIPELINED for t in job.tasks.values())
         ]
-        if not stale:
+        if not jobs:
             return
         with session.statement() as stmt:
-            for t in stale:
-                with session.counting_releasing():
-                    fits = session.fits_on(t, t.node_name)
-                if not fits:
-                    stmt.unpipeline(t)
+            for job in jobs:
+                nominated = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
+                lost = False
+                for t in nominated:
+                    with session.counting_releasing():
+                        fits = session.fits_on(t, t.node_name)
+                    if not fits:
+                        stmt.unpipeline(t)
+                        lost = True
+                if lost and not session.job_pipelined(job) and not session.job_ready(job):
+                    for t in nominated:
+                        if t.status is TaskStatus.PIPELINED:
+                            stmt.unpipeline(t)
             if stmt.operations:
                 stmt.commit()
 

@@ -42,3 +42,5 @@ class Snapshot:
     priority_classes: dict[str, int] = field(default_factory=dict)
     gated: frozenset[str] = frozenset()
     """Jobs whose preemption is in flight: enqueue, allocate and preempt skip them."""
+    preempt_backoff: dict[str, str] = field(default_factory=dict)
+    """Jobs that may not preempt this cycle (a recent preemption failed), with why."""

@@ -80,6 +80,8 @@ class SchedulerCache:
         self.budgets: dict[str, Obj] = {}
         self.topologies: dict[str, TopologyInfo] = {}
         self.gated: set[str] = set()
+        self.preempt_backoff: dict[str, str] = {}
+        """Jobs that may not preempt now (a recent preemption failed), with the reason."""
         self.rejected: dict[str, str] = {}
         """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
         self.on_change: Callable[[], None] | None = None
@@ -443,6 +445,7 @@ class SchedulerCache:
             topologies=dict(self.topologies),
             priority_classes=dict(self.priority_classes),
             gated=frozenset(self.gated),
+            preempt_backoff=dict(self.preempt_backoff),
         )
 
     def _names_group(self, task: TaskInfo) -> bool:

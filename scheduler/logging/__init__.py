@@ -8,13 +8,28 @@ a ``v`` field.
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
 _state = {"verbosity": 0}
+
+
+class _Stderr(io.TextIOBase):
+    """Writes to whatever ``sys.stderr`` is when a line is written (tests swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _stderr() -> TextIO:
+    return cast(TextIO, _Stderr())
 
 
 def configure(verbosity: int = 0, *, json: bool = True, stream: Any = None) -> None:
@@ -31,7 +46,7 @@ def configure(verbosity: int = 0, *, json: bool = True, stream: Any = None) -> N
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(stream or _stderr()),
         cache_logger_on_first_use=False,
     )
 
@@ -46,8 +61,8 @@ def get_logger(name: str = "sluice") -> Any:
 
 
 def quiet() -> None:
-    """Drop every line below warnings (simulations print their own summary)."""
+    """Drop every line below errors (simulations report failed calls in their timeline)."""
     structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
+        logger_factory=structlog.PrintLoggerFactory(_stderr()),
     )

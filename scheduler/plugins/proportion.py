@@ -57,6 +57,8 @@ class QueueAttr:
     deserved: Resource = ZERO
     limit: dict[str, int] = field(default_factory=dict)
     """Per dimension: capability, less the guarantees of the other queues."""
+    nominated: dict[str, tuple[int, Resource]] = field(default_factory=dict)
+    """Nominated tasks of the queue (uid -> priority, request), counted in ``allocated``."""
 
     def share(self) -> float:
         worst = 0.0
@@ -135,6 +137,8 @@ class ProportionPlugin:
             job_alloc = ResourceSum() if job.has_pod_group else None
             for t in job.tasks.values():
                 if t.status in _COUNTED:
+                    if t.status is TaskStatus.PIPELINED:
+                        attr.nominated[t.uid] = (t.priority, t.request)
                     q_alloc.add(t.request)
                     q_demand.add(t.request)
                     if job_alloc is not None:
@@ -202,15 +206,19 @@ class ProportionPlugin:
         return (-queue.priority, attr.share() if attr else float("inf"))
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """Room in the queue's deserved share for ``task``. A nominated task is already
+        counted; nominations of lower priority do not hold room against it (KEP-4832)."""
         attr = self.attrs.get(queue.name)
         if attr is None:
             return False
-        # A nominated task is already counted in the queue's allocation.
-        after = (
-            attr.allocated
-            if task.status is TaskStatus.PIPELINED
-            else (attr.allocated + task.request)
-        )
+        acc = ResourceSum()
+        acc.add(attr.allocated)
+        if task.status is not TaskStatus.PIPELINED:
+            acc.add(task.request)
+        after = acc.result()
+        for uid, (prio, req) in attr.nominated.items():
+            if uid != task.uid and prio < task.priority:
+                after = after - req
         deserved = attr.deserved
         return all(after[r] <= deserved[r] for r in task.request)
 
@@ -240,11 +248,14 @@ class ProportionPlugin:
         attr = self._attr_of(task)
         if attr is not None:
             attr.allocated = attr.allocated + task.request
+            if task.status is TaskStatus.PIPELINED:
+                attr.nominated[task.uid] = (task.priority, task.request)
 
     def on_unplace(self, task: TaskInfo, node: NodeInfo) -> None:
         attr = self._attr_of(task)
         if attr is not None:
             attr.allocated = attr.allocated - task.request
+            attr.nominated.pop(task.uid, None)
 
     def _attr_of(self, task: TaskInfo) -> QueueAttr | None:
         job = self._jobs.get(task.job_id)

@@ -59,6 +59,8 @@ class Preemption:
     preemptor: TaskInfo
     node: str
     victims: list[TaskInfo] = field(default_factory=list)
+    gate: Gate | None = None
+    """The gate this preemption was counted in (a later one may replace it)."""
 
 
 @dataclass(slots=True)
@@ -99,6 +101,9 @@ class PreemptionExecutor:
         self.gates: dict[str, Gate] = {}
         self._running = 0
         self._calling = 0
+        self.initial_backoff = 1.0
+        self.max_backoff = 60.0
+        self._backoffs: dict[str, float] = {}
         cache.on_pod_deleted.append(self._pod_deleted)
 
     @property
@@ -170,6 +175,7 @@ class PreemptionExecutor:
             self.cache.gated.add(job)
         gate.waiting_for.update(v.uid for v in p.victims if v.uid in self.cache.tasks)
         gate.calls += 1
+        p.gate = gate
 
     async def _run_async(self, p: Preemption) -> None:
         try:
@@ -180,9 +186,9 @@ class PreemptionExecutor:
         self._after_calls(p, ok)
 
     def _after_calls(self, p: Preemption, ok: bool) -> None:
-        gate = self.gates.get(p.preemptor.job_id)
-        if gate is None:
-            return
+        gate = p.gate
+        if gate is None or self.gates.get(gate.job) is not gate:
+            return  # that gate was opened already (an earlier failure); a new one is not ours
         gate.calls -= 1
         if not ok:
             self._open(gate)
@@ -252,6 +258,7 @@ class PreemptionExecutor:
             self.metrics.preemption_executions.labels("error").inc()
             self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
             return False
+        self._backoffs.pop(p.preemptor.job_id, None)
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
         return True
@@ -319,6 +326,26 @@ class PreemptionExecutor:
         self.cache.forget_nomination(p.preemptor.uid)
         if self._tg is not None:
             self._tg.start_soon(self._clear_nomination, p.preemptor)
+            self._back_off(p.preemptor.job_id, f"the last preemption failed: {exc}")
+
+    def _back_off(self, job: str, why: str) -> None:
+        """Keep ``job`` from preempting for a while after a failure (1 s, doubling to
+        ``max_backoff``), so a call that keeps failing is not retried in a tight loop.
+        It is still scheduled normally meanwhile."""
+        delay = min(self.max_backoff, self._backoffs.get(job, self.initial_backoff / 2) * 2)
+        self._backoffs[job] = delay
+        self.cache.preempt_backoff[job] = f"{why}; preemption retried in {delay:g}s"
+        assert self._tg is not None
+        self._tg.start_soon(self._lift_backoff, job, delay, name=f"backoff {job}")
+
+    async def _lift_backoff(self, job: str, delay: float) -> None:
+        self._running += 1
+        try:
+            await self.ports.clock.sleep(delay)
+        finally:
+            self._running -= 1
+        self.cache.preempt_backoff.pop(job, None)
+        self.wake()
 
     async def _clear_nomination(self, task: TaskInfo) -> None:
         """Clear ``status.nominatedNodeName`` in the API (best effort, logged on failure)."""

@@ -1,0 +1,41 @@
+"""The end-to-end suite (``e2e/``) against the in-process API emulator, inside ``make test``.
+
+It runs in a pytest subprocess of its own (``SLUICE_E2E_EMULATOR=1``, no ``KUBECONFIG``,
+so a developer's cluster is never touched): the e2e suite has its own conftest and
+fixtures, starts ``sluice run`` subprocesses, and takes about a minute and a half. Its
+report is shown when it fails. ``make e2e`` runs the same suite against ``KUBECONFIG``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 600
+
+
+@pytest.mark.slow
+def test_e2e_suite_against_the_emulator() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["SLUICE_E2E_EMULATOR"] = "1"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "e2e", "-rfEs", "--durations=5"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
+        pytest.fail(f"the e2e suite took more than {TIMEOUT} s\n{out[-20000:]}")
+    report = proc.stdout[-30000:] + ("\n" + proc.stderr[-5000:] if proc.stderr else "")
+    assert proc.returncode == 0, f"e2e suite failed (exit {proc.returncode}):\n{report}"
+    assert " passed" in proc.stdout, report

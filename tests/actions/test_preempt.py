@@ -9,6 +9,7 @@ the cluster's objects afterwards.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -589,7 +590,7 @@ def test_when_every_delete_fails_the_preemptor_ends_pending_and_not_nominated() 
     assert errors == attempts
     assert 2 <= attempts < 10
     times = [e["t"] for e in result.timeline if e["event"] == "delete-failed"]
-    assert all(later > earlier for earlier, later in zip(times, times[1:], strict=False))
+    assert all(later > earlier for earlier, later in itertools.pairwise(times))
 
 
 def test_a_failed_preemption_is_retried_after_a_backoff() -> None:

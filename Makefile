@@ -19,8 +19,8 @@ demo: $(STAMP)
 test: lint typecheck contracts unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check scheduler tests bench
-	$(BIN)/ruff format --check scheduler tests bench
+	$(BIN)/ruff check scheduler tests bench e2e
+	$(BIN)/ruff format --check scheduler tests bench e2e
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -33,6 +33,11 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench all
+
+# The end-to-end suite against the cluster named by KUBECONFIG (skipped without one).
+# `make test` runs the same suite against the in-process API emulator.
+e2e: $(STAMP)
+	cd e2e && ../$(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -1,11 +1,11 @@
-"""``python -m bench [all|scheduling-basic|gang] [--nodes N] [--pods N] [--running N] [--profile]``
+"""``python -m bench [all|preemption|WORKLOAD] [--nodes N] [--pods N] [--running N] [--profile]``
 
 Prints one JSON object per workload to stdout, one per line (JSON Lines), in the order
 the workloads ran. Each workload runs in a fresh subprocess (``python -m bench --child
 WORKLOAD ...``) so that its peak RSS and timings are its own. ``--profile`` runs the
 workload under cProfile and writes the 40 hottest functions by cumulative and by total
-time to stderr. Exit status: 0 when every workload ran and bound every measured pod, 1
-otherwise.
+time to stderr. Exit status: 0 when every workload ran, bound every measured pod and
+passed its own checks (``failures``, preemption workloads), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench import http_workload, preemption
 from bench.workloads import DEFAULTS, Workload, run
+
+WORKLOADS: dict[str, Any] = {**DEFAULTS, **preemption.WORKLOADS, **http_workload.WORKLOADS}
+GROUPS = {
+    "all": list(WORKLOADS),
+    "preemption": list(preemption.WORKLOADS),
+    "http": list(http_workload.WORKLOADS),
+}
 
 PROFILE_TOP = 40
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
         "workload",
         nargs="?",
         default="all",
-        choices=["all", *DEFAULTS],
-        help="which workload to run (default: all)",
+        choices=[*GROUPS, *WORKLOADS],
+        help="which workload (or group of workloads) to run (default: all)",
     )
     p.add_argument("--nodes", type=int, help="number of nodes (overrides the workload's)")
     p.add_argument("--pods", type=int, help="number of measured (pending) pods")
@@ -55,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _workload(args: argparse.Namespace, name: str) -> Workload:
-    w = DEFAULTS[name]
+def _workload(args: argparse.Namespace, name: str) -> Workload | preemption.PreemptionWorkload:
+    w = WORKLOADS[name]
     changes: dict[str, Any] = {}
     for field in ("nodes", "pods", "running"):
         value = getattr(args, field)
@@ -78,13 +86,18 @@ def _child(args: argparse.Namespace) -> int:
             assert profiler is not None
             return profiler.runcall(fn)
 
-    figures = run(w, wrap=wrap)
+    if isinstance(w, preemption.PreemptionWorkload):
+        figures = preemption.run(w, wrap=wrap)
+    elif w.name in http_workload.WORKLOADS:
+        figures = http_workload.run(w, wrap=wrap)
+    else:
+        figures = run(w, wrap=wrap)
     if profiler is not None:
         figures["profiled"] = True
         _print_profile(profiler, w.name)
     sys.stdout.write(json.dumps(figures) + "\n")
     sys.stdout.flush()
-    return 0 if figures["unbound"] == 0 else 1
+    return 0 if figures["unbound"] == 0 and not figures.get("failures") else 1
 
 
 def _print_profile(profiler: cProfile.Profile, name: str) -> None:
@@ -97,7 +110,7 @@ def _print_profile(profiler: cProfile.Profile, name: str) -> None:
 
 
 def _parent(args: argparse.Namespace) -> int:
-    names = list(DEFAULTS) if args.workload == "all" else [args.workload]
+    names = GROUPS.get(args.workload, [args.workload])
     status = 0
     for name in names:
         _workload(args, name)  # check the overrides before starting anything
@@ -132,6 +145,8 @@ def _parent(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if proc.returncode != 0:
             sys.stderr.write(f"bench: {name}: {figures.get('unbound')} measured pods not bound\n")
+            for failure in figures.get("failures") or ():
+                sys.stderr.write(f"bench: {name}: check failed: {failure}\n")
             status = 1
     return status
 
@@ -139,7 +154,7 @@ def _parent(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.child:
-        if args.workload == "all":
+        if args.workload in GROUPS:
             raise SystemExit("--child needs one workload")
         return _child(args)
     return _parent(args)

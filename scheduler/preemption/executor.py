@@ -289,10 +289,18 @@ class PreemptionExecutor:
         }
         try:
             await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
+        except NotFoundError:
+            self._pod_deleted(victim.uid)
+            return
+        try:
             await self.ports.evictor.evict(ref)
         except NotFoundError:
             self._pod_deleted(victim.uid)
             return
+        except ApiError:
+            # The pod stays: it must not stay marked as about to be disrupted.
+            await self._cancel_disruption(ref)
+            raise
         self.ports.events.record(
             Event(
                 ref,
@@ -303,6 +311,19 @@ class PreemptionExecutor:
                 related=_ref(p.preemptor),
             )
         )
+
+    async def _cancel_disruption(self, ref: ObjectRef) -> None:
+        """Set DisruptionTarget back to False on a victim whose eviction failed (best effort)."""
+        condition = {
+            "type": L.DISRUPTION_TARGET,
+            "status": "False",
+            "reason": "PreemptionCancelled",
+            "message": "sluice: the eviction failed; the pod is not being preempted",
+        }
+        try:
+            await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
+        except ApiError as exc:
+            log.warning("could not reset DisruptionTarget", pod=ref.key, error=str(exc))
 
     async def _set_nomination(self, task: TaskInfo, node: str) -> None:
         # NotFound: the preemptor was deleted meanwhile; its victims are gone all the same.

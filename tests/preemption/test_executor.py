@@ -423,7 +423,8 @@ def test_only_the_first_delete_fails_then_the_retry_succeeds() -> None:
         assert [c for c, _, _ in r.cluster.calls] == [
             "patch",
             "evict",
-            "patch",  # condition, failed delete, cleared nomination
+            "patch",  # condition, failed delete, condition back to False
+            "patch",  # cleared nomination
             "patch",
             "evict",
             "patch",  # condition, delete, nomination

@@ -1,0 +1,218 @@
+"""Where the end-to-end suite runs, and its fixtures.
+
+* ``SLUICE_E2E_EMULATOR=1``: every test gets a fresh in-process API emulator (the
+  embedded cluster's store served over HTTP) on a random port. This is how ``make test``
+  runs the suite (through ``tests/test_e2e_emulator.py``).
+* otherwise, ``KUBECONFIG`` naming an existing file: the suite runs against that
+  cluster (``make e2e``). It installs the CRDs, and each test works in a namespace of
+  its own with fake Nodes of its own, and deletes what it created.
+* otherwise every test is skipped.
+
+``SLUICE_E2E_SCHEDULER_NAME`` (default ``sluice``) is the ``schedulerName`` the tests'
+pods carry and the started schedulers serve (through a ``--config`` file when it is not
+the default), so that the suite can run beside a deployed Sluice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness import (
+    Api,
+    ApiFailure,
+    Cluster,
+    EmulatedApiServer,
+    Faults,
+    SchedulerProcess,
+    core_path,
+    install_crds,
+)
+
+EMULATOR_ENV = "SLUICE_E2E_EMULATOR"
+SCHEDULER_NAME = os.environ.get("SLUICE_E2E_SCHEDULER_NAME", "sluice")
+_CREATED_CRDS: list[str] = []
+_STATE = {"crds_installed": False}
+
+
+def e2e_mode() -> tuple[str, str | None]:
+    """("emulator", None), ("cluster", KUBECONFIG) or ("skip", None)."""
+    if os.environ.get(EMULATOR_ENV, "") not in ("", "0"):
+        return "emulator", None
+    kubeconfig = os.environ.get("KUBECONFIG", "")
+    paths = [p for p in kubeconfig.split(os.pathsep) if p]
+    if paths and any(Path(p).expanduser().is_file() for p in paths):
+        return "cluster", kubeconfig
+    return "skip", None
+
+
+MODE, KUBECONFIG = e2e_mode()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "emulator(history=N, fault_rate=R, fault_kinds=(...), seed=S): options of the "
+        "per-test emulator; the test is skipped against a real cluster",
+    )
+    config.addinivalue_line("markers", "emulator_only: needs the emulator (skipped on a cluster)")
+
+
+def pytest_report_header() -> str:
+    where = {"emulator": "in-process API emulator", "skip": "nothing (skipped)"}.get(
+        MODE, f"the cluster of KUBECONFIG={KUBECONFIG}"
+    )
+    return f"sluice e2e: against {where}; schedulerName {SCHEDULER_NAME}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_all = pytest.mark.skip(
+        reason=f"no cluster: set KUBECONFIG to a cluster's kubeconfig, or {EMULATOR_ENV}=1"
+    )
+    skip_cluster = pytest.mark.skip(reason="needs the in-process emulator (not a real cluster)")
+    for item in items:
+        if MODE == "skip":
+            item.add_marker(skip_all)
+        elif MODE == "cluster" and (
+            item.get_closest_marker("emulator_only") or item.get_closest_marker("emulator")
+        ):
+            item.add_marker(skip_cluster)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Delete the CRDs the suite created on a real cluster (not those it found)."""
+    if MODE != "cluster" or not _CREATED_CRDS:
+        return
+
+    async def delete() -> None:
+        api = await Api.connect(KUBECONFIG)
+        try:
+            for name in _CREATED_CRDS:
+                with contextlib.suppress(ApiFailure):
+                    await api.request(
+                        "DELETE",
+                        core_path(
+                            "customresourcedefinitions", name=name, group="apiextensions.k8s.io/v1"
+                        ),
+                    )
+        finally:
+            await api.close()
+
+    anyio.run(delete)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def api_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[EmulatedApiServer | None]:
+    """The test's emulator (started), or None against a real cluster."""
+    if MODE != "emulator":
+        yield None
+        return
+    marker = request.node.get_closest_marker("emulator")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    faults = Faults(
+        rate=float(options.get("fault_rate", 0.0)),
+        lost_rate=float(options.get("lost_reply_rate", 0.0)),
+        kinds=frozenset(options.get("fault_kinds", ("bind", "delete", "patch"))),
+        seed=int(options.get("seed", 1)),
+    )
+    server = EmulatedApiServer(
+        tmp_path, history=int(options.get("history", 100_000)), faults=faults
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def cluster(
+    api_server: EmulatedApiServer | None, request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
+    """A namespace of its own on the API server, the pod informer and recorder, and the
+    fake kubelet running; everything deleted afterwards."""
+    kubeconfig = api_server.kubeconfig if api_server is not None else KUBECONFIG
+    api = await Api.connect(kubeconfig)
+    try:
+        if not _STATE["crds_installed"]:  # once per session on a cluster; each emulator: a no-op
+            _CREATED_CRDS.extend(await install_crds(api))
+            _STATE["crds_installed"] = MODE == "cluster"
+        c = Cluster(api, kubeconfig, scheduler_name=SCHEDULER_NAME, emulator=api_server)
+        await c.setup()
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(c.run)
+                yield c
+                tg.cancel_scope.cancel()
+        finally:
+            if api_server is None:  # an emulator is thrown away whole
+                with anyio.CancelScope(shield=True):
+                    await c.cleanup()
+    finally:
+        await api.close()
+
+
+StartScheduler = Callable[..., Awaitable[SchedulerProcess]]
+
+
+@pytest.fixture
+async def start_scheduler(
+    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[StartScheduler]:
+    """``await start_scheduler(leader_elect=..., feature_gates=..., ready=True)``: a
+    ``sluice run`` subprocess against the test's cluster, waited on until ready
+    (``/readyz``). Stopped with SIGTERM after the test; when the test failed, the tail
+    of each one's log is printed (pytest shows it with the failure)."""
+    started: list[SchedulerProcess] = []
+    config = None
+    if SCHEDULER_NAME != "sluice":
+        config = tmp_path / "scheduler-config.yaml"
+        config.write_text(
+            "apiVersion: scheduling.sluice.dev/v1alpha1\n"
+            "kind: SchedulerConfiguration\n"
+            f"schedulerName: {SCHEDULER_NAME}\n"
+        )
+
+    async def start(*, ready: bool = True, **options: Any) -> SchedulerProcess:
+        if options.get("leader_elect"):
+            options.setdefault("lease_namespace", cluster.namespace)
+            options.setdefault("lease_name", f"sluice-{cluster.run_id}")
+        proc = SchedulerProcess(cluster.kubeconfig, tmp_path, config=config, **options)
+        started.append(proc)
+        await proc.start()
+        if ready:
+            await proc.wait_ready()
+        return proc
+
+    try:
+        yield start
+    finally:
+        with anyio.CancelScope(shield=True):
+            for proc in started:
+                await proc.aclose()
+        failed = any(
+            getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
+            for when in ("setup", "call")
+        )
+        if failed:
+            for proc in started:
+                print(proc.tail(60))

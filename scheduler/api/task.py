@@ -34,6 +34,10 @@ class TaskStatus(enum.Enum):
     FAILED = "Failed"
     UNKNOWN = "Unknown"
 
+    # Members are singletons compared by identity: hash them by identity too, in C,
+    # instead of Enum's hash of the name (status sets are tested on every placement).
+    __hash__ = object.__hash__
+
 
 OCCUPYING = frozenset(
     {

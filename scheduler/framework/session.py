@@ -225,14 +225,22 @@ class Session:
 
     def _shift(self, node: str, task: TaskInfo, status: TaskStatus, sign: int) -> None:
         """Update the table for ``task`` leaving (sign +1) or joining (-1) ``node``."""
-        vec = self.table.request(task.request)
+        table = self.table
+        vec = table.request(task.request)
         if status is TaskStatus.PIPELINED:
-            self.table.nominate(node, task.uid, task.priority, vec, add=sign < 0)
-        elif status is TaskStatus.RELEASING:
-            self.table.shift(node, idle_delta=sign * vec, releasing_delta=-sign * vec)
-        elif status in OCCUPYING:
-            self.table.shift(node, idle_delta=sign * vec)
-
+            table.nominate(node, task.uid, task.priority, vec, add=sign < 0)
+            return
+        if status not in OCCUPYING:
+            return
+        row = table.row[node]
+        if sign > 0:
+            table.idle[row] += vec
+            if status is TaskStatus.RELEASING:
+                table.releasing[row] -= vec
+        else:
+            table.idle[row] -= vec
+            if status is TaskStatus.RELEASING:
+                table.releasing[row] += vec
 
 def open_session(snapshot: Snapshot, resolved: ResolvedConfiguration) -> Session:
     """A session over ``snapshot`` (which it takes ownership of) with fresh plugins."""

@@ -143,9 +143,16 @@ class SchedulingLoop:
             task_status.started()
             while not self._stopping:
                 self._wake = anyio.Event()
+                started = self.ports.clock.now()
                 report = await self.run_cycle()
+                spent = self.ports.clock.now() - started
                 if should_stop is not None and await self._settle_and_check(should_stop, report):
                     break
+                if spent > 0 and self._wake.is_set():
+                    # A cycle holds the event loop; before the next one, leave it as long to
+                    # the background calls (binds, preemptions), so back-to-back wake-ups
+                    # cannot starve them. On the virtual clock a cycle takes no time.
+                    await self.ports.clock.sleep(min(spent, self.config.schedule_period))
                 with anyio.move_on_after(self.config.schedule_period):
                     await self._wake.wait()
             await self.binds.drain()

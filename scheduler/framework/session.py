@@ -242,6 +242,7 @@ class Session:
             if status is TaskStatus.RELEASING:
                 table.releasing[row] += vec
 
+
 def open_session(snapshot: Snapshot, resolved: ResolvedConfiguration) -> Session:
     """A session over ``snapshot`` (which it takes ownership of) with fresh plugins."""
     return Session(snapshot, resolved, resolved.build_plugins())

@@ -41,6 +41,10 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 
 log = get_logger("sluice.loop")
 
+BACKGROUND_SHARE = 1.0
+"""After a cycle woken at once, the event loop is left to background calls for this many
+times the cycle's duration (capped at the period) before the next cycle starts."""
+
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
 
@@ -149,10 +153,13 @@ class SchedulingLoop:
                 if should_stop is not None and await self._settle_and_check(should_stop, report):
                     break
                 if spent > 0 and self._wake.is_set():
-                    # A cycle holds the event loop; before the next one, leave it as long to
-                    # the background calls (binds, preemptions), so back-to-back wake-ups
-                    # cannot starve them. On the virtual clock a cycle takes no time.
-                    await self.ports.clock.sleep(min(spent, self.config.schedule_period))
+                    # A cycle holds the event loop; before the next one, leave it to the
+                    # background calls (binds, preemptions) for BACKGROUND_SHARE times as
+                    # long, so back-to-back wake-ups cannot starve them. On the virtual
+                    # clock a cycle takes no time, so simulations are unchanged.
+                    await self.ports.clock.sleep(
+                        min(BACKGROUND_SHARE * spent, self.config.schedule_period)
+                    )
                 with anyio.move_on_after(self.config.schedule_period):
                     await self._wake.wait()
             await self.binds.drain()

@@ -11,13 +11,10 @@ from harness import Cluster, NodeSpec, SchedulerProcess, core_path, rebinds_in_l
 
 pytestmark = pytest.mark.anyio
 
-LEASE_DURATION, RETRY_PERIOD, JITTER = 15.0, 2.0, 1.2  # kube-scheduler's (client-go's)
-TAKEOVER_TARGET = 20.0
-"""What the issue asks for: usually met (takeovers here take 16 to 20 s)."""
-TAKEOVER_LIMIT = LEASE_DURATION + 2 * RETRY_PERIOD * (1 + JITTER) + 1.0
-"""What the timings guarantee: the follower sees the last renewal up to one jittered
-retry (4.4 s) after it happened, judges the lease expired 15 s after that, and tries
-again up to 4.4 s later: 23.8 s after the kill, plus 1 s of slack for a loaded machine."""
+TAKEOVER_LIMIT = 20.0
+"""What the issue asks for, and what the timings give: the follower sees the last renewal
+up to one jittered retry (4.4 s) after it happened and tries again exactly when the lease
+it saw expires, 15 s after that: at most 19.4 s after the last renewal, so after a kill."""
 
 
 async def test_leader_killed_the_other_takes_over(cluster: Cluster, start_scheduler) -> None:
@@ -74,7 +71,7 @@ async def test_leader_killed_the_other_takes_over(cluster: Cluster, start_schedu
         stop_feeding.set()
 
     assert took <= TAKEOVER_LIMIT, f"takeover took {took:.1f} s"
-    print(f"takeover {took:.1f} s after kill -9 (target {TAKEOVER_TARGET:g} s)")
+    print(f"takeover {took:.1f} s after kill -9")
     await wait_for(
         lambda: follower.identity() == new, timeout=10, what="the follower to log that it leads"
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
+import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
@@ -33,7 +34,7 @@ from scheduler.framework.effects import (
 )
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
-from scheduler.logging import get_logger
+from scheduler.logging import get_logger, v
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -182,6 +183,7 @@ class SchedulingLoop:
         """One cycle. Decisions are synchronous; effects are handed to background pools
         (or awaited, for preemption with the async gate off)."""
         self.cycles += 1
+        structlog.contextvars.bind_contextvars(cycle=self.cycles)
         report = CycleReport(self.cycles, self.ports.clock.now())
         t0 = time.perf_counter()
         session = open_session(self.cache.snapshot(), self.resolved)
@@ -208,6 +210,14 @@ class SchedulingLoop:
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
+        if v(2) and (report.effects or v(4)):
+            log.info(
+                "cycle",
+                v=2,
+                seconds=round(report.seconds, 4),
+                effects=len(report.effects),
+                unschedulable=unschedulable,
+            )
         for observer in self.observers:
             observer(report)
         return report
@@ -232,6 +242,10 @@ class SchedulingLoop:
         ref = ObjectRef("Pod", task.namespace, task.name, task.uid)
 
         async def call() -> None:
+            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
+                await bind()
+
+        async def bind() -> None:
             t0 = time.perf_counter()
             try:
                 await self.ports.binder.bind(ref, effect.node, effect.annotations)

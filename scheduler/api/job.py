@@ -77,12 +77,6 @@ class JobInfo:
     def pending_tasks(self) -> list[TaskInfo]:
         return [t for t in self.tasks.values() if t.status is TaskStatus.PENDING and t.sluice]
 
-    def total_request(self) -> Resource:
-        total = ZERO
-        for t in self.tasks.values():
-            total = total + t.request
-        return total
-
     def clone(self) -> JobInfo:
         """A copy with an empty task map; the snapshot fills it with cloned tasks."""
         return JobInfo(

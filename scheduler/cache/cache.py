@@ -158,7 +158,6 @@ class SchedulerCache:
 
     def _keys_of(self, kind: str) -> list[str]:
         table: dict[str, Iterable[str]] = {
-            "Pod": [t.key for t in self.tasks.values()],
             "Node": self.nodes,
             "PodGroup": self.pod_groups,
             "Queue": self.queues,

@@ -98,12 +98,6 @@ class NodeTable:
                     free[row] += vec[cols]
         return free
 
-    def refresh(self, node: NodeInfo) -> None:
-        """Copy ``node``'s idle and nominated into its row. Called after every placement."""
-        i = self.row[node.name]
-        self.idle[i] = self.vector(node.idle)
-        self.nominated[i] = self.vector(node.nominated)
-
     def shift(
         self,
         node: str,

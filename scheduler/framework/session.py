@@ -169,11 +169,6 @@ class Session:
     def statement(self) -> Statement:
         return Statement(self)
 
-    @contextmanager
-    def transaction(self) -> Iterator[Statement]:
-        with Statement(self) as stmt:
-            yield stmt
-
     def bind_annotations(self, task: TaskInfo) -> dict[str, str]:
         return self.annotations.get(task.uid, {})
 

@@ -151,8 +151,10 @@ class SchedulingLoop:
                 started = self.ports.clock.now()
                 report = await self.run_cycle()
                 spent = self.ports.clock.now() - started
-                if should_stop is not None and await self._settle_and_check(should_stop, report):
-                    break
+                if should_stop is not None:
+                    await anyio.sleep(0)  # let the calls this cycle submitted start
+                    if should_stop(report):
+                        break
                 if spent > 0 and self._wake.is_set():
                     # A cycle holds the event loop; before the next one, leave it to the
                     # background calls (binds, preemptions) for BACKGROUND_SHARE times as
@@ -172,12 +174,6 @@ class SchedulingLoop:
                     while self.preemption is not None and self.preemption.calls_in_flight:
                         await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
-
-    async def _settle_and_check(
-        self, should_stop: Callable[[CycleReport], bool], report: CycleReport
-    ) -> bool:
-        await anyio.sleep(0)  # let calls submitted by this cycle start
-        return should_stop(report)
 
     async def run_cycle(self) -> CycleReport:
         """One cycle. Decisions are synchronous; effects are handed to background pools

@@ -111,12 +111,6 @@ class PreemptionExecutor:
         """Preemptions whose calls are running or whose gate is still closed."""
         return self._running + len(self.gates)
 
-    def release(self, job: str) -> None:
-        """Open ``job``'s gate now (its preemptor is gone)."""
-        gate = self.gates.get(job)
-        if gate is not None:
-            self._open(gate)
-
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
 

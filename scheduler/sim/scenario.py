@@ -58,9 +58,6 @@ class Scenario:
     """From a Simulation document, if any."""
     sources: list[str] = field(default_factory=list)
 
-    def kind_count(self, kind: str) -> int:
-        return sum(1 for a in self.arrivals if a.obj.get("kind") == kind)
-
 
 def _files(paths: list[str]) -> list[Path]:
     out: list[Path] = []

@@ -156,7 +156,7 @@ def test_exception_in_block_discards_and_propagates() -> None:
 def test_transaction_context_manager_discards() -> None:
     session = open_()
     before = session_dump(session)
-    with session.transaction() as stmt:
+    with session.statement() as stmt:
         assert isinstance(stmt, Statement)
         stmt.allocate(task_of(session, "a"), "n2")
     assert session_dump(session) == before

@@ -49,7 +49,16 @@ from typing import Any
 import aiohttp
 import anyio
 
-from bench.workloads import NAMESPACE, Workload, node, peak_rss_mb, pod, source_revision
+from bench.workloads import (
+    NAMESPACE,
+    Workload,
+    _quantiles,
+    _r,
+    node,
+    peak_rss_mb,
+    pod,
+    source_revision,
+)
 from scheduler.api import labels as L
 from scheduler.api.openapi import load_crds
 from scheduler.sim.clock import RealClock
@@ -319,19 +328,6 @@ def _print_profile(path: Path, name: str) -> None:
         sys.stderr.write(f"=== {name} (sluice run): top {PROFILE_TOP} by {order} ===\n")
         sys.stderr.write(buf.getvalue() + "\n")
     sys.stderr.flush()
-
-
-def _quantiles(times: list[float], start: float, total: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for pct in (10, 50, 90, 99):
-        n = -(-total * pct // 100)
-        if 0 < n <= len(times):
-            out[f"p{pct}"] = round(times[n - 1] - start, 4)
-    return out
-
-
-def _r(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)
 
 
 def run(w: Workload, *, wrap: Callable[[Callable[[], Any]], Any] | None = None) -> dict[str, Any]:

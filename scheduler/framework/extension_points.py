@@ -18,7 +18,13 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
-from scheduler.framework.node_table import BoolVector, FloatVector, IndexVector, NodeTable
+from scheduler.framework.node_table import (
+    BoolVector,
+    FloatVector,
+    IndexVector,
+    IntVector,
+    NodeTable,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -98,6 +104,18 @@ class RowFilter(Protocol):
         """Does row ``row`` pass the plugin's filter for ``task``? The same answer as the
         plugin's NodeFilter on that row, at the cost of one row: the preemption search
         asks it many times per candidate node."""
+        ...
+
+
+class RowShortfall(Protocol):
+    def __call__(self, task: TaskInfo, table: NodeTable, row: int, /) -> IntVector:
+        """What must at least be freed on row ``row``, per column of ``table``, before
+        ``task`` can pass the plugin's filter there (zeros when nothing).
+
+        A lower bound, never more than the filter asks: the preemption search skips a
+        node whose possible victims cannot free that much, and bounds from it how many
+        victims a node needs, to leave out nodes that cannot rank first.
+        """
         ...
 
 
@@ -190,6 +208,7 @@ class HookSet:
         self.job_enqueueable: list[Registration[JobEnqueueable]] = []
         self.node_filter: list[Registration[NodeFilter]] = []
         self.row_filter: list[Registration[RowFilter]] = []
+        self.row_shortfall: list[Registration[RowShortfall]] = []
         self.node_scorer: list[Registration[NodeScorer]] = []
         self.queue_allocatable: list[Registration[QueueAllocatable]] = []
         self.queue_overused: list[Registration[QueueOverused]] = []
@@ -231,6 +250,10 @@ class HookSet:
     def add_row_filter(self, fn: RowFilter) -> None:
         """The one-row form of this plugin's NodeFilter (optional; used by ``fits_on``)."""
         self.row_filter.append(self._reg(fn))
+
+    def add_row_shortfall(self, fn: RowShortfall) -> None:
+        """What this plugin's filter needs freed on one row (optional; used by preempt)."""
+        self.row_shortfall.append(self._reg(fn))
 
     def add_node_scorer(self, fn: NodeScorer, weight: float = 1.0) -> None:
         self.node_scorer.append(self._reg(fn, weight))

@@ -12,6 +12,7 @@ job enqueueable        per tier: any REJECT rejects; else any PERMIT permits and
                        are not asked; a tier of abstentions defers to the next; none: PERMIT
 node filter            every filter of every tier applies: a node passes only if none rejects;
                        for one node, a plugin's row filter stands for its node filter
+row shortfall          the largest of every plugin's, per column (none: zeros)
 node score             weighted sum of every scorer
 queue allocatable      all plugins must agree (none: True)
 queue overused         any plugin suffices (none: False)
@@ -41,7 +42,7 @@ from scheduler.framework.extension_points import (
     Rejection,
     Vote,
 )
-from scheduler.framework.node_table import FloatVector, IndexVector, NodeTable
+from scheduler.framework.node_table import FloatVector, IndexVector, IntVector, NodeTable
 
 T = TypeVar("T")
 
@@ -112,6 +113,14 @@ def passes_row(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> bo
         if any(bool(r.nodes[row]) for r in freg.hook(task, table)):
             return False
     return True
+
+
+def shortfall(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> IntVector:
+    """The room that must at least be freed on ``row`` for ``task``: every filter's, at most."""
+    out: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+    for reg in hooks.row_shortfall:
+        np.maximum(out, reg.hook(task, table, row), out=out)
+    return out
 
 
 def weighted_score(

@@ -324,6 +324,7 @@ class PredicatesPlugin:
                     self._place(task, node)
         hooks.add_node_filter(self.filter)
         hooks.add_row_filter(self.filter_row)
+        hooks.add_row_shortfall(self.shortfall_row)
         hooks.add_placement_handlers(self._place, self._unplace)
 
     def close(self, session: Session, /) -> None:
@@ -388,13 +389,18 @@ class PredicatesPlugin:
             check = self._resource_check(spec.request, table)
         if check.unknown:
             return False
-        free = table.idle[row, check.cols] - table.nominated[row, check.cols]
-        if table.count_releasing:
-            free = free + table.releasing[row, check.cols]
-        for other, (prio, vec) in table.nominations.get(row, {}).items():
-            if other == task.uid or prio < task.priority:
-                free = free + vec[check.cols]
-        return not bool((free < check.need).any())
+        return not bool((_free_row(task, table, row, check.cols) < check.need).any())
+
+    def shortfall_row(self, task: TaskInfo, table: NodeTable, row: int, /) -> IntVector:
+        """How much of each requested resource ``row`` lacks for ``task`` (the resource
+        check of :meth:`filter_row`); zeros elsewhere. The other checks (ports, affinity)
+        free no countable room, so they add nothing: a lower bound, as the hook asks."""
+        check = self._resources.get(task.spec.request)
+        if check is None:
+            check = self._resource_check(task.spec.request, table)
+        out: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+        out[check.cols] = np.maximum(check.need - _free_row(task, table, row, check.cols), 0)
+        return out
 
     def _explain(
         self,
@@ -638,3 +644,14 @@ class PredicatesPlugin:
                 rows = held[col.codes]
                 bad = rows if bad is None else bad | rows
         return bad
+
+
+def _free_row(task: TaskInfo, table: NodeTable, row: int, cols: IndexVector) -> IntVector:
+    """Room for ``task`` on one row in columns ``cols``: :meth:`NodeTable.free` on a row."""
+    free: IntVector = table.idle[row, cols] - table.nominated[row, cols]
+    if table.count_releasing:
+        free = free + table.releasing[row, cols]
+    for other, (prio, vec) in table.nominations.get(row, {}).items():
+        if other == task.uid or prio < task.priority:
+            free = free + vec[cols]
+    return free

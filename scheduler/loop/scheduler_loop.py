@@ -43,8 +43,9 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 log = get_logger("sluice.loop")
 
 BACKGROUND_SHARE = 1.0
-"""After a cycle woken at once, the event loop is left to background calls for this many
-times the cycle's duration (capped at the period) before the next cycle starts."""
+"""After a cycle, while background calls (binds, status writes) are queued or running,
+the event loop is left to them for up to this many times the cycle's duration (capped at
+the period) before the next cycle may start."""
 
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
@@ -155,15 +156,20 @@ class SchedulingLoop:
                     await anyio.sleep(0)  # let the calls this cycle submitted start
                     if should_stop(report):
                         break
-                if spent > 0 and self._wake.is_set():
+                period = self.config.schedule_period
+                share = min(BACKGROUND_SHARE * spent, period)
+                rest = 0.0
+                if share > 0 and self.binds.in_flight + self.writes.in_flight:
                     # A cycle holds the event loop; before the next one, leave it to the
-                    # background calls (binds, preemptions) for BACKGROUND_SHARE times as
-                    # long, so back-to-back wake-ups cannot starve them. On the virtual
-                    # clock a cycle takes no time, so simulations are unchanged.
-                    await self.ports.clock.sleep(
-                        min(BACKGROUND_SHARE * spent, self.config.schedule_period)
-                    )
-                with anyio.move_on_after(self.config.schedule_period):
+                    # background calls for up to BACKGROUND_SHARE times as long, or until
+                    # they are done, so wake-ups (which come as soon as the cycle yields)
+                    # cannot starve them. On the virtual clock a cycle takes no time, so
+                    # simulations are unchanged.
+                    with anyio.move_on_after(share):
+                        await self.binds.drain()
+                        await self.writes.drain()
+                    rest = self.ports.clock.now() - started - spent
+                with anyio.move_on_after(max(0.0, period - rest)):
                     await self._wake.wait()
             await self.binds.drain()
             await self.writes.drain()

@@ -1,0 +1,67 @@
+"""Fakes of the ports (scheduler.ports) for tests that drive the loop or the executor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from scheduler.api.errors import ApiError
+from scheduler.ports import Event, ObjectRef
+
+
+@dataclass
+class FakeCluster:
+    """Binder, Evictor, StatusWriter and EventRecorder in one, recording every call.
+
+    ``calls`` holds ``(call, pod name, payload)`` in the order the calls were made (when
+    they start). ``fail[(call, name)]`` is a list of exceptions raised by the next calls of
+    that kind on that pod, one each; ``always[(call, name)]`` is raised by every call.
+    ``latency[call]`` is slept on the virtual clock before each call of that kind, and
+    ``slow[(call, name)]`` before each call of that kind on that pod.
+    """
+
+    calls: list[tuple[str, str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    fail: dict[tuple[str, str], list[ApiError]] = field(default_factory=dict)
+    always: dict[tuple[str, str], ApiError] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
+    slow: dict[tuple[str, str], float] = field(default_factory=dict)
+    running: int = 0
+    most_running: int = 0
+
+    async def _call(self, call: str, ref: ObjectRef, payload: Any) -> None:
+        self.calls.append((call, ref.name, payload))
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            delay = self.slow.get((call, ref.name), self.latency.get(call, 0.0))
+            if delay:
+                await anyio.sleep(delay)
+            if (call, ref.name) in self.always:
+                raise self.always[(call, ref.name)]
+            pending = self.fail.get((call, ref.name))
+            if pending:
+                raise pending.pop(0)
+        finally:
+            self.running -= 1
+
+    async def bind(self, pod: ObjectRef, node: str, annotations: Mapping[str, str]) -> None:
+        await self._call("bind", pod, node)
+
+    async def evict(self, pod: ObjectRef, grace_period_seconds: int | None = None) -> None:
+        await self._call("evict", pod, grace_period_seconds)
+
+    async def patch_pod_status(self, pod: ObjectRef, patch: Mapping[str, Any]) -> None:
+        await self._call("patch", pod, dict(patch))
+
+    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+        await self._call("patch_status", ref, dict(status))
+
+    def record(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, name: str) -> list[tuple[str, Any]]:
+        return [(c, p) for c, n, p in self.calls if n == name]

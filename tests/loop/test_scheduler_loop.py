@@ -1,0 +1,87 @@
+"""SchedulingLoop.run: when the next cycle starts, on the virtual clock.
+
+A cycle holds the event loop, and wake-ups come as soon as it yields; the loop then
+leaves the event loop to queued background calls (binds, status writes) for up to
+BACKGROUND_SHARE times the cycle's duration, or until they are done. The cycles here are
+fakes that say how long they took (a clock skewed by their cost: decisions take no
+virtual time) and submit binds that take a given time.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from scheduler.app import builtin_registry
+from scheduler.config import SchedulerConfiguration
+from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, CycleReport, SchedulingLoop
+from scheduler.ports import ClusterPorts, ObjectRef
+from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from tests.builders import cache_with
+from tests.fakes import FakeCluster
+
+PERIOD = 1.0
+
+
+class SkewedClock(VirtualClock):
+    """Virtual time plus the time the fake cycles say they took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skew = 0.0
+
+    def now(self) -> float:
+        return super().now() + self.skew
+
+
+def gap_after_first_cycle(cost: float, binds: int, bind_seconds: float, woken: bool) -> float:
+    """Seconds from the end of a first cycle that took ``cost`` and submitted ``binds``
+    calls of ``bind_seconds`` each, to the start of the second."""
+    clock = SkewedClock()
+    cluster = FakeCluster(latency={"bind": bind_seconds})
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)
+    config = SchedulerConfiguration(actions=(), schedule_period=PERIOD)
+    loop = SchedulingLoop(cache_with(), builtin_registry().resolve(config), ports)
+    starts: list[float] = []
+
+    async def fake_cycle() -> CycleReport:
+        loop.cycles += 1
+        starts.append(clock.now())
+        clock.skew += cost
+        if loop.cycles == 1:
+            for i in range(binds):
+                ref = ObjectRef("Pod", "default", f"p{i}", f"default/p{i}")
+                loop.binds.submit(f"bind {i}", lambda ref=ref: cluster.bind(ref, "n", {}))
+        if woken:
+            loop.wake()
+        return CycleReport(loop.cycles, starts[-1])
+
+    loop.run_cycle = fake_cycle  # type: ignore[method-assign]
+
+    async def main() -> None:
+        await loop.run(should_stop=lambda report: report.number >= 2)
+
+    anyio.run(main, backend_options={"loop_factory": VirtualTimeLoop})
+    return round(starts[1] - (starts[0] + cost), 6)
+
+
+@pytest.mark.parametrize(
+    ("cost", "binds", "bind_seconds", "woken", "gap"),
+    [
+        # woken, nothing in the background: at once
+        (0.5, 0, 0.0, True, 0.0),
+        # woken with binds queued: until they are done (100 binds, 64 at once: 2 rounds)...
+        (0.5, 100, 0.1, True, 0.2),
+        # ...or for BACKGROUND_SHARE times the cycle's duration
+        (0.5, 10, 3.0, True, BACKGROUND_SHARE * 0.5),
+        # never longer than the period
+        (5.0, 10, 30.0, True, PERIOD),
+        # not woken: the period, counted from the end of the cycle, whatever ran meanwhile
+        (0.5, 0, 0.0, False, PERIOD),
+        (0.5, 10, 0.2, False, PERIOD),
+    ],
+)
+def test_when_the_next_cycle_starts(
+    cost: float, binds: int, bind_seconds: float, woken: bool, gap: float
+) -> None:
+    assert gap_after_first_cycle(cost, binds, bind_seconds, woken) == pytest.approx(gap)

@@ -243,9 +243,7 @@ class PreemptionExecutor:
         done: set[str] = set()
         try:
             await self._clear_lower_nominations(p)
-            for v in p.victims:
-                await self._evict(p, v)
-                done.add(v.uid)
+            await self._evict_all(p, done)
             await self._set_nomination(p.preemptor, p.node)
         except ApiError as exc:
             self._revert(p, done, exc)
@@ -272,6 +270,29 @@ class PreemptionExecutor:
             self.cache.forget_nomination(t.uid)
             with contextlib.suppress(NotFoundError):
                 await self.ports.status.patch_pod_status(_ref(t), {"nominatedNodeName": None})
+
+    async def _evict_all(self, p: Preemption, done: set[str]) -> None:
+        """Evict the victims of ``p`` at once (as kube-scheduler does), adding each one
+        evicted (or found gone) to ``done``. Every call runs to its end, so ``done`` is
+        exact; then the first failure, if any, is raised."""
+        failures: list[ApiError] = []
+
+        async def evict(victim: TaskInfo) -> None:
+            try:
+                await self._evict(p, victim)
+            except ApiError as exc:
+                failures.append(exc)
+            else:
+                done.add(victim.uid)
+
+        if len(p.victims) == 1:
+            await evict(p.victims[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for v in p.victims:
+                    tg.start_soon(evict, v, name=f"evict {v.key}")
+        if failures:
+            raise failures[0]
 
     async def _evict(self, p: Preemption, victim: TaskInfo) -> None:
         ref = _ref(victim)

@@ -348,6 +348,43 @@ def test_failure_of_the_second_delete_keeps_the_first_victim_releasing() -> None
     run(body, r)
 
 
+def test_victims_are_evicted_at_once() -> None:
+    """Each victim's calls run in order (condition, then delete); victims run side by side,
+    so a preemption's calls take one victim's time, not their sum."""
+    r = two_victims()
+
+    async def body(r: Rig) -> None:
+        r.cluster.latency.update({"patch": 1.0, "evict": 1.0})
+        await r.handle(r.preemption("high", "n1", "low-a", "low-b"))
+        await settle()
+        while r.executor.calls_in_flight:
+            await anyio.sleep(0.1)
+        assert now() == pytest.approx(3.0, abs=0.11)  # conditions, deletes, nomination
+        assert r.cluster.most_running == 2
+        for victim in ("low-a", "low-b"):
+            assert [c for c, _ in r.cluster.of(victim)] == ["patch", "evict"]
+        assert r.executions("success") == 1
+
+    run(body, r)
+
+
+def test_a_failed_first_victim_does_not_stop_the_second() -> None:
+    r = two_victims()
+
+    async def body(r: Rig) -> None:
+        r.cluster.always[("evict", "low-a")] = ServerError("boom")
+        await r.handle(r.preemption("high", "n1", "low-a", "low-b"))
+        await settle()
+        low_a, low_b = r.live("low-a"), r.live("low-b")
+        assert low_a is not None and low_b is not None
+        assert low_a.status is TaskStatus.RUNNING, "its delete failed: it holds its room"
+        assert low_b.status is TaskStatus.RELEASING, "its delete went through"
+        assert ("evict", None) in r.cluster.of("low-b")
+        assert r.executions("error") == 1
+
+    run(body, r)
+
+
 def test_only_the_first_delete_fails_then_the_retry_succeeds() -> None:
     """What ``--api-failures`` cannot say: the first delete fails, the next one works."""
     r = one_victim()

@@ -43,9 +43,9 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 log = get_logger("sluice.loop")
 
 BACKGROUND_SHARE = 1.0
-"""After a cycle, while background calls (binds, status writes) are queued or running,
-the event loop is left to them for up to this many times the cycle's duration (capped at
-the period) before the next cycle may start."""
+"""After a cycle, while background calls (binds, status writes, preemptions) are queued
+or running, the event loop is left to them for up to this many times the cycle's
+duration (capped at the period), or until they are done, before the next cycle starts."""
 
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
@@ -83,6 +83,8 @@ class PreemptionHandler(Protocol):
     @property
     def calls_in_flight(self) -> int: ...
 
+    async def calls_drained(self) -> None: ...
+
     def attach(self, tg: TaskGroup, /) -> None: ...
 
     async def handle(self, session: Session, effects: list[Effect], /) -> None: ...
@@ -116,6 +118,19 @@ class SchedulingLoop:
         """Background calls not finished yet."""
         busy = self.binds.in_flight + self.writes.in_flight
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
+
+    @property
+    def calls_in_flight(self) -> int:
+        """API calls queued or running in the background: binds, status writes, and the
+        preemptions' calls (not the gates waiting for deletions)."""
+        calls = self.binds.in_flight + self.writes.in_flight
+        return calls + (self.preemption.calls_in_flight if self.preemption is not None else 0)
+
+    async def _calls_drained(self) -> None:
+        await self.binds.drain()
+        await self.writes.drain()
+        if self.preemption is not None:
+            await self.preemption.calls_drained()
 
     def stop(self) -> None:
         """Finish the current cycle, hand on its effects, drain the pools and return."""
@@ -159,15 +174,14 @@ class SchedulingLoop:
                 period = self.config.schedule_period
                 share = min(BACKGROUND_SHARE * spent, period)
                 rest = 0.0
-                if share > 0 and self.binds.in_flight + self.writes.in_flight:
+                if share > 0 and self.calls_in_flight:
                     # A cycle holds the event loop; before the next one, leave it to the
                     # background calls for up to BACKGROUND_SHARE times as long, or until
                     # they are done, so wake-ups (which come as soon as the cycle yields)
                     # cannot starve them. On the virtual clock a cycle takes no time, so
                     # simulations are unchanged.
                     with anyio.move_on_after(share):
-                        await self.binds.drain()
-                        await self.writes.drain()
+                        await self._calls_drained()
                     rest = self.ports.clock.now() - started - spent
                 with anyio.move_on_after(max(0.0, period - rest)):
                     await self._wake.wait()
@@ -177,8 +191,8 @@ class SchedulingLoop:
                 # Let running preemption calls finish; gates still waiting for deletions
                 # are not API calls and end with the process.
                 with anyio.move_on_after(STOP_GRACE):
-                    while self.preemption is not None and self.preemption.calls_in_flight:
-                        await anyio.sleep(0.05)
+                    if self.preemption is not None:
+                        await self.preemption.calls_drained()
                 tg.cancel_scope.cancel()
 
     async def run_cycle(self) -> CycleReport:

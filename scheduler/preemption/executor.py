@@ -101,6 +101,8 @@ class PreemptionExecutor:
         self.gates: dict[str, Gate] = {}
         self._running = 0
         self._calling = 0
+        self._calls_done = anyio.Event()
+        self._calls_done.set()
         self.initial_backoff = 1.0
         self.max_backoff = 60.0
         self._backoffs: dict[str, float] = {}
@@ -230,13 +232,22 @@ class PreemptionExecutor:
         """Preemptions whose API calls are running now (what a clean shutdown waits for)."""
         return self._calling
 
+    async def calls_drained(self) -> None:
+        """Return once no preemption's API calls are running (at once if none are)."""
+        while self._calling:
+            await self._calls_done.wait()
+
     async def _calls(self, p: Preemption) -> bool:
         """The API calls of one preemption. True when all succeeded."""
         self._calling += 1
+        if self._calls_done.is_set():
+            self._calls_done = anyio.Event()
         try:
             return await self._make_calls(p)
         finally:
             self._calling -= 1
+            if self._calling == 0:
+                self._calls_done.set()
 
     async def _make_calls(self, p: Preemption) -> bool:
         t0 = time.perf_counter()

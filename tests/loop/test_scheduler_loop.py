@@ -4,16 +4,21 @@ A cycle holds the event loop, and wake-ups come as soon as it yields; the loop t
 leaves the event loop to queued background calls (binds, status writes) for up to
 BACKGROUND_SHARE times the cycle's duration, or until they are done. The cycles here are
 fakes that say how long they took (a clock skewed by their cost: decisions take no
-virtual time) and submit binds that take a given time.
+virtual time) and submit binds, or start preemption calls, that take a given time.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
+from scheduler.framework.effects import Effect
+from scheduler.framework.session import Session
 from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
@@ -34,14 +39,52 @@ class SkewedClock(VirtualClock):
         return super().now() + self.skew
 
 
-def gap_after_first_cycle(cost: float, binds: int, bind_seconds: float, woken: bool) -> float:
-    """Seconds from the end of a first cycle that took ``cost`` and submitted ``binds``
-    calls of ``bind_seconds`` each, to the start of the second."""
+class FakePreemption:
+    """A PreemptionHandler whose calls, started by :meth:`start`, take ``seconds``."""
+
+    def __init__(self) -> None:
+        self.calls_in_flight = 0
+        self._tg: TaskGroup | None = None
+        self._done = anyio.Event()
+
+    @property
+    def in_flight(self) -> int:
+        return self.calls_in_flight
+
+    def attach(self, tg: TaskGroup) -> None:
+        self._tg = tg
+
+    async def handle(self, session: Session, effects: list[Effect]) -> None:
+        raise AssertionError("not used")
+
+    def start(self, seconds: float) -> None:
+        async def calls() -> None:
+            await anyio.sleep(seconds)
+            self.calls_in_flight = 0
+            self._done.set()
+
+        assert self._tg is not None
+        self.calls_in_flight = 1
+        self._tg.start_soon(calls)
+
+    async def calls_drained(self) -> None:
+        if self.calls_in_flight:
+            await self._done.wait()
+
+
+def gap_after_first_cycle(
+    cost: float, binds: int, bind_seconds: float, woken: bool, preemption_seconds: float = 0.0
+) -> float:
+    """Seconds from the end of a first cycle that took ``cost``, submitted ``binds`` calls
+    of ``bind_seconds`` each and (if ``preemption_seconds``) started a preemption whose
+    calls take that long, to the start of the second."""
     clock = SkewedClock()
     cluster = FakeCluster(latency={"bind": bind_seconds})
     ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)
     config = SchedulerConfiguration(actions=(), schedule_period=PERIOD)
     loop = SchedulingLoop(cache_with(), builtin_registry().resolve(config), ports)
+    preemption = FakePreemption()
+    loop.preemption = preemption
     starts: list[float] = []
 
     async def fake_cycle() -> CycleReport:
@@ -51,7 +94,9 @@ def gap_after_first_cycle(cost: float, binds: int, bind_seconds: float, woken: b
         if loop.cycles == 1:
             for i in range(binds):
                 ref = ObjectRef("Pod", "default", f"p{i}", f"default/p{i}")
-                loop.binds.submit(f"bind {i}", lambda ref=ref: cluster.bind(ref, "n", {}))
+                loop.binds.submit(f"bind {i}", partial(cluster.bind, ref, "n", {}))
+            if preemption_seconds:
+                preemption.start(preemption_seconds)
         if woken:
             loop.wake()
         return CycleReport(loop.cycles, starts[-1])
@@ -63,6 +108,12 @@ def gap_after_first_cycle(cost: float, binds: int, bind_seconds: float, woken: b
 
     anyio.run(main, backend_options={"loop_factory": VirtualTimeLoop})
     return round(starts[1] - (starts[0] + cost), 6)
+
+
+def test_preemption_calls_count_as_background_calls() -> None:
+    assert gap_after_first_cycle(0.5, 0, 0.0, True, preemption_seconds=0.3) == 0.3
+    assert gap_after_first_cycle(0.5, 0, 0.0, True, preemption_seconds=9.0) == 0.5
+    assert gap_after_first_cycle(0.5, 100, 0.1, True, preemption_seconds=0.3) == 0.3
 
 
 @pytest.mark.parametrize(

@@ -97,10 +97,6 @@ KUBE_SHAPES: dict[str, dict[str, int]] = {
     "async": {"nodes": 5000, "running": 20000, "pods": 5000},
 }
 """scheduler_perf's sizes (``misc/performance-config.yaml``); ``scaled_from`` when not."""
-ASYNC_SCALED = {"nodes": 2500, "running": 10000, "pods": 2500}
-"""PreemptionAsync's default sizes: kube's halved. At full size (``--nodes 5000 --running
-20000 --pods 5000``) a run with the gate on took about 7 minutes on 2 cores (the loop does
-not keep up with the churn, so the longer it runs the more preemptors pile up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +138,9 @@ WORKLOADS: dict[str, PreemptionWorkload] = {
     **_pair(
         "async",
         "PreemptionAsync",
-        "2,500 nodes, 10,000 low-priority pods of 900m, a priority-10 pod asking 3 CPU "
-        "every 200 ms, 2,500 default pods of 100m measured (kube's 5000Nodes halved); "
-        "every API call 20 ms",
-        **ASYNC_SCALED,
+        "5,000 nodes, 20,000 low-priority pods of 900m, a priority-10 pod asking 3 CPU "
+        "every 200 ms, 5,000 default pods of 100m measured; every API call 20 ms",
+        **KUBE_SHAPES["async"],
     ),
 }
 

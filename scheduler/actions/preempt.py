@@ -274,13 +274,7 @@ class PreemptAction:
         self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo, fit: Fit
     ) -> Candidate | None:
         """The best-ranked candidate, by branch and bound over :func:`rank_bound`."""
-        bounded: list[tuple[RankKey, NodeInfo, list[TaskInfo]]] = []
-        for row in self._candidate_rows(session, fit):
-            node = session.table.nodes[row]
-            possible = self._possible_victims(session, task, node)
-            bound = self._bound(session, task, node, possible)
-            if bound is not None:
-                bounded.append((bound, node, possible))
+        bounded = self._bounded(session, task, self._candidate_rows(session, fit))
         bounded.sort(key=lambda b: b[0])
         best: Candidate | None = None
         best_rank: RankKey | None = None
@@ -295,18 +289,27 @@ class PreemptAction:
                 best, best_rank = cand, rank
         return best
 
-    @staticmethod
-    def _bound(
-        session: Session, task: TaskInfo, node: NodeInfo, possible: list[TaskInfo]
-    ) -> RankKey | None:
-        """:func:`rank_bound` of ``node``, with what it lacks for ``task`` as the
-        simulation counts it (releasing room free)."""
-        if not possible:
-            return None
-        room = [session.table.request(t.request).tolist() for t in possible]
+    def _bounded(
+        self, session: Session, task: TaskInfo, rows: list[int]
+    ) -> list[tuple[RankKey, NodeInfo, list[TaskInfo]]]:
+        """(:func:`rank_bound`, node, possible victims) of each of ``rows`` that may take
+        ``task`` by preemption, with what each lacks as the simulation counts it
+        (releasing room free)."""
+        table = session.table
+        nodes = [table.nodes[row] for row in rows]
+        possible = [self._possible_victims(session, task, node) for node in nodes]
+        with_victims = [i for i, p in enumerate(possible) if p]
+        if not with_victims:
+            return []
         with session.counting_releasing():
-            need = session.shortfall(task, node.name).tolist()
-        return rank_bound(node.name, possible, room, need)
+            lacking = session.shortfall(task, np.array([rows[i] for i in with_victims]))
+        out = []
+        for i, need in zip(with_victims, lacking.tolist(), strict=True):
+            room = [table.amounts(t.request) for t in possible[i]]
+            bound = rank_bound(nodes[i].name, possible[i], room, need)
+            if bound is not None:
+                out.append((bound, nodes[i], possible[i]))
+        return out
 
     def _possible_victims(self, session: Session, task: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         job = session.jobs.get(task.job_id)

@@ -22,7 +22,7 @@ from scheduler.framework.node_table import (
     BoolVector,
     FloatVector,
     IndexVector,
-    IntVector,
+    IntMatrix,
     NodeTable,
 )
 
@@ -107,10 +107,11 @@ class RowFilter(Protocol):
         ...
 
 
-class RowShortfall(Protocol):
-    def __call__(self, task: TaskInfo, table: NodeTable, row: int, /) -> IntVector:
-        """What must at least be freed on row ``row``, per column of ``table``, before
-        ``task`` can pass the plugin's filter there (zeros when nothing).
+class Shortfall(Protocol):
+    def __call__(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> IntMatrix:
+        """What must at least be freed on each of ``rows`` (one row of the result per
+        row, one column per column of ``table``) before ``task`` can pass the plugin's
+        filter there (zeros when nothing).
 
         A lower bound, never more than the filter asks: the preemption search skips a
         node whose possible victims cannot free that much, and bounds from it how many
@@ -208,7 +209,7 @@ class HookSet:
         self.job_enqueueable: list[Registration[JobEnqueueable]] = []
         self.node_filter: list[Registration[NodeFilter]] = []
         self.row_filter: list[Registration[RowFilter]] = []
-        self.row_shortfall: list[Registration[RowShortfall]] = []
+        self.shortfall: list[Registration[Shortfall]] = []
         self.node_scorer: list[Registration[NodeScorer]] = []
         self.queue_allocatable: list[Registration[QueueAllocatable]] = []
         self.queue_overused: list[Registration[QueueOverused]] = []
@@ -251,9 +252,9 @@ class HookSet:
         """The one-row form of this plugin's NodeFilter (optional; used by ``fits_on``)."""
         self.row_filter.append(self._reg(fn))
 
-    def add_row_shortfall(self, fn: RowShortfall) -> None:
-        """What this plugin's filter needs freed on one row (optional; used by preempt)."""
-        self.row_shortfall.append(self._reg(fn))
+    def add_shortfall(self, fn: Shortfall) -> None:
+        """What this plugin's filter needs freed on given rows (optional; used by preempt)."""
+        self.shortfall.append(self._reg(fn))
 
     def add_node_scorer(self, fn: NodeScorer, weight: float = 1.0) -> None:
         self.node_scorer.append(self._reg(fn, weight))

@@ -37,6 +37,7 @@ class NodeTable:
         self.nodes: tuple[NodeInfo, ...] = tuple(nodes)
         self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self._vectors: dict[Resource, IntVector] = {}
+        self._amounts: dict[Resource, tuple[int, ...]] = {}
         self.count_releasing = False
         """While True, room held by releasing tasks counts as free (preemption's view)."""
         self.nominations: dict[int, dict[str, tuple[int, IntVector]]] = {}
@@ -81,6 +82,13 @@ class NodeTable:
             v.flags.writeable = False
             self._vectors[res] = v
         return v
+
+    def amounts(self, res: Resource) -> tuple[int, ...]:
+        """:meth:`request` as a tuple of ints (cached): for loops in Python."""
+        out = self._amounts.get(res)
+        if out is None:
+            out = self._amounts[res] = tuple(self.request(res).tolist())
+        return out
 
     def free(self, priority: int, uid: str, cols: IntVector | slice) -> IntMatrix:
         """Room for a task of ``priority`` (uid ``uid``) on every row, in columns ``cols``.

@@ -24,7 +24,7 @@ from scheduler.framework import tiers
 from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import HookSet, Plugin
 from scheduler.framework.fit import Fit
-from scheduler.framework.node_table import IntVector, NodeTable
+from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.statement import Statement
 
@@ -135,10 +135,10 @@ class Session:
         """Does ``task`` pass every filter on ``node``?"""
         return tiers.passes_row(self.hooks, task, self.table, self.table.row[node])
 
-    def shortfall(self, task: TaskInfo, node: str) -> IntVector:
-        """Room that must at least be freed on ``node`` (per table column) before ``task``
-        can fit there: a lower bound from the filters, for the preemption search."""
-        return tiers.shortfall(self.hooks, task, self.table, self.table.row[node])
+    def shortfall(self, task: TaskInfo, rows: IndexVector) -> IntMatrix:
+        """Room that must at least be freed on each of ``rows`` (per table column) before
+        ``task`` can fit there: a lower bound from the filters, for the preemption search."""
+        return tiers.shortfall(self.hooks, task, self.table, rows)
 
     @contextmanager
     def counting_releasing(self) -> Iterator[None]:

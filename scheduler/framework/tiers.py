@@ -12,7 +12,7 @@ job enqueueable        per tier: any REJECT rejects; else any PERMIT permits and
                        are not asked; a tier of abstentions defers to the next; none: PERMIT
 node filter            every filter of every tier applies: a node passes only if none rejects;
                        for one node, a plugin's row filter stands for its node filter
-row shortfall          the largest of every plugin's, per column (none: zeros)
+shortfall              the largest of every plugin's, per row and column (none: zeros)
 node score             weighted sum of every scorer
 queue allocatable      all plugins must agree (none: True)
 queue overused         any plugin suffices (none: False)
@@ -42,7 +42,7 @@ from scheduler.framework.extension_points import (
     Rejection,
     Vote,
 )
-from scheduler.framework.node_table import FloatVector, IndexVector, IntVector, NodeTable
+from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, NodeTable
 
 T = TypeVar("T")
 
@@ -115,11 +115,12 @@ def passes_row(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> bo
     return True
 
 
-def shortfall(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> IntVector:
-    """The room that must at least be freed on ``row`` for ``task``: every filter's, at most."""
-    out: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-    for reg in hooks.row_shortfall:
-        np.maximum(out, reg.hook(task, table, row), out=out)
+def shortfall(hooks: HookSet, task: TaskInfo, table: NodeTable, rows: IndexVector) -> IntMatrix:
+    """The room that must at least be freed on each of ``rows`` for ``task``: the largest
+    any filter asks."""
+    out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
+    for reg in hooks.shortfall:
+        np.maximum(out, reg.hook(task, table, rows), out=out)
     return out
 
 

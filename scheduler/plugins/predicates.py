@@ -56,7 +56,13 @@ from scheduler.api.resource import PODS, Resource
 from scheduler.api.selectors import LabelSelector, Requirement
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import HookSet, Rejection
-from scheduler.framework.node_table import BoolVector, IndexVector, IntVector, NodeTable
+from scheduler.framework.node_table import (
+    BoolVector,
+    IndexVector,
+    IntMatrix,
+    IntVector,
+    NodeTable,
+)
 from scheduler.framework.session import HELD
 
 if TYPE_CHECKING:
@@ -324,7 +330,7 @@ class PredicatesPlugin:
                     self._place(task, node)
         hooks.add_node_filter(self.filter)
         hooks.add_row_filter(self.filter_row)
-        hooks.add_row_shortfall(self.shortfall_row)
+        hooks.add_shortfall(self.shortfall)
         hooks.add_placement_handlers(self._place, self._unplace)
 
     def close(self, session: Session, /) -> None:
@@ -391,15 +397,24 @@ class PredicatesPlugin:
             return False
         return not bool((_free_row(task, table, row, check.cols) < check.need).any())
 
-    def shortfall_row(self, task: TaskInfo, table: NodeTable, row: int, /) -> IntVector:
-        """How much of each requested resource ``row`` lacks for ``task`` (the resource
-        check of :meth:`filter_row`); zeros elsewhere. The other checks (ports, affinity)
-        free no countable room, so they add nothing: a lower bound, as the hook asks."""
+    def shortfall(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> IntMatrix:
+        """How much of each requested resource each of ``rows`` lacks for ``task`` (the
+        resource check of :meth:`filter`); zeros elsewhere. The other checks (ports,
+        affinity) free no countable room, so they add nothing: a lower bound, as the hook
+        asks."""
         check = self._resources.get(task.spec.request)
         if check is None:
             check = self._resource_check(task.spec.request, table)
-        out: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-        out[check.cols] = np.maximum(check.need - _free_row(task, table, row, check.cols), 0)
+        cols = check.cols
+        free: IntMatrix = table.idle[np.ix_(rows, cols)] - table.nominated[np.ix_(rows, cols)]
+        if table.count_releasing:
+            free += table.releasing[np.ix_(rows, cols)]
+        for i, row in enumerate(rows.tolist()):
+            for other, (prio, vec) in table.nominations.get(row, {}).items():
+                if other == task.uid or prio < task.priority:
+                    free[i] += vec[cols]
+        out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
+        out[:, cols] = np.maximum(check.need - free, 0)
         return out
 
     def _explain(

@@ -115,12 +115,14 @@ def _search(session: Session) -> tuple[Candidate | None, list[tuple[Any, Candida
     every = []
     with session.statement() as stmt:
         chosen = action._best_candidate(session, stmt, queue, task, fit)
-        for row in action._candidate_rows(session, fit):
+        rows = action._candidate_rows(session, fit)
+        bounds = {n.name: bound for bound, n, _ in action._bounded(session, task, rows)}
+        for row in rows:
             n = session.table.nodes[row]
             possible = action._possible_victims(session, task, n)
             cand = action._simulate(session, stmt, queue, task, n, possible) if possible else None
             if cand is not None:
-                every.append((action._bound(session, task, n, possible), cand))
+                every.append((bounds.get(n.name), cand))
     return chosen, every
 
 

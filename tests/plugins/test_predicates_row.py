@@ -1,7 +1,9 @@
-"""The one-row form of the predicates filter agrees with the full form on every row."""
+"""The one-row form of the predicates filter agrees with the full form on every row, and
+its shortfall is what the resource check lacks."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +51,30 @@ def test_row_filter_matches_the_full_filter(
     feasible = session.fit(task).feasible
     for row in range(len(session.table)):
         assert tiers.passes_row(session.hooks, task, session.table, row) == bool(feasible[row])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.lists(st.sampled_from(["1", "2", "4"]), min_size=1, max_size=5),
+    running=st.lists(st.tuples(st.integers(0, 4), CPUS), max_size=6),
+    want=CPUS,
+    releasing=st.booleans(),
+)
+def test_shortfall_is_what_the_resource_check_lacks(
+    nodes: list[str], running: list[tuple[int, str]], want: str, releasing: bool
+) -> None:
+    """Zero exactly where the task fits; elsewhere, freeing that much makes it fit."""
+    node_objs = [node(f"n{i}", cpu=cpu) for i, cpu in enumerate(nodes)]
+    pods = [pod(f"r{j}", cpu=c, node=f"n{i % len(nodes)}") for j, (i, c) in enumerate(running)]
+    pods.append(pod("new", cpu=want, priority=5))
+    session = session_with(node_objs, pods, [PluginConfig("predicates")])
+    task = task_of(session, "new")
+    table = session.table
+    table.count_releasing = releasing
+    rows = np.arange(len(table))
+    lacking = session.shortfall(task, rows)
+    feasible = session.fit(task).feasible
+    for row in rows:
+        assert (not lacking[row].any()) == bool(feasible[row])
+        table.idle[row] += lacking[row]
+        assert tiers.passes_row(session.hooks, task, table, int(row))

@@ -256,7 +256,11 @@ class PreemptionExecutor:
             await self._clear_lower_nominations(p)
             await self._evict_all(p, done)
             await self._set_nomination(p.preemptor, p.node)
-        except ApiError as exc:
+        except Exception as exc:
+            # An ApiError is expected; anything else is a bug, logged with its traceback,
+            # and handled the same way so that no gate stays closed for it.
+            if not isinstance(exc, ApiError):
+                log.error("preemption calls crashed", pod=p.preemptor.key, exc_info=exc)
             self._revert(p, done, exc)
             self.metrics.preemption_executions.labels("error").inc()
             self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
@@ -356,7 +360,7 @@ class PreemptionExecutor:
         with contextlib.suppress(NotFoundError):
             await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
 
-    def _revert(self, p: Preemption, done: set[str], exc: ApiError) -> None:
+    def _revert(self, p: Preemption, done: set[str], exc: Exception) -> None:
         self.metrics.api_errors.labels("preemption").inc()
         log.warning(
             "preemption failed; nomination reverted",

@@ -385,6 +385,34 @@ def test_a_failed_first_victim_does_not_stop_the_second() -> None:
     run(body, r)
 
 
+def test_a_crash_in_the_calls_is_handled_as_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in a call (not an ApiError) reverts and opens the gate like a failed call; the
+    task group that owns the executor carries on."""
+    r = two_victims()
+
+    async def broken(pod: ObjectRef, grace_period_seconds: int | None = None) -> None:
+        if pod.name == "low-b":
+            raise RuntimeError("bug")
+
+    monkeypatch.setattr(r.cluster, "evict", broken)
+
+    async def body(r: Rig) -> None:
+        await r.handle(r.preemption("high", "n1", "low-a", "low-b"))
+        await settle()
+        low_a, low_b, high = r.live("low-a"), r.live("low-b"), r.live("high")
+        assert low_a is not None and low_b is not None and high is not None
+        assert low_a.status is TaskStatus.RELEASING
+        assert low_b.status is TaskStatus.RUNNING
+        assert high.status is TaskStatus.PENDING
+        assert not r.gated("high")
+        assert r.executions("error") == 1
+        assert r.executor.calls_in_flight == 0
+
+    run(body, r)
+
+
 def test_only_the_first_delete_fails_then_the_retry_succeeds() -> None:
     """What ``--api-failures`` cannot say: the first delete fails, the next one works."""
     r = one_victim()

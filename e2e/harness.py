@@ -957,9 +957,9 @@ class Cluster:
         node_selector: Mapping[str, str] = (),
         scheduler_name: str | None = None,
     ) -> dict[str, Any]:
-        """A pod for this run. ``priority`` is (PriorityClass name, its value): both are
-        written, as the Priority admission plugin of a real API server would (the
-        emulator has no admission plugins, and a real server accepts the equal value)."""
+        """A pod for this run. ``priority`` is (PriorityClass name, its value): the name is
+        written, and the API server's Priority admission (the emulator's too) sets the
+        value."""
         meta_labels = {RUN_LABEL: self.run_id, **dict(labels)}
         if group:
             meta_labels[POD_GROUP_LABEL] = group
@@ -979,7 +979,7 @@ class Cluster:
             ],
         }
         if priority is not None:
-            spec["priorityClassName"], spec["priority"] = priority
+            spec["priorityClassName"] = priority[0]
         return {
             "apiVersion": "v1",
             "kind": "Pod",

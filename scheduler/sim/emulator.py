@@ -23,7 +23,9 @@ Served (see :data:`BUILTIN_RESOURCES` and the CRD catalog):
   event carrying a 410 ``Expired`` Status, as the API server does), create, update (PUT),
   patch (merge, strategic merge, RFC 6902 JSON patch), delete (``DeleteOptions`` in the
   body or query: grace period, uid and resourceVersion preconditions), deletecollection;
-* ``Table`` responses (``Accept: ...;as=Table``) so that ``kubectl get`` prints columns.
+* ``Table`` responses (``Accept: ...;as=Table``) so that ``kubectl get`` prints columns;
+* the Priority admission of pods on creation (:mod:`.admission`): ``spec.priority`` from
+  the PriorityClass, 403 Forbidden for an unknown class or a contradicting priority.
 
 Every :class:`~scheduler.api.errors.ApiError` becomes a Kubernetes ``Status`` with the
 matching HTTP code. Not served: protobuf, server-side apply, dry run, authentication and
@@ -71,6 +73,7 @@ from scheduler.api.errors import (
 )
 from scheduler.api.openapi import CrdCatalog, CrdInfo, load_crds
 from scheduler.api.selectors import LabelSelector, Requirement
+from scheduler.sim.admission import AdmissionError, admit_pod_priority
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 from scheduler.sim.store import ApiObject, ObjectStore, WatchEvent, parse_rfc3339
 
@@ -1376,6 +1379,13 @@ class ApiEmulator:
 
     def _create(self, t: _Target, body: dict[str, Any]) -> web.StreamResponse:
         obj = self._incoming(t, body)
+        if t.res.kind == "Pod" and not t.sub:
+            classes, _ = self.store.list("PriorityClass")
+            try:
+                obj = admit_pod_priority(obj, classes)
+            except AdmissionError as exc:
+                name = (obj.get("metadata") or {}).get("name", "")
+                raise _HttpError(403, "Forbidden", f'pods "{name}" is forbidden: {exc}') from exc
         created = self.store.create(self._unview(t.res, self._admit(t.res, obj)))
         return _json_response(201, self._view(t.res, created))
 

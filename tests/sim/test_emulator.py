@@ -127,6 +127,35 @@ async def test_discovery_lists_groups_resources_and_subresources(cluster: Cluste
     assert "topologies/status" in crds
 
 
+async def test_pods_get_their_priority_from_the_priority_class(cluster: Cluster) -> None:
+    cluster.store.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        }
+    )
+    core = cluster.core
+    created = await core.create_namespaced_pod(
+        "default",
+        {**pod("a"), "spec": {**pod("a")["spec"], "priorityClassName": "high"}},
+        _request_timeout=TIMEOUT,
+    )
+    assert created.spec.priority == 1000
+    plain = await core.create_namespaced_pod("default", pod("b"), _request_timeout=TIMEOUT)
+    assert plain.spec.priority == 0
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod(
+            "default",
+            {**pod("c"), "spec": {**pod("c")["spec"], "priorityClassName": "nope"}},
+            _request_timeout=TIMEOUT,
+        )
+    status = body_of(err.value)
+    assert (err.value.status, status["reason"]) == (403, "Forbidden")
+    assert status["message"] == 'pods "c" is forbidden: no PriorityClass with name nope was found'
+
+
 # --------------------------------------------------------------------------- reads
 
 

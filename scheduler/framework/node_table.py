@@ -90,21 +90,53 @@ class NodeTable:
             out = self._amounts[res] = tuple(self.request(res).tolist())
         return out
 
-    def free(self, priority: int, uid: str, cols: IntVector | slice) -> IntMatrix:
-        """Room for a task of ``priority`` (uid ``uid``) on every row, in columns ``cols``.
+    def free(
+        self, priority: int, uid: str, cols: IntVector | slice, rows: IndexVector | None = None
+    ) -> IntMatrix:
+        """Room for a task of ``priority`` (uid ``uid``) on every row (or on ``rows``, in
+        their order), in columns ``cols``.
 
         ``idle`` less what is nominated to the node, except nominations of lower priority
         and the task's own (KEP-4832: a nominated pod keeps its room from pods of equal or
         lower priority only); plus releasing room when :attr:`count_releasing` is set.
         """
-        free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
+        if rows is None:
+            free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
+            if self.count_releasing:
+                free += self.releasing[:, cols]
+            for row, noms in self.nominations.items():
+                free[row] += self._yielded(noms, priority, uid, cols)
+            return free
+        free = self.idle[rows][:, cols] - self.nominated[rows][:, cols]
         if self.count_releasing:
-            free += self.releasing[:, cols]
-        for row, noms in self.nominations.items():
-            for other, (prio, vec) in noms.items():
-                if other == uid or prio < priority:
-                    free[row] += vec[cols]
+            free += self.releasing[rows][:, cols]
+        for i, row in enumerate(rows.tolist()):
+            on_row = self.nominations.get(row)
+            if on_row:
+                free[i] += self._yielded(on_row, priority, uid, cols)
         return free
+
+    def free_row(self, priority: int, uid: str, row: int, cols: IntVector) -> IntVector:
+        """:meth:`free` of one row, at the cost of one row."""
+        free: IntVector = self.idle[row, cols] - self.nominated[row, cols]
+        if self.count_releasing:
+            free = free + self.releasing[row, cols]
+        noms = self.nominations.get(row)
+        if noms:
+            free = free + self._yielded(noms, priority, uid, cols)
+        return free
+
+    @staticmethod
+    def _yielded(
+        noms: dict[str, tuple[int, IntVector]], priority: int, uid: str, cols: IntVector | slice
+    ) -> IntVector | int:
+        """Room nominated on one row that a task of ``priority`` (uid ``uid``) may take:
+        the nominations of lower priority, and its own."""
+        out: IntVector | int = 0
+        for other, (prio, vec) in noms.items():
+            if other == uid or prio < priority:
+                out = out + vec[cols]
+        return out
 
     def shift(
         self,

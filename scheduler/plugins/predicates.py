@@ -395,7 +395,8 @@ class PredicatesPlugin:
             check = self._resource_check(spec.request, table)
         if check.unknown:
             return False
-        return not bool((_free_row(task, table, row, check.cols) < check.need).any())
+        free = table.free_row(task.priority, task.uid, row, check.cols)
+        return not bool((free < check.need).any())
 
     def shortfall(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> IntMatrix:
         """How much of each requested resource each of ``rows`` lacks for ``task`` (the
@@ -405,16 +406,9 @@ class PredicatesPlugin:
         check = self._resources.get(task.spec.request)
         if check is None:
             check = self._resource_check(task.spec.request, table)
-        cols = check.cols
-        free: IntMatrix = table.idle[np.ix_(rows, cols)] - table.nominated[np.ix_(rows, cols)]
-        if table.count_releasing:
-            free += table.releasing[np.ix_(rows, cols)]
-        for i, row in enumerate(rows.tolist()):
-            for other, (prio, vec) in table.nominations.get(row, {}).items():
-                if other == task.uid or prio < task.priority:
-                    free[i] += vec[cols]
+        free = table.free(task.priority, task.uid, check.cols, rows)
         out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
-        out[:, cols] = np.maximum(check.need - free, 0)
+        out[:, check.cols] = np.maximum(check.need - free, 0)
         return out
 
     def _explain(
@@ -659,14 +653,3 @@ class PredicatesPlugin:
                 rows = held[col.codes]
                 bad = rows if bad is None else bad | rows
         return bad
-
-
-def _free_row(task: TaskInfo, table: NodeTable, row: int, cols: IndexVector) -> IntVector:
-    """Room for ``task`` on one row in columns ``cols``: :meth:`NodeTable.free` on a row."""
-    free: IntVector = table.idle[row, cols] - table.nominated[row, cols]
-    if table.count_releasing:
-        free = free + table.releasing[row, cols]
-    for other, (prio, vec) in table.nominations.get(row, {}).items():
-        if other == task.uid or prio < task.priority:
-            free = free + vec[cols]
-    return free

@@ -105,15 +105,18 @@ class NodeTable:
             if self.count_releasing:
                 free += self.releasing[:, cols]
             for row, noms in self.nominations.items():
-                free[row] += self._yielded(noms, priority, uid, cols)
+                yielded = self._yielded(noms, priority, uid, cols)
+                if yielded is not None:
+                    free[row] += yielded
             return free
         free = self.idle[rows][:, cols] - self.nominated[rows][:, cols]
         if self.count_releasing:
             free += self.releasing[rows][:, cols]
         for i, row in enumerate(rows.tolist()):
             on_row = self.nominations.get(row)
-            if on_row:
-                free[i] += self._yielded(on_row, priority, uid, cols)
+            yielded = self._yielded(on_row, priority, uid, cols) if on_row else None
+            if yielded is not None:
+                free[i] += yielded
         return free
 
     def free_row(self, priority: int, uid: str, row: int, cols: IntVector) -> IntVector:
@@ -121,21 +124,22 @@ class NodeTable:
         free: IntVector = self.idle[row, cols] - self.nominated[row, cols]
         if self.count_releasing:
             free = free + self.releasing[row, cols]
-        noms = self.nominations.get(row)
-        if noms:
-            free = free + self._yielded(noms, priority, uid, cols)
+        on_row = self.nominations.get(row)
+        yielded = self._yielded(on_row, priority, uid, cols) if on_row else None
+        if yielded is not None:
+            free = free + yielded
         return free
 
     @staticmethod
     def _yielded(
         noms: dict[str, tuple[int, IntVector]], priority: int, uid: str, cols: IntVector | slice
-    ) -> IntVector | int:
+    ) -> IntVector | None:
         """Room nominated on one row that a task of ``priority`` (uid ``uid``) may take:
-        the nominations of lower priority, and its own."""
-        out: IntVector | int = 0
+        the nominations of lower priority, and its own. None when there is none."""
+        out: IntVector | None = None
         for other, (prio, vec) in noms.items():
             if other == uid or prio < priority:
-                out = out + vec[cols]
+                out = vec[cols] if out is None else out + vec[cols]
         return out
 
     def shift(

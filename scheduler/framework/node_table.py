@@ -142,22 +142,6 @@ class NodeTable:
                 out = vec[cols] if out is None else out + vec[cols]
         return out
 
-    def shift(
-        self,
-        node: str,
-        idle_delta: IntVector | None = None,
-        nominated_delta: IntVector | None = None,
-        releasing_delta: IntVector | None = None,
-    ) -> None:
-        """Add deltas to a row: the fast path of a placement whose vector is known."""
-        i = self.row[node]
-        if idle_delta is not None:
-            self.idle[i] += idle_delta
-        if nominated_delta is not None:
-            self.nominated[i] += nominated_delta
-        if releasing_delta is not None:
-            self.releasing[i] += releasing_delta
-
     def nominate(self, node: str, uid: str, priority: int, vec: IntVector, add: bool) -> None:
         """Record (or drop) a task nominated to ``node``; keeps :attr:`nominated` in step."""
         i = self.row[node]

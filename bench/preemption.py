@@ -56,6 +56,7 @@ from bench.workloads import (
     node,
     peak_rss_mb,
     source_revision,
+    throughput,
 )
 from scheduler import app
 from scheduler.api import labels as L
@@ -449,17 +450,7 @@ def _figures(
         "pods": w.pods,
         "running_pods": w.running,
         "scaled_from": None if here == kube else kube,
-        "bound": meter.bound,
-        "unbound": w.pods - meter.bound,
-        "bind_failures": meter.bind_failures,
-        "seconds": _r(seconds),
-        "pods_per_second": _r(meter.bound / seconds, 1) if seconds else None,
-        "cpu_seconds": _r(cpu),
-        "pods_per_cpu_second": _r(meter.bound / cpu, 1) if cpu else None,
-        "interval": (
-            "from the moment the last measured pod is in the cluster (store and scheduler "
-            "cache) until the last measured pod's bind call returned"
-        ),
+        **throughput(meter, w.pods, seconds, cpu),
         "bound_by_seconds": _quantiles(meter.bind_times, start, w.pods),
         "preemptors": {
             "created": preemptors,

@@ -323,17 +323,7 @@ def run(w: Workload, *, wrap: Callable[[Callable[[], Any]], Any] | None = None) 
         "pods": w.pods,
         "running_pods": w.running,
         "pod_groups": -(-w.pods // GANG_SIZE) if w.gang else 0,
-        "bound": meter.bound,
-        "unbound": w.pods - meter.bound,
-        "bind_failures": meter.bind_failures,
-        "seconds": _r(seconds),
-        "pods_per_second": _r(meter.bound / seconds, 1) if seconds else None,
-        "cpu_seconds": _r(cpu),
-        "pods_per_cpu_second": _r(meter.bound / cpu, 1) if cpu else None,
-        "interval": (
-            "from the moment the last measured pod is in the cluster (store and scheduler "
-            "cache) until the last measured pod's bind call returned"
-        ),
+        **throughput(meter, w.pods, seconds, cpu),
         "cycles": len(during),
         "deciding_cycles": len(deciding),
         "cycles_total": result.cycles,
@@ -357,6 +347,24 @@ def run(w: Workload, *, wrap: Callable[[Callable[[], Any]], Any] | None = None) 
 
 def _binds(report: CycleReport) -> int:
     return sum(1 for e in report.effects if isinstance(e, Bind))
+
+
+def throughput(meter: Meter, pods: int, seconds: float | None, cpu: float | None) -> dict[str, Any]:
+    """The keys every in-memory workload reports on its measured pods: bound, unbound,
+    bind failures, seconds and CPU seconds of the interval, and the rates."""
+    return {
+        "bound": meter.bound,
+        "unbound": pods - meter.bound,
+        "bind_failures": meter.bind_failures,
+        "seconds": _r(seconds),
+        "pods_per_second": _r(meter.bound / seconds, 1) if seconds else None,
+        "cpu_seconds": _r(cpu),
+        "pods_per_cpu_second": _r(meter.bound / cpu, 1) if cpu else None,
+        "interval": (
+            "from the moment the last measured pod is in the cluster (store and scheduler "
+            "cache) until the last measured pod's bind call returned"
+        ),
+    }
 
 
 def _quantiles(times: list[float], start: float, total: int) -> dict[str, float]:

@@ -6,9 +6,12 @@ each waiting task of it (unless ``preemptionPolicy: Never``):
 1. if a node has room now, or room being freed by earlier evictions, the task is
    nominated there (pipelined) with no new victims;
 2. otherwise candidate nodes are those where the task fails only for reasons that
-   removing pods can fix (resources, pod count, host ports, anti-affinity); at most
+   removing pods can fix (resources, pod count, host ports, anti-affinity); of the N
+   such nodes, taken from a start that moves on each time, the first
    ``clamp(N * minCandidateNodesPercentage / 100, minCandidateNodesAbsolute,
-   maxCandidateNodes)`` of them are evaluated, from a start that moves on each time;
+   maxCandidateNodes)`` that have lower-priority pods able to free what the task lacks
+   are evaluated (nodes without are passed over and not counted, as kube-scheduler
+   counts the candidates it finds);
 3. on each candidate, on the session itself inside a statement: every possible victim
    is evicted (lower priority: other jobs of the same queue, or lower-priority tasks of
    the same job; never what the plugins protect), and the task must then fit with
@@ -56,6 +59,8 @@ EVICTABLE = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 
 RankKey = tuple[int, int, int, int, float, str]
 """A candidate's rank (:meth:`Candidate.rank`); smaller is better."""
+_CHUNK = 64
+"""Fewest rows :meth:`PreemptAction._window` bounds at once while it looks for more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,23 +263,37 @@ class PreemptAction:
             stmt.evict(victim, "preempted", preemptor=task)
         stmt.pipeline(task, best.node.name)
 
-    def _candidate_rows(self, session: Session, fit: Fit) -> list[int]:
+    def _window(
+        self, session: Session, task: TaskInfo, fit: Fit
+    ) -> list[tuple[RankKey, NodeInfo, list[TaskInfo]]]:
+        """The candidates to evaluate for ``task``: :meth:`_bounded` entries of nodes
+        taken in row order from a start that moves on each time, until ``k`` of them
+        could be freed (kube-scheduler counts candidates found, not nodes looked at),
+        with ``k`` from :meth:`PreemptArguments.candidates` of the number of nodes where
+        preemption could help."""
         # Nodes that fit already are candidates too: there the queue's room is what lacks,
         # and evicting lower-priority pods of the same queue frees it.
         rows = np.flatnonzero(fit.candidates() | fit.feasible)
         if len(rows) == 0:
             return []
-        k = self.args.candidates(len(session.table))
+        k = self.args.candidates(len(rows))
         pos = int(np.searchsorted(rows, self._start % len(session.table)))
-        rows = np.concatenate((rows[pos:], rows[:pos]))[:k]
-        self._start = int(rows[-1]) + 1
-        return [int(r) for r in rows]
+        rows = np.concatenate((rows[pos:], rows[:pos]))
+        found: list[tuple[int, RankKey, NodeInfo, list[TaskInfo]]] = []
+        looked = 0
+        while looked < len(rows) and len(found) < k:
+            chunk = [int(r) for r in rows[looked : looked + max(k - len(found), _CHUNK)]]
+            found.extend(self._bounded(session, task, chunk))
+            looked += len(chunk)
+        last = found[k - 1][0] if len(found) >= k else int(rows[looked - 1])
+        self._start = last + 1
+        return [(bound, node, possible) for _, bound, node, possible in found[:k]]
 
     def _best_candidate(
         self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo, fit: Fit
     ) -> Candidate | None:
         """The best-ranked candidate, by branch and bound over :func:`rank_bound`."""
-        bounded = self._bounded(session, task, self._candidate_rows(session, fit))
+        bounded = self._window(session, task, fit)
         bounded.sort(key=lambda b: b[0])
         best: Candidate | None = None
         best_rank: RankKey | None = None
@@ -291,10 +310,10 @@ class PreemptAction:
 
     def _bounded(
         self, session: Session, task: TaskInfo, rows: list[int]
-    ) -> list[tuple[RankKey, NodeInfo, list[TaskInfo]]]:
-        """(:func:`rank_bound`, node, possible victims) of each of ``rows`` that may take
-        ``task`` by preemption, with what each lacks as the simulation counts it
-        (releasing room free)."""
+    ) -> list[tuple[int, RankKey, NodeInfo, list[TaskInfo]]]:
+        """(row, :func:`rank_bound`, node, possible victims) of each of ``rows`` that
+        may take ``task`` by preemption, in the order of ``rows``, with what each lacks
+        as the simulation counts it (releasing room free)."""
         table = session.table
         nodes = [table.nodes[row] for row in rows]
         possible = [self._possible_victims(session, task, node) for node in nodes]
@@ -308,7 +327,7 @@ class PreemptAction:
             room = [table.amounts(t.request) for t in possible[i]]
             bound = rank_bound(nodes[i].name, possible[i], room, need)
             if bound is not None:
-                out.append((bound, nodes[i], possible[i]))
+                out.append((rows[i], bound, nodes[i], possible[i]))
         return out
 
     def _possible_victims(self, session: Session, task: TaskInfo, node: NodeInfo) -> list[TaskInfo]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -115,8 +116,8 @@ def _search(session: Session) -> tuple[Candidate | None, list[tuple[Any, Candida
     every = []
     with session.statement() as stmt:
         chosen = action._best_candidate(session, stmt, queue, task, fit)
-        rows = action._candidate_rows(session, fit)
-        bounds = {n.name: bound for bound, n, _ in action._bounded(session, task, rows)}
+        rows = [int(r) for r in np.flatnonzero(fit.candidates() | fit.feasible)]
+        bounds = {n.name: bound for _, bound, n, _ in action._bounded(session, task, rows)}
         for row in rows:
             n = session.table.nodes[row]
             possible = action._possible_victims(session, task, n)
@@ -171,3 +172,47 @@ def test_identical_nodes_take_one_simulation(monkeypatch: pytest.MonkeyPatch) ->
     assert (chosen.node.name, len(chosen.victims)) == ("n00", 3)
     assert calls[0] == "n00"
     assert len(calls) == 1 + 20  # one for the search, then every node by _search itself
+
+
+def _window_choice(priorities: list[int], window: int) -> tuple[list[str], str | None]:
+    """Nodes n0, n1, ... each full with one 2-CPU pod of the given priority; a priority-5
+    pod asking 2 CPU; the candidate window ``window``. The nodes whose simulation ran, and
+    the node chosen."""
+    objects: list[Obj] = []
+    for i, prio in enumerate(priorities):
+        objects += [node(f"n{i}", cpu="2"), _running(f"p{i}", f"n{i}", "2", prio, i)]
+    objects.append(pod("preemptor", cpu="2", memory=None, priority=5))
+    session = cached_session(objects, config=PREEMPT)
+    args = PreemptArguments(
+        minCandidateNodesPercentage=0,
+        minCandidateNodesAbsolute=window,
+        maxCandidateNodes=window,
+    )
+    task = task_of(session, "preemptor")
+    queue = session.queues[session.jobs[task.job_id].queue]
+    fit = session.fit(task)
+    window_nodes = [n.name for _, n, _ in PreemptAction(args)._window(session, task, fit)]
+    with session.statement() as stmt:
+        best = PreemptAction(args)._best_candidate(session, stmt, queue, task, fit)
+    return window_nodes, best.node.name if best else None
+
+
+@pytest.mark.parametrize(
+    ("priorities", "window", "evaluated", "chosen"),
+    [
+        # nodes whose pods are all of higher priority are passed over, not counted
+        ([9, 9, 1], 1, ["n2"], "n2"),
+        ([9, 1, 9, 2], 2, ["n1", "n3"], "n1"),
+        # fewer nodes with victims than the window: all of them
+        ([1, 9, 0], 5, ["n0", "n2"], "n2"),
+        # no node with victims: nothing
+        ([9, 9], 1, [], None),
+        # the window stops at k found: n2 (the best) is not looked at; of n0 and n1 the
+        # victim started later is the one to go
+        ([1, 1, 0], 2, ["n0", "n1"], "n1"),
+    ],
+)
+def test_the_window_counts_candidates_found_not_nodes_looked_at(
+    priorities: list[int], window: int, evaluated: list[str], chosen: str | None
+) -> None:
+    assert _window_choice(priorities, window) == (evaluated, chosen)

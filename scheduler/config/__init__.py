@@ -48,7 +48,14 @@ class TierConfig:
 
 DEFAULT_TIERS: tuple[TierConfig, ...] = (
     TierConfig((PluginConfig("priority"), PluginConfig("gang"), PluginConfig("conformance"))),
-    TierConfig((PluginConfig("predicates"), PluginConfig("proportion"), PluginConfig("nodeorder"))),
+    TierConfig(
+        (
+            PluginConfig("predicates"),
+            PluginConfig("gpushare"),
+            PluginConfig("proportion"),
+            PluginConfig("nodeorder"),
+        )
+    ),
 )
 
 

@@ -48,6 +48,7 @@ def test_empty_document_gives_the_defaults() -> None:
         "gang",
         "conformance",
         "predicates",
+        "gpushare",
         "proportion",
         "nodeorder",
     ]

@@ -189,6 +189,7 @@ def test_configmap_holds_the_default_configuration() -> None:
         "gang",
         "conformance",
         "predicates",
+        "gpushare",
         "proportion",
         "nodeorder",
     ]

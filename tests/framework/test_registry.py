@@ -84,6 +84,7 @@ def test_resolve_the_defaults() -> None:
         ("gang", 0),
         ("conformance", 0),
         ("predicates", 1),
+        ("gpushare", 1),
         ("proportion", 1),
         ("nodeorder", 1),
     ]

@@ -59,6 +59,8 @@ EVICTABLE = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 
 RankKey = tuple[int, int, int, int, float, str]
 """A candidate's rank (:meth:`Candidate.rank`); smaller is better."""
+NO_VICTIMS = "preemption: no node has lower-priority pods whose eviction makes room."
+"""Appended to the reason of a pod (and of its PodGroup) that preemption cannot help."""
 _CHUNK = 64
 """Fewest rows :meth:`PreemptAction._window` bounds at once while it looks for more."""
 
@@ -194,13 +196,18 @@ class PreemptAction:
                     session.record_task_reason(t, f"{base} {backoff}".strip())
                 continue
             queue = session.queues[job.queue]
+            found_none = False
             with session.statement() as stmt:
                 for task in session.order_tasks(
                     [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
                 ):
-                    self._preempt_for(session, stmt, queue, task)
+                    found_none |= not self._preempt_for(session, stmt, queue, task)
                 if stmt.operations and session.job_pipelined(job):
                     stmt.commit()
+                    continue
+            reason = session.job_reasons.get(job.uid)
+            if found_none and reason:  # the PodGroup's condition says it as its pods do
+                session.record_job_reason(job, _with(reason, NO_VICTIMS))
 
     def _withdraw_stale_nominations(self, session: Session) -> None:
         """A nominated task whose node can no longer take it, even once the victims are
@@ -234,34 +241,32 @@ class PreemptAction:
 
     def _preempt_for(
         self, session: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo
-    ) -> None:
+    ) -> bool:
+        """Nominate ``task`` somewhere, evicting what it takes, in ``stmt``. False when
+        no node could be freed for it (the task's reason then says so)."""
         if task.preemption_policy == "Never":
-            return
+            return True
         fit = session.fit(task)
         if fit.any and session.queue_allocatable(queue, task):
             node = session.select_node(task, fit)
             if node is not None:
                 stmt.pipeline(task, node.name)
-                return
+                return True
         with session.counting_releasing():
             future = session.fit(task)
             node = session.select_node(task, future) if future.any else None
         if node is not None and session.queue_allocatable(queue, task):
             stmt.pipeline(task, node.name)
-            return
+            return True
         best = self._best_candidate(session, stmt, queue, task, fit)
         if best is None:
             base = session.task_reasons.get(task.uid) or fit.explain()
-            sep = " " if base.endswith(".") else ". "
-            session.record_task_reason(
-                task,
-                f"{base}{sep}preemption: no node has lower-priority pods whose eviction "
-                "makes room.",
-            )
-            return
+            session.record_task_reason(task, _with(base, NO_VICTIMS))
+            return False
         for victim in best.victims:
             stmt.evict(victim, "preempted", preemptor=task)
         stmt.pipeline(task, best.node.name)
+        return True
 
     def _window(
         self, session: Session, task: TaskInfo, fit: Fit
@@ -420,3 +425,8 @@ class PreemptAction:
                 extra.append(t)
                 seen.add(t.uid)
         return extra
+
+
+def _with(reason: str, more: str) -> str:
+    """``reason`` followed by the sentence ``more``."""
+    return f"{reason}{' ' if reason.endswith('.') else '. '}{more}"

@@ -31,7 +31,6 @@ from scheduler.api.convert import (
     job_id_of_pod,
     node_from_object,
     parse_time,
-    pod_group_name,
     pod_status,
     queue_from_object,
     ref,
@@ -447,9 +446,14 @@ class SchedulerCache:
             preempt_backoff=dict(self.preempt_backoff),
         )
 
-    def _names_group(self, task: TaskInfo) -> bool:
-        pod = {"metadata": {"labels": task.labels or {}, "annotations": task.annotations or {}}}
-        return bool(pod_group_name(pod))
+    @staticmethod
+    def _names_group(task: TaskInfo) -> bool:
+        """Does ``task``'s pod name a PodGroup (as
+        :func:`~scheduler.api.convert.pod_group_name` reads it)?"""
+        return bool(
+            (task.labels or {}).get(L.POD_GROUP_LABEL)
+            or (task.annotations or {}).get(L.POD_GROUP_ANNOTATION)
+        )
 
     def _budgets(self, tasks: Iterable[TaskInfo]) -> tuple[DisruptionBudget, ...]:
         if not self.budgets:

@@ -109,6 +109,8 @@ class SchedulingLoop:
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
         self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
         self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
+        self._pending_series: set[str] = set()
+        """Queues with a ``scheduler_pending_pods`` series."""
         self._wake = anyio.Event()
         self._stopping = False
         cache.on_change = self.wake
@@ -221,8 +223,7 @@ class SchedulingLoop:
         report.job_reasons = dict(session.job_reasons)
         await self._apply(session, report)
         self.status.report(session)
-        for queue, n in self.status.pending_by_queue.items():
-            self.metrics.pending_pods.labels(queue).set(n)
+        self._report_pending()
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
@@ -237,6 +238,16 @@ class SchedulingLoop:
         for observer in self.observers:
             observer(report)
         return report
+
+    def _report_pending(self) -> None:
+        """Set ``scheduler_pending_pods`` per queue; a queue that is gone loses its series,
+        so the gauge does not keep counting pods that went with it."""
+        pending = self.status.pending_by_queue
+        for queue in self._pending_series - pending.keys():
+            self.metrics.pending_pods.remove(queue)
+        for queue, n in pending.items():
+            self.metrics.pending_pods.labels(queue).set(n)
+        self._pending_series = set(pending)
 
     async def _apply(self, session: Session, report: CycleReport) -> None:
         preemption: list[Effect] = []

@@ -1,0 +1,513 @@
+"""What users see of a PodGroup and a Queue: ``job_phase``, ``pod_group_status`` and
+``queue_status`` of scheduler/loop/status.py as tables, then the PodGroup status the real
+loop writes to the embedded cluster for a gang that cannot fit.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from scheduler import app
+from scheduler.actions.preempt import NO_VICTIMS
+from scheduler.api import labels as L
+from scheduler.api.convert import task_from_pod
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.logging import quiet
+from scheduler.loop.status import job_phase, pod_group_status, queue_status, rfc3339
+from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import load_scenario
+from tests.builders import pod
+
+Obj = dict[str, Any]
+S = TaskStatus
+P = PodGroupPhase
+NOW = "2024-05-01T10:00:00Z"
+BEFORE = "2024-05-01T09:00:00Z"
+_ON_A_NODE = frozenset(
+    {S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING, S.SUCCEEDED, S.FAILED}
+)
+
+
+@pytest.fixture(autouse=True)
+def _log_to_the_live_stderr() -> None:
+    """Point structlog at the current stderr (see tests/preemption/test_executor.py)."""
+    quiet()
+
+
+def task(name: str, status: TaskStatus, *, group: str = "g", cpu: str = "1") -> TaskInfo:
+    t = task_from_pod(pod(name, cpu=cpu, memory=None, group=group))
+    t.status = status
+    if status in _ON_A_NODE:
+        t.node_name = "n1"
+    return t
+
+
+def job(
+    statuses: Sequence[TaskStatus],
+    *,
+    min_member: int = 1,
+    phase: PodGroupPhase = P.INQUEUE,
+    name: str = "g",
+    cpus: Sequence[str] | None = None,
+    has_pod_group: bool = True,
+) -> JobInfo:
+    """A job of ``statuses`` tasks (requesting ``cpus``, 1 CPU each by default)."""
+    j = JobInfo(
+        uid=f"default/{name}",
+        namespace="default",
+        name=name,
+        queue="q",
+        min_member=min_member,
+        phase=phase,
+        has_pod_group=has_pod_group,
+    )
+    for i, status in enumerate(statuses):
+        cpu = cpus[i] if cpus is not None else "1"
+        j.add_task(task(f"{name}-{i}", status, group=name, cpu=cpu))
+    return j
+
+
+# job_phase ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statuses", "min_member", "before", "expected"),
+    [
+        pytest.param([], 1, P.PENDING, P.PENDING, id="no task, not enqueued"),
+        pytest.param([], 1, P.INQUEUE, P.INQUEUE, id="no task, enqueued"),
+        pytest.param([], 1, P.RUNNING, P.INQUEUE, id="no task left, was running"),
+        pytest.param([], 1, P.COMPLETED, P.COMPLETED, id="no task left, was completed"),
+        pytest.param([S.PENDING], 1, P.PENDING, P.PENDING, id="pending, not enqueued"),
+        pytest.param([S.PENDING], 1, P.INQUEUE, P.INQUEUE, id="pending, enqueued"),
+        pytest.param([S.ALLOCATED, S.PENDING], 1, P.INQUEUE, P.RUNNING, id="allocated counts"),
+        pytest.param([S.BINDING, S.BOUND, S.RUNNING], 3, P.INQUEUE, P.RUNNING, id="all placed"),
+        pytest.param(
+            [S.RUNNING, S.RUNNING, S.PENDING], 3, P.INQUEUE, P.INQUEUE, id="one short of min"
+        ),
+        pytest.param([S.RUNNING, S.PENDING], 2, P.RUNNING, P.INQUEUE, id="running, lost one"),
+        pytest.param(
+            [S.RUNNING, S.RELEASING], 2, P.RUNNING, P.INQUEUE, id="releasing does not count"
+        ),
+        pytest.param(
+            [S.RUNNING, S.PIPELINED], 2, P.INQUEUE, P.INQUEUE, id="pipelined does not count"
+        ),
+        pytest.param([S.UNKNOWN], 1, P.INQUEUE, P.INQUEUE, id="unknown does not count"),
+        pytest.param(
+            [S.SUCCEEDED, S.RUNNING], 2, P.RUNNING, P.RUNNING, id="succeeded counts as placed"
+        ),
+        pytest.param([S.SUCCEEDED, S.SUCCEEDED], 2, P.RUNNING, P.COMPLETED, id="all succeeded"),
+        pytest.param(
+            [S.SUCCEEDED, S.FAILED], 1, P.RUNNING, P.COMPLETED, id="min succeeded, rest failed"
+        ),
+        pytest.param(
+            [S.SUCCEEDED, S.RUNNING], 1, P.RUNNING, P.RUNNING, id="min succeeded, one running"
+        ),
+        pytest.param(
+            [S.SUCCEEDED, S.PENDING], 1, P.RUNNING, P.RUNNING, id="min succeeded, one pending"
+        ),
+        pytest.param(
+            [S.SUCCEEDED, S.PIPELINED], 1, P.RUNNING, P.RUNNING, id="min succeeded, one pipelined"
+        ),
+        pytest.param(
+            [S.SUCCEEDED, S.RELEASING], 1, P.RUNNING, P.RUNNING, id="min succeeded, one releasing"
+        ),
+        pytest.param(
+            [S.SUCCEEDED, S.FAILED], 2, P.RUNNING, P.INQUEUE, id="too few succeeded, rest failed"
+        ),
+        pytest.param([S.FAILED, S.FAILED], 1, P.RUNNING, P.INQUEUE, id="all failed, was running"),
+        pytest.param([S.FAILED], 1, P.PENDING, P.PENDING, id="all failed, never enqueued"),
+        pytest.param([S.PENDING], 0, P.INQUEUE, P.INQUEUE, id="min 0, nothing placed"),
+        pytest.param([], 0, P.INQUEUE, P.INQUEUE, id="min 0, no task: not completed"),
+    ],
+)
+def test_job_phase(
+    statuses: list[TaskStatus], min_member: int, before: PodGroupPhase, expected: PodGroupPhase
+) -> None:
+    assert job_phase(job(statuses, min_member=min_member, phase=before)) is expected
+
+
+# pod_group_status: phase, counts and conditions -----------------------------------------------
+
+UNSCHEDULABLE = {
+    "type": "Unschedulable",
+    "status": "True",
+    "reason": "Unschedulable",
+    "message": "0/1 nodes are available: 1 Insufficient cpu.",
+}
+
+
+def scheduled(min_member: int) -> dict[str, str]:
+    return {
+        "type": "Scheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": f"{min_member} or more pods are placed",
+    }
+
+
+@pytest.mark.parametrize(
+    ("gang", "reason", "phase", "conditions"),
+    [
+        pytest.param(
+            job([S.RUNNING, S.BOUND], min_member=2), None, "Running", [scheduled(2)], id="running"
+        ),
+        pytest.param(
+            job([S.RUNNING, S.PENDING]),
+            UNSCHEDULABLE["message"],
+            "Running",
+            [scheduled(1)],
+            id="running: a reason is not shown",
+        ),
+        pytest.param(
+            job([S.SUCCEEDED, S.SUCCEEDED], min_member=2, phase=P.RUNNING),
+            None,
+            "Completed",
+            [scheduled(2)],
+            id="completed",
+        ),
+        pytest.param(
+            job([S.RUNNING, S.PENDING, S.PENDING], min_member=3),
+            UNSCHEDULABLE["message"],
+            "Inqueue",
+            [UNSCHEDULABLE],
+            id="inqueue with a reason",
+        ),
+        pytest.param(
+            job([S.PENDING], phase=P.PENDING),
+            UNSCHEDULABLE["message"],
+            "Pending",
+            [UNSCHEDULABLE],
+            id="pending with a reason",
+        ),
+        pytest.param(job([S.PENDING]), None, "Inqueue", [], id="inqueue, no reason"),
+        pytest.param(job([S.PENDING]), "", "Inqueue", [], id="inqueue, empty reason"),
+        pytest.param(
+            job([S.PENDING], phase=P.PENDING), None, "Pending", [], id="pending, no reason"
+        ),
+    ],
+)
+def test_pod_group_status_phase_and_conditions(
+    gang: JobInfo, reason: str | None, phase: str, conditions: list[dict[str, str]]
+) -> None:
+    status = pod_group_status(gang, reason, NOW, {})
+    assert status["phase"] == phase
+    assert status["conditions"] == [{**c, "lastTransitionTime": NOW} for c in conditions]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "counts"),
+    [
+        pytest.param([], (0, 0, 0), id="no task"),
+        pytest.param([S.PENDING, S.ALLOCATED, S.BINDING, S.BOUND], (0, 0, 0), id="none yet"),
+        pytest.param(
+            [S.RUNNING, S.RUNNING, S.SUCCEEDED, S.FAILED, S.FAILED, S.RELEASING],
+            (2, 1, 2),
+            id="each counted once",
+        ),
+    ],
+)
+def test_pod_group_status_counts(statuses: list[TaskStatus], counts: tuple[int, int, int]) -> None:
+    status = pod_group_status(job(statuses), None, NOW, {})
+    assert (status["running"], status["succeeded"], status["failed"]) == counts
+
+
+def _with_time(condition: dict[str, str], time: str | None = BEFORE, **changes: str) -> Obj:
+    out: Obj = {**condition, **changes}
+    if time is not None:
+        out["lastTransitionTime"] = time
+    return out
+
+
+@pytest.mark.parametrize(
+    ("statuses", "reason", "previous", "expected"),
+    [
+        pytest.param([S.PENDING], "R", {}, NOW, id="no previous status"),
+        pytest.param([S.PENDING], "R", {"conditions": None}, NOW, id="previous without conditions"),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, message="R")]},
+            BEFORE,
+            id="unschedulable unchanged: kept",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {
+                "phase": "Pending",
+                "running": 3,
+                "conditions": [
+                    _with_time(scheduled(1), "2024-01-01T00:00:00Z"),
+                    _with_time(UNSCHEDULABLE, message="R"),
+                ],
+            },
+            BEFORE,
+            id="unchanged among others, other fields changed: kept",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, message="R before")]},
+            NOW,
+            id="message changed: renewed",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, message="R", status="False")]},
+            NOW,
+            id="status changed: renewed",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, message="R", reason="Other")]},
+            NOW,
+            id="reason changed: renewed",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, None, message="R")]},
+            NOW,
+            id="unchanged but no time before: now",
+        ),
+        pytest.param(
+            [S.PENDING],
+            "R",
+            {"conditions": [_with_time(UNSCHEDULABLE, message="R", type="Scheduled")]},
+            NOW,
+            id="same fields, other type: renewed",
+        ),
+        pytest.param(
+            [S.RUNNING],
+            None,
+            {"conditions": [_with_time(scheduled(1))]},
+            BEFORE,
+            id="scheduled unchanged: kept",
+        ),
+        pytest.param(
+            [S.RUNNING],
+            None,
+            {"conditions": [_with_time(scheduled(2))]},
+            NOW,
+            id="scheduled, message changed: renewed",
+        ),
+        pytest.param(
+            [S.RUNNING],
+            None,
+            {"conditions": [_with_time(UNSCHEDULABLE)]},
+            NOW,
+            id="unschedulable, now scheduled: renewed",
+        ),
+    ],
+)
+def test_pod_group_status_last_transition_time(
+    statuses: list[TaskStatus], reason: str | None, previous: Obj, expected: str
+) -> None:
+    status = pod_group_status(job(statuses), reason, NOW, previous)
+    [condition] = status["conditions"]
+    assert condition["lastTransitionTime"] == expected
+
+
+# queue_status -----------------------------------------------------------------------------------
+
+
+def _mixed() -> JobInfo:
+    """One task of every status; the CPU request of each is a distinct power of two (m)."""
+    statuses = list(S)
+    return job(statuses, phase=P.RUNNING, cpus=[f"{2**i}m" for i in range(len(statuses))])
+
+
+def _held_cpu() -> str:
+    held = {S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING}
+    return f"{sum(2**i for i, s in enumerate(S) if s in held)}m"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "phases", "state", "expected"),
+    [
+        pytest.param(
+            [],
+            {},
+            "Open",
+            {"allocated": {}, "pending": 0, "inqueue": 0, "running": 0},
+            id="no job",
+        ),
+        pytest.param(
+            [],
+            {},
+            "Closed",
+            {"allocated": {}, "pending": 0, "inqueue": 0, "running": 0},
+            id="state passed on",
+        ),
+        pytest.param(
+            [_mixed()],
+            {},
+            "Open",
+            {"allocated": {"cpu": _held_cpu(), "pods": "4"}, "pending": 0, "inqueue": 0},
+            id="allocated: allocated, binding, bound and running tasks only",
+        ),
+        pytest.param(
+            [
+                job([S.RUNNING], name="a", cpus=["1500m"]),
+                job([S.BOUND, S.PENDING], name="b", cpus=["2", "8"]),
+            ],
+            {},
+            "Open",
+            {"allocated": {"cpu": "3500m", "pods": "2"}},
+            id="allocated: summed over jobs",
+        ),
+        pytest.param(
+            [
+                job([S.PENDING], name="p", phase=P.PENDING),
+                job([S.PENDING], name="i1"),
+                job([S.RUNNING, S.PENDING], name="i2", min_member=2, phase=P.RUNNING),
+                job([S.RUNNING], name="r"),
+                job([S.SUCCEEDED], name="c", phase=P.RUNNING),
+                job([S.UNKNOWN], name="u", phase=P.UNKNOWN),
+            ],
+            {},
+            "Open",
+            {"pending": 1, "inqueue": 2, "running": 1},
+            id="counts: phases from the tasks; completed and unknown not counted",
+        ),
+        pytest.param(
+            [
+                job([S.PENDING], name="p", phase=P.PENDING),
+                job([S.PENDING], name="i1"),
+                job([S.RUNNING], name="r"),
+            ],
+            {"default/p": P.INQUEUE, "default/i1": P.RUNNING, "default/r": P.COMPLETED},
+            "Open",
+            {"pending": 0, "inqueue": 1, "running": 1},
+            id="counts: this cycle's phases first",
+        ),
+        pytest.param(
+            [job([S.PENDING], name="lone", has_pod_group=False)],
+            {},
+            "Open",
+            {"pending": 0, "inqueue": 1, "running": 0},
+            id="counts: a pending lone pod is inqueue",
+        ),
+    ],
+)
+def test_queue_status(
+    jobs: list[JobInfo], phases: dict[str, PodGroupPhase], state: str, expected: Obj
+) -> None:
+    status = queue_status("q", jobs, state, phases)
+    assert set(status) == {"state", "allocated", "pending", "inqueue", "running"}
+    assert status["state"] == state
+    assert {k: status[k] for k in expected} == expected
+
+
+# Through the real loop ------------------------------------------------------------------------
+
+GANG: list[Obj] = [
+    {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"}},
+    },
+    {
+        "apiVersion": L.API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": "gang"},
+        "spec": {"minMember": 3},
+    },
+    *(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"w-{i}", "labels": {L.POD_GROUP_LABEL: "gang"}},
+            "spec": {
+                "schedulerName": L.SCHEDULER_NAME,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        }
+        for i in range(3)
+    ),
+]
+"""A gang of three 1-CPU pods, minMember 3, on a node that takes two."""
+
+SMALL_NODE_AT_5S: Obj = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "n2", "annotations": {"sim.sluice.dev/arrival": "5s"}},
+    "status": {"allocatable": {"cpu": "500m", "memory": "8Gi", "pods": "10"}},
+}
+"""A node too small for any of the gang's pods, arriving later."""
+
+
+def simulate(docs: Sequence[Obj]) -> Simulation:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "scenario.yaml"
+        path.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
+        scenario = load_scenario([str(path)])
+    resolved = app.resolve()
+    sim = Simulation(
+        scenario, lambda cache, ports: app.build_loop(resolved, cache, ports), max_cycles=100
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    return sim
+
+
+def latest_events(sim: Simulation, reason: str) -> dict[str, str]:
+    """The message of the latest Event of ``reason`` about each object, by its name."""
+    events, _ = sim.store.list("Event")
+    events = [e for e in events if e["reason"] == reason]
+    events.sort(key=lambda e: (e["eventTime"], int(e["metadata"]["name"].rsplit(".", 1)[1])))
+    return {e["regarding"]["name"]: e["note"] for e in events}
+
+
+@pytest.mark.parametrize(
+    ("extra", "counting", "since"),
+    [
+        pytest.param([], "0/1 nodes are available: 1 Insufficient cpu.", 0, id="one node"),
+        pytest.param(
+            [SMALL_NODE_AT_5S],
+            "0/2 nodes are available: 2 Insufficient cpu.",
+            5,
+            id="a second node changes the message",
+        ),
+    ],
+)
+def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
+    extra: list[Obj], counting: str, since: int
+) -> None:
+    sim = simulate([*GANG, *extra])
+    group = sim.store.try_get("PodGroup", "default", "gang")
+    assert group is not None
+    status = group["status"]
+    assert status["phase"] == "Inqueue"
+    [condition] = status["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "Unschedulable",
+        "True",
+        "Unschedulable",
+    )
+    # the gang's count, then the first pod that found no node and why: that pod's own
+    # FailedScheduling message, the counting text completed by the preempt action
+    gang = "2/3 tasks of gang default/gang can be placed, minMember is 3"
+    events = latest_events(sim, "FailedScheduling")
+    assert events["w-2"] == f"{counting} {NO_VICTIMS}"
+    assert condition["message"] == f"{gang}; default/w-2: {events['w-2']}"
+    # the pods that could be placed show the gang's message as allocate left it
+    assert events["w-0"] == events["w-1"] == f"{gang}; default/w-2: {counting}"
+    pods = {p["metadata"]["name"]: p for p in sim.store.list("Pod")[0]}
+    for name in ("w-0", "w-1", "w-2"):
+        [pod_condition] = pods[name]["status"]["conditions"]
+        assert pod_condition["message"] == events[name]
+    # set when the message last changed, on the clock of the run
+    assert isinstance(sim.clock, VirtualClock)
+    assert condition["lastTransitionTime"] == rfc3339(sim.clock.epoch + sim.origin + since)

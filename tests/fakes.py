@@ -17,13 +17,15 @@ class FakeCluster:
     """Binder, Evictor, StatusWriter and EventRecorder in one, recording every call.
 
     ``calls`` holds ``(call, pod name, payload)`` in the order the calls were made (when
-    they start). ``fail[(call, name)]`` is a list of exceptions raised by the next calls of
-    that kind on that pod, one each; ``always[(call, name)]`` is raised by every call.
+    they start), ``landed`` those that succeeded in the order they returned.
+    ``fail[(call, name)]`` is a list of exceptions raised by the next calls of that kind
+    on that pod, one each; ``always[(call, name)]`` is raised by every call.
     ``latency[call]`` is slept on the virtual clock before each call of that kind, and
     ``slow[(call, name)]`` before each call of that kind on that pod.
     """
 
     calls: list[tuple[str, str, Any]] = field(default_factory=list)
+    landed: list[tuple[str, str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     fail: dict[tuple[str, str], list[ApiError]] = field(default_factory=dict)
     always: dict[tuple[str, str], ApiError] = field(default_factory=dict)
@@ -45,6 +47,7 @@ class FakeCluster:
             pending = self.fail.get((call, ref.name))
             if pending:
                 raise pending.pop(0)
+            self.landed.append((call, ref.name, payload))
         finally:
             self.running -= 1
 

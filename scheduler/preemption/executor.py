@@ -61,6 +61,18 @@ class Preemption:
     victims: list[TaskInfo] = field(default_factory=list)
     gate: Gate | None = None
     """The gate this preemption was counted in (a later one may replace it)."""
+    nomination: WriteSlot | None = None
+    """The preemptor's place in line for its ``nominatedNodeName`` write."""
+
+
+@dataclass(slots=True)
+class WriteSlot:
+    """A place in one pod's line of ``nominatedNodeName`` writes: the write waits for
+    ``after`` (the one before it, if any) and sets ``done`` when it is over."""
+
+    uid: str
+    after: anyio.Event | None
+    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(slots=True)
@@ -106,6 +118,8 @@ class PreemptionExecutor:
         self.initial_backoff = 1.0
         self.max_backoff = 60.0
         self._backoffs: dict[str, float] = {}
+        self._last_write: dict[str, anyio.Event] = {}
+        """Per pod uid, the end of the last ``nominatedNodeName`` write in line."""
         cache.on_pod_deleted.append(self._pod_deleted)
 
     @property
@@ -141,7 +155,7 @@ class PreemptionExecutor:
             if isinstance(e, ClearNomination):
                 self.cache.forget_nomination(e.task.uid)
                 if self._tg is not None:
-                    self._tg.start_soon(self._clear_nomination, e.task)
+                    self._tg.start_soon(self._clear_nomination, e.task, self._line_up(e.task))
         for p in self.group(effects):
             self._assume(p)
             if self.async_enabled:
@@ -172,6 +186,32 @@ class PreemptionExecutor:
         gate.waiting_for.update(v.uid for v in p.victims if v.uid in self.cache.tasks)
         gate.calls += 1
         p.gate = gate
+        p.nomination = self._line_up(p.preemptor)
+
+    def _line_up(self, task: TaskInfo) -> WriteSlot:
+        """Reserve, now, ``task``'s next place in its line of ``nominatedNodeName``
+        writes. Writes reach the API in the order of their reservations, which is the
+        order of the decisions (a clear decided before a new nomination never lands
+        after it), whatever each call's latency."""
+        slot = WriteSlot(task.uid, self._last_write.get(task.uid))
+        self._last_write[task.uid] = slot.done
+        return slot
+
+    async def _write_nomination(self, task: TaskInfo, node: str | None, slot: WriteSlot) -> None:
+        """Write ``task``'s ``nominatedNodeName`` (None clears it) in its place in line.
+        Raises what the call raises; the slot is released either way."""
+        try:
+            if slot.after is not None:
+                await slot.after.wait()
+            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
+        finally:
+            self._release(slot)
+
+    def _release(self, slot: WriteSlot) -> None:
+        """Let the write after ``slot`` go (idempotent)."""
+        slot.done.set()
+        if self._last_write.get(slot.uid) is slot.done:
+            del self._last_write[slot.uid]
 
     async def _run_async(self, p: Preemption) -> None:
         try:
@@ -252,11 +292,13 @@ class PreemptionExecutor:
     async def _make_calls(self, p: Preemption) -> bool:
         t0 = time.perf_counter()
         done: set[str] = set()
+        slot = p.nomination or self._line_up(p.preemptor)
         try:
             await self._clear_lower_nominations(p)
             await self._evict_all(p, done)
-            await self._set_nomination(p.preemptor, p.node)
+            await self._set_nomination(p.preemptor, p.node, slot)
         except Exception as exc:
+            self._release(slot)
             # An ApiError is expected; anything else is a bug, logged with its traceback,
             # and handled the same way so that no gate stays closed for it.
             if not isinstance(exc, ApiError):
@@ -265,6 +307,9 @@ class PreemptionExecutor:
             self.metrics.preemption_executions.labels("error").inc()
             self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
             return False
+        except BaseException:  # cancelled: later writes of the pod must not wait for it
+            self._release(slot)
+            raise
         self._backoffs.pop(p.preemptor.job_id, None)
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
@@ -284,7 +329,7 @@ class PreemptionExecutor:
         for t in lower:
             self.cache.forget_nomination(t.uid)
             with contextlib.suppress(NotFoundError):
-                await self.ports.status.patch_pod_status(_ref(t), {"nominatedNodeName": None})
+                await self._write_nomination(t, None, self._line_up(t))
 
     async def _evict_all(self, p: Preemption, done: set[str]) -> None:
         """Evict the victims of ``p`` at once (as kube-scheduler does), adding each one
@@ -355,10 +400,10 @@ class PreemptionExecutor:
         except ApiError as exc:
             log.warning("could not reset DisruptionTarget", pod=ref.key, error=str(exc))
 
-    async def _set_nomination(self, task: TaskInfo, node: str) -> None:
+    async def _set_nomination(self, task: TaskInfo, node: str, slot: WriteSlot) -> None:
         # NotFound: the preemptor was deleted meanwhile; its victims are gone all the same.
         with contextlib.suppress(NotFoundError):
-            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
+            await self._write_nomination(task, node, slot)
 
     def _revert(self, p: Preemption, done: set[str], exc: Exception) -> None:
         self.metrics.api_errors.labels("preemption").inc()
@@ -376,7 +421,7 @@ class PreemptionExecutor:
                     gate.waiting_for.discard(v.uid)
         self.cache.forget_nomination(p.preemptor.uid)
         if self._tg is not None:
-            self._tg.start_soon(self._clear_nomination, p.preemptor)
+            self._tg.start_soon(self._clear_nomination, p.preemptor, self._line_up(p.preemptor))
             self._back_off(p.preemptor.job_id, f"the last preemption failed: {exc}")
 
     def _back_off(self, job: str, why: str) -> None:
@@ -398,11 +443,11 @@ class PreemptionExecutor:
         self.cache.preempt_backoff.pop(job, None)
         self.wake()
 
-    async def _clear_nomination(self, task: TaskInfo) -> None:
+    async def _clear_nomination(self, task: TaskInfo, slot: WriteSlot) -> None:
         """Clear ``status.nominatedNodeName`` in the API (best effort, logged on failure)."""
         self._running += 1
         try:
-            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": None})
+            await self._write_nomination(task, None, slot)
         except NotFoundError:
             pass
         except ApiError as exc:

@@ -681,3 +681,31 @@ def test_a_gang_gate_reopened_after_a_failure_is_not_miscounted_by_older_calls()
         assert not r.gated("g-0"), "calls ended and the victim is gone"
 
     run(body, r)
+
+
+@pytest.mark.parametrize("async_enabled", [True, False])
+@pytest.mark.parametrize("patch_latency", [0.0, 5.0])
+def test_a_new_nomination_is_written_after_the_clear_decided_before_it(
+    async_enabled: bool, patch_latency: float
+) -> None:
+    """A cycle withdraws ``mid``'s nomination to n1 and nominates it to n2 (a higher
+    pod took n1): whatever the latency of each call, the API ends with n2, because the
+    writes of one pod's nominatedNodeName land in the order they were decided."""
+    r = rig(
+        node("n1", cpu="2"),
+        node("n2", cpu="2"),
+        pod("low", cpu="2", node="n2", priority=1),
+        pod("mid", cpu="2", priority=10),
+        async_enabled=async_enabled,
+    )
+    r.cluster.latency["patch"] = patch_latency  # status patches slow, deletes fast
+
+    async def body(r: Rig) -> None:
+        r.cache.assume_nomination("default/mid", "n1")
+        mid = r.task("mid")
+        await r.handle([ClearNomination(mid, "n1"), *r.preemption("mid", "n2", "low")])
+        await anyio.sleep(30)
+        landed = [payload for call, name, payload in r.cluster.landed if name == "mid"]
+        assert landed == [{"nominatedNodeName": None}, {"nominatedNodeName": "n2"}]
+
+    run(body, r)

@@ -1,7 +1,10 @@
 """Snapshot: an immutable-by-convention copy of the cluster for one cycle (layer 0).
 
-The cache builds a snapshot at the start of a cycle; the session mutates its own copy
-freely. Nodes are ordered by name and jobs by uid, so iteration is deterministic.
+The cache builds a snapshot at the start of a cycle; the session mutates its copy, and
+records what it changed in ``touched_tasks`` and ``touched_nodes``. The copies of tasks
+and nodes that neither the session nor the cluster changed are shared with the next
+snapshot, so a snapshot is valid until the cache takes the next one. Nodes are ordered by
+name, so iteration is deterministic.
 """
 
 from __future__ import annotations
@@ -44,3 +47,9 @@ class Snapshot:
     """Jobs whose preemption is in flight: enqueue, allocate and preempt skip them."""
     preempt_backoff: dict[str, str] = field(default_factory=dict)
     """Jobs that may not preempt this cycle (a recent preemption failed), with why."""
+    touched_tasks: set[str] = field(default_factory=set)
+    """Tasks whose copy the session changed (status, node), by uid. Whoever changes a
+    task or node of the snapshot records it here or in :attr:`touched_nodes`: the cache
+    reuses the copies of everything else in its next snapshot."""
+    touched_nodes: set[str] = field(default_factory=set)
+    """Nodes whose copy the session changed (tasks added or removed), by name."""

@@ -94,6 +94,13 @@ class SchedulerCache:
         """Pods assumed releasing whose deletion has not shown in their events yet."""
         self._nominating: dict[str, str] = {}
         """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
+        self._task_copies: dict[str, TaskInfo] = {}
+        self._node_copies: dict[str, NodeInfo] = {}
+        """The last snapshot's copies, by uid and by node name, to reuse when unchanged."""
+        self._changed_tasks: set[str] = set()
+        self._changed_nodes: set[str] = set()
+        """What changed here since the last snapshot: its copies are not reused."""
+        self._last: Snapshot | None = None
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
             "Pod": self._on_pod,
             "Node": self._on_node,
@@ -170,6 +177,7 @@ class SchedulerCache:
         meta = pod["metadata"]
         uid = str(meta.get("uid") or _key(pod))
         old = self.tasks.get(uid)
+        self._changed_tasks.add(uid)
         if event == "DELETED":
             if old is not None:
                 self._detach(old)
@@ -228,7 +236,7 @@ class SchedulerCache:
             task.status = TaskStatus.RELEASING
         elif task.status is TaskStatus.PENDING and task.sluice:
             node = task.nominated_node or self._nominating.get(task.uid, "")
-            if node:
+            if node in self.nodes:  # a nomination to a node that is gone holds nothing
                 task.nominated_node = node
                 task.status, task.node_name = TaskStatus.PIPELINED, node
 
@@ -253,11 +261,14 @@ class SchedulerCache:
     def _attach(self, task: TaskInfo) -> None:
         if not task.node_name:
             return
+        self._changed_nodes.add(task.node_name)
         node = self.nodes.get(task.node_name)
         if node is not None and (task.status in OCCUPYING or task.status is TaskStatus.PIPELINED):
             node.add_task(task)
 
     def _detach(self, task: TaskInfo) -> None:
+        if task.node_name:
+            self._changed_nodes.add(task.node_name)
         node = self.nodes.get(task.node_name) if task.node_name else None
         if node is not None and task.uid in node.tasks:
             node.remove_task(task)
@@ -265,7 +276,12 @@ class SchedulerCache:
     def _on_node(self, event: str, obj: Obj) -> bool:
         name = str(obj["metadata"]["name"])
         old = self.nodes.pop(name, None)
+        self._changed_nodes.add(name)
         if event == "DELETED":
+            # A nomination to a node that is gone holds nothing: the pods are pending.
+            for task in list(old.tasks.values()) if old is not None else ():
+                if task.status is TaskStatus.PIPELINED:
+                    self._move(task.uid, TaskStatus.PENDING, "")
             return True
         node = node_from_object(obj)
         if old is not None:
@@ -342,6 +358,7 @@ class SchedulerCache:
         task = self.tasks.get(uid)
         if task is None:
             return None
+        self._changed_tasks.add(uid)
         self._detach(task)
         task.status = status
         task.node_name = node
@@ -355,6 +372,7 @@ class SchedulerCache:
         index): count it there, with them, from now on."""
         task = self.tasks.get(uid)
         if task is not None and annotations:
+            self._changed_tasks.add(uid)
             task.annotations = {**(task.annotations or {}), **annotations}
             self._assumed_annotations[uid] = tuple(annotations)
         self._move(uid, TaskStatus.BINDING, node)
@@ -392,7 +410,11 @@ class SchedulerCache:
     def assume_nomination(self, uid: str, node: str) -> None:
         """The pod waits on ``node`` for room being freed (status.nominatedNodeName)."""
         task = self.tasks.get(uid)
-        if task is not None and task.status in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+        if (
+            task is not None
+            and task.status in (TaskStatus.PENDING, TaskStatus.PIPELINED)
+            and node in self.nodes
+        ):
             self._nominating[uid] = node
             task.nominated_node = node
             self._move(uid, TaskStatus.PIPELINED, node)
@@ -414,9 +436,52 @@ class SchedulerCache:
     # Snapshot -------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """A deep copy of what the next cycle decides on. O(nodes + pods)."""
+        """A copy of what the next cycle decides on, for a session to change freely.
+
+        Tasks and nodes are copied only when they changed since the last snapshot, here
+        or in the session that used it (``Snapshot.touched_*``); the others' copies are
+        shared with the last snapshot. So taking a snapshot retires the last one: the
+        session on it must be done. O(nodes + pods) lookups, O(changes) copies; jobs are
+        rebuilt each time.
+        """
+        last = self._last
+        changed_tasks, changed_nodes = self._changed_tasks, self._changed_nodes
+        if last is not None:
+            changed_tasks |= last.touched_tasks
+            changed_nodes |= last.touched_nodes
+        old_tasks = self._task_copies
+        tasks: dict[str, TaskInfo] = {}
+        for uid, t in self.tasks.items():
+            copy = old_tasks.get(uid)
+            if copy is None or uid in changed_tasks:
+                if copy is not None and copy.node_name:
+                    changed_nodes.add(copy.node_name)
+                copy = t.clone()
+                if copy.node_name:
+                    changed_nodes.add(copy.node_name)
+            tasks[uid] = copy
+        old_nodes = self._node_copies
+        nodes: dict[str, NodeInfo] = {}
+        for name in sorted(self.nodes):
+            node = old_nodes.get(name)
+            if node is None or name in changed_nodes:
+                node = self.nodes[name].clone(tasks)
+            nodes[name] = node
+        self._task_copies, self._node_copies = tasks, nodes
+        self._changed_tasks, self._changed_nodes = set(), set()
+        snapshot = self._build(tasks, nodes)
+        self._last = snapshot
+        return snapshot
+
+    def full_snapshot(self) -> Snapshot:
+        """A snapshot copying everything, sharing nothing with any other (for checks:
+        :meth:`snapshot` must equal it). Leaves the cache as it was."""
         tasks = {uid: t.clone() for uid, t in self.tasks.items()}
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
+        return self._build(tasks, nodes)
+
+    def _build(self, tasks: dict[str, TaskInfo], nodes: dict[str, NodeInfo]) -> Snapshot:
+        """The snapshot of ``tasks`` and ``nodes`` (copies) with fresh jobs and queues."""
         jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in self.pod_groups.items()}
         for task in tasks.values():
             if not task.sluice:

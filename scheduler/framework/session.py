@@ -194,7 +194,9 @@ class Session:
         AllocationError rather than over-allocate.
         """
         prev_status, prev_node = task.status, task.node_name
+        self.snapshot.touched_tasks.add(task.uid)
         if task.node_name:
+            self.snapshot.touched_nodes.add(task.node_name)
             old = self.nodes[task.node_name]
             if task.uid in old.tasks:
                 if task.status in HELD:
@@ -206,6 +208,7 @@ class Session:
         task.status = status
         task.node_name = node if status in OCCUPYING or status is TaskStatus.PIPELINED else ""
         if task.node_name:
+            self.snapshot.touched_nodes.add(task.node_name)
             new = self.nodes[task.node_name]
             try:
                 new.add_task(task, strict=status is TaskStatus.ALLOCATED)

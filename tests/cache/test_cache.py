@@ -427,6 +427,9 @@ def test_snapshot_isolation() -> None:
     snap.jobs["default/g"].tasks.clear()
     snap.queues["q"].weight = 7
     snap.nodes.pop("n1")
+    # what changed tasks and nodes of a snapshot records them, as Session.move does
+    snap.touched_tasks |= {p.uid, r.uid}
+    snap.touched_nodes |= {"n1", "n2"}
     assert state() == before
     again = cache.snapshot()
     assert again.nodes["n2"].used == Resource()
@@ -449,3 +452,41 @@ def test_malformed_shapes_are_rejected_without_raising(spec: Obj) -> None:
     cache = cache_with(node("n1"))
     cache.handle("Pod", "ADDED", pod("p", **spec))
     assert "Pod default/p" in cache.rejected
+
+
+def _nominated_in_api(name: str, node_name: str) -> Obj:
+    obj = pending(name)
+    obj["status"]["nominatedNodeName"] = node_name
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("steps", "status", "node_name"),
+    [
+        # nominated, then the node goes: pending, on no node
+        ([("assume", "n1"), ("delete-node", "n1")], TaskStatus.PENDING, ""),
+        # nominated to a node that is not there: nothing held
+        ([("delete-node", "n1"), ("assume", "n1")], TaskStatus.PENDING, ""),
+        # the API says nominated to a node that is gone
+        ([("delete-node", "n1"), ("api", "n1")], TaskStatus.PENDING, ""),
+        # ... and to one that is there
+        ([("api", "n2")], TaskStatus.PIPELINED, "n2"),
+        # another node going changes nothing
+        ([("assume", "n1"), ("delete-node", "n2")], TaskStatus.PIPELINED, "n1"),
+    ],
+)
+def test_a_nomination_to_a_node_that_is_gone_holds_nothing(
+    steps: list[tuple[str, str]], status: TaskStatus, node_name: str
+) -> None:
+    cache = cache_with(node("n1"), node("n2"), pending("p"))
+    for step, arg in steps:
+        if step == "assume":
+            cache.assume_nomination("default/p", arg)
+        elif step == "delete-node":
+            cache.handle("Node", "DELETED", {"metadata": {"name": arg}})
+        else:
+            cache.handle("Pod", "MODIFIED", _nominated_in_api("p", arg))
+    task = cache.tasks["default/p"]
+    assert (task.status, task.node_name) == (status, node_name)
+    assert all("default/p" not in n.tasks for n in cache.nodes.values()) or node_name
+    cache.snapshot()  # a session can be opened on it: every nominated node exists

@@ -309,6 +309,7 @@ def run(
         real_time=True,
         on_cycle=on_cycle,
     )
+    sim.loop.freeze_heap = True  # as `sluice run` does after its first cycle
     sim.store.subscribe(meter.on_store, kinds=("Pod",))
     sim.store.subscribe(tracker.on_store, kinds=("Pod",))
     sim.backend.add_observer(meter.on_call)

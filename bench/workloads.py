@@ -271,6 +271,7 @@ def run(w: Workload, *, wrap: Callable[[Callable[[], Any]], Any] | None = None) 
         real_time=True,
         on_cycle=meter.on_cycle,
     )
+    sim.loop.freeze_heap = True  # as `sluice run` does after its first cycle
     sim.store.subscribe(meter.on_store, kinds=("Pod",))
     sim.backend.add_observer(meter.on_call)
     sim.cache.snapshot = meter.timed_snapshot(sim.cache.snapshot)  # type: ignore[method-assign]

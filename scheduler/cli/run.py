@@ -112,6 +112,7 @@ async def _main(args: argparse.Namespace, resolved: app.ResolvedConfiguration) -
             await tg.start(informers.run)
             log.info("caches synced")
             loop = app.build_loop(resolved, cache, backend.ports(), metrics)
+            loop.freeze_heap = True
             tg.start_soon(_stop_on_signal, loop)
             if args.leader_elect:
                 elector = LeaderElector(

@@ -12,6 +12,7 @@ retried) and logged and counted otherwise.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,10 @@ class SchedulingLoop:
         self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
         self._pending_series: set[str] = set()
         """Queues with a ``scheduler_pending_pods`` series."""
+        self.freeze_heap = False
+        """After the first cycle, collect and :func:`gc.freeze` what is alive (see
+        :meth:`_freeze_heap`). ``sluice run`` and the benchmarks set it; tests do not,
+        as they run many loops in one process."""
         self._wake = anyio.Event()
         self._stopping = False
         cache.on_change = self.wake
@@ -169,6 +174,8 @@ class SchedulingLoop:
                 started = self.ports.clock.now()
                 report = await self.run_cycle()
                 spent = self.ports.clock.now() - started
+                if report.number == 1 and self.freeze_heap:
+                    self._freeze_heap()
                 if should_stop is not None:
                     await anyio.sleep(0)  # let the calls this cycle submitted start
                     if should_stop(report):
@@ -238,6 +245,23 @@ class SchedulingLoop:
         for observer in self.observers:
             observer(report)
         return report
+
+    @staticmethod
+    def _freeze_heap() -> None:
+        """Collect, then leave every object alive now out of the cyclic collector's
+        scans (:func:`gc.freeze`). After the first cycle that is mostly the caches as the
+        first sync filled them: long-lived, and without reference cycles (they are freed
+        by reference counting when they go), yet a full collection would scan them all,
+        every few cycles (about 0.3 s at 30,000 pods). Objects created later are scanned
+        as usual."""
+        t0 = time.perf_counter()
+        gc.collect()
+        gc.freeze()
+        log.info(
+            "heap frozen after the first cycle",
+            objects=gc.get_freeze_count(),
+            seconds=round(time.perf_counter() - t0, 3),
+        )
 
     def _report_pending(self) -> None:
         """Set ``scheduler_pending_pods`` per queue; a queue that is gone loses its series,

@@ -1,7 +1,8 @@
 """One runner for every YAML scenario in tests/scenarios/.
 
 A scenario file holds ordinary Kubernetes objects plus one ``kind: Expectation``
-document (only the tests read it) that says what ``sluice simulate`` must report::
+document (only the tests read it) that says what ``sluice simulate --output json`` must
+report (the keys are described in scheduler/sim/runner.py and the README)::
 
     kind: Expectation
     metadata: {name: what this scenario shows}
@@ -9,13 +10,30 @@ document (only the tests read it) that says what ``sluice simulate`` must report
     expect:
       exitCode: 2                 # default 0
       error: "substring of the one error line"
+      stoppedBy: idle             # idle | cycles | until
+      seconds: 30                 # clock time at the end, from the start
       bindings: {ns/pod: node}    # node "*" means any node
       notBound: [ns/pod]
       boundCount: 3
       pending: {ns/pod: "substring of the reason"}
       podGroups: {ns/name: Phase}
-      evictions: [ns/pod]         # exactly, in order
-      nominations: {ns/pod: node}
+      evictions: [ns/pod]         # exactly, in order: evictions that took effect (the
+                                  # delete or evict call succeeded), in the order the
+                                  # calls finished, each pod once
+      nominations: {ns/pod: node} # status.nominatedNodeName as last written; null: none
+      timeline:                   # events that occur in this order (others may come
+                                  # between); each entry names fields the event has, e.g.
+        - {event: preempt, pod: ns/pod, node: n1, victims: [ns/victim]}
+        - {event: delete, pod: ns/victim, atLeast: 3}   # t >= 3 (seconds from the start)
+        - {event: bind, pod: ns/pod, atMost: 5, cycle: 4}
+
+A run that succeeds must log nothing (errors are the only lines a simulation logs). The
+scenario is run without its Expectation document, so the document numbers in an
+``error`` line count from the first document after it.
+
+Each ``timeline`` entry is matched by the first event after the previous entry's match
+that has all its fields; then ``atLeast`` / ``atMost`` (bounds on that event's ``t``)
+and ``cycle`` (its cycle) must hold for that event.
 """
 
 from __future__ import annotations
@@ -53,9 +71,12 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert len(err.strip().splitlines()) == 1, f"one error line expected, got:\n{err}"
         assert "Traceback" not in err
         return
+    assert err == "", f"a successful run logs no errors:\n{err}"
     result = json.loads(out)
     assert set(result) == {
         "cycles",
+        "stoppedBy",
+        "seconds",
         "bindings",
         "evictions",
         "nominations",
@@ -77,7 +98,40 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert reason in result["pending"][pod], result["pending"][pod]
     for pg, phase in (expect.get("podGroups") or {}).items():
         assert result["podGroups"].get(pg) == phase, result["podGroups"]
+    if "stoppedBy" in expect:
+        assert result["stoppedBy"] == expect["stoppedBy"], (result["stoppedBy"], result["seconds"])
+    if "seconds" in expect:
+        assert result["seconds"] == pytest.approx(expect["seconds"]), result["seconds"]
     if "evictions" in expect:
         assert result["evictions"] == expect["evictions"]
     for pod, node in (expect.get("nominations") or {}).items():
         assert result["nominations"].get(pod) == node, result["nominations"]
+    check_timeline(expect.get("timeline") or [], result["timeline"])
+
+
+BOUNDS = {"atLeast", "atMost", "cycle"}
+
+
+def check_timeline(expected: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> None:
+    """``expected`` occurs in ``timeline`` in order; see the module docstring."""
+    at = 0
+    for want in expected:
+        fields = {k: v for k, v in want.items() if k not in BOUNDS}
+        found = next(
+            (
+                i
+                for i in range(at, len(timeline))
+                if all(timeline[i].get(k) == v for k, v in fields.items())
+            ),
+            None,
+        )
+        shown = "\n".join(f"  {e}" for e in timeline if e["event"] != "arrive")
+        assert found is not None, f"no event {fields} after event {at}; timeline:\n{shown}"
+        event = timeline[found]
+        if "atLeast" in want:
+            assert event["t"] >= want["atLeast"], f"{event} before t={want['atLeast']}"
+        if "atMost" in want:
+            assert event["t"] <= want["atMost"], f"{event} after t={want['atMost']}"
+        if "cycle" in want:
+            assert event["cycle"] == want["cycle"], f"{event} not in cycle {want['cycle']}"
+        at = found + 1

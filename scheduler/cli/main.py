@@ -40,7 +40,13 @@ def _parser() -> argparse.ArgumentParser:
         "--cycles",
         type=int,
         metavar="N",
-        help="stop after N cycles (default: when nothing more can change)",
+        help="stop after N cycles (default: when nothing more can change, or at --until)",
+    )
+    sim.add_argument(
+        "--until",
+        metavar="DURATION",
+        help="stop once this much clock time has passed, like 90s or 1h (default: 1h on "
+        "the virtual clock, none on the real one; overrides until in a Simulation document)",
     )
     sim.add_argument("--output", choices=("text", "json"), default="text")
     sim.add_argument(

@@ -1,4 +1,12 @@
-"""``sluice simulate``: run a scenario and print what happened (layer 5)."""
+"""``sluice simulate``: run a scenario and print what happened (layer 5).
+
+Settings come from the flags, else from the scenario's Simulation document:
+``--api-latency``, ``--api-failures``, ``--seed`` and ``--until`` (the horizon; a
+positive duration, checked here, before anything is loaded). The run itself, what stops
+it (``stoppedBy``: idle, cycles, until) and the meaning of every key of ``--output
+json`` are described in :mod:`scheduler.sim.runner`; text output is per-cycle lines and
+a summary that names what stopped the run and the clock time it took.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from scheduler.config import (
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.durations import parse_duration
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.kubeconfig import write_kubeconfig
@@ -29,6 +38,13 @@ from scheduler.sim.scenario import load_scenario
 
 PROGRESS_AFTER = 50
 """Cycles after which text output shows a progress bar instead of every cycle."""
+
+STOP_REASONS = {
+    "idle": "nothing more could change",
+    "cycles": "--cycles reached",
+    "until": "the horizon was reached",
+}
+"""How the text summary explains ``stoppedBy``."""
 
 
 def _behaviour(args: argparse.Namespace, scenario_behaviour: ApiBehaviour | None) -> ApiBehaviour:
@@ -41,11 +57,29 @@ def _behaviour(args: argparse.Namespace, scenario_behaviour: ApiBehaviour | None
     )
 
 
+def _until(text: str | None) -> float | None:
+    """Seconds of ``--until``; None when not given."""
+    if text is None:
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ConfigError("--until", None, str(exc)) from exc
+    if not seconds > 0:
+        raise ConfigError(
+            "--until", None, f"must be a positive duration, like 90s or 1h; got {text!r}"
+        )
+    return seconds
+
+
 def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if args.cycles is not None and args.cycles < 1:
         raise ConfigError("--cycles", None, "must be at least 1")
+    until = _until(args.until)
     scenario = load_scenario(args.files)
+    if until is None:
+        until = scenario.until
     config: SchedulerConfiguration = scenario.config or SchedulerConfiguration()
     if args.config:
         config = load_configuration_file(args.config)
@@ -62,6 +96,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         scheduler_name=config.scheduler_name,
         behaviour=behaviour,
         max_cycles=args.cycles,
+        until=until,
         real_time=args.real_time,
         on_cycle=printer.cycle if printer else None,
     )
@@ -128,17 +163,22 @@ class TextPrinter:
             f"cycle {report.number} at {report.started - self.origin:.3f}s: {', '.join(parts)}\n"
         )
         for e in events:
-            detail = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "cycle", "event"))
-            self.out.write(f"    {e['t']:9.3f}s  {e['event']:<14} {detail}\n")
+            detail = " ".join(
+                f"{k}={','.join(v) if isinstance(v, list) else v}"
+                for k, v in e.items()
+                if k not in ("t", "cycle", "event")
+            )
+            self.out.write(f"    {e['t']:9.3f}s  {e['event']:<18} {detail}\n")
 
     def summary(self, result: SimulationResult) -> None:
         if self._bar is not None:
             self._bar.close()
         w = self.out.write
         w(
-            f"\n{result.cycles} cycles; {len(result.bindings)} pods bound, "
-            f"{len(result.evictions)} evicted, {len(result.nominations)} nominated, "
-            f"{len(result.pending)} pending\n"
+            f"\n{result.cycles} cycles over {result.seconds:.3f}s; stopped by "
+            f"{result.stopped_by} ({STOP_REASONS[result.stopped_by]})\n"
+            f"{len(result.bindings)} pods bound, {len(result.evictions)} evicted, "
+            f"{len(result.nominations)} nominated, {len(result.pending)} pending\n"
         )
         if result.bindings:
             w("\nbound:\n")

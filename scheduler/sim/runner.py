@@ -1,21 +1,46 @@
 """Simulation: a scenario run by the real loop on the embedded cluster (layer 4).
 
 Used by ``sluice simulate``, the scenario tests and the benchmarks. The cluster, the
-kubelet, the loop and the arrivals all run in one task group on one clock: virtual by
-default (the run never sleeps and repeats exactly), or real for benchmarks and demos.
-A run ends after ``max_cycles`` cycles, or as soon as a cycle decides nothing while no
-API call, kubelet action or arrival is still to come.
+kubelet, the loop, the arrivals and the departures all run in one task group on one
+clock: virtual by default (the run never sleeps and repeats exactly), or real for
+benchmarks and demos. A run ends, and :attr:`SimulationResult.stopped_by` says why:
+
+* ``idle``: a cycle decided nothing while no API call, kubelet action, arrival or
+  departure was still to come (nothing more could change);
+* ``cycles``: ``max_cycles`` cycles have run;
+* ``until``: the horizon has passed, ``until`` seconds of clock time after the start
+  (:data:`DEFAULT_VIRTUAL_HORIZON` on the virtual clock unless told otherwise; no
+  horizon by default on the real clock). The loop is woken at the horizon and stops as
+  on SIGTERM: API calls already running finish, timers (backoffs, gates) are dropped.
+  Without it a run whose API calls keep failing would retry forever.
+
+What the result reports (``sluice simulate --output json`` prints :meth:`to_json`):
+
+* ``bindings`` and ``evictions`` are what took effect in the cluster: pods whose bind
+  call succeeded (pod -> node), and pods whose eviction call (``delete`` or ``evict``)
+  succeeded, in the order the calls finished, each pod once. A failed call, or one that
+  found the pod already gone, does not count;
+* ``nominations`` is pod -> node as ``status.nominatedNodeName`` was last written in
+  the API; an entry goes when the nomination is cleared on a pod that is not bound;
+* ``timeline`` tells decisions from effects: ``preempt`` (pod, node, victims) is the
+  decision, at the time and cycle of the cycle that made it; ``delete``, ``evict``,
+  ``bind`` (and ``-failed`` with ``error``) are the API calls as they finished;
+  ``nominate`` and ``nomination-cleared`` the changes of ``status.nominatedNodeName``;
+  ``arrive``, ``depart``, ``phase`` (of a PodGroup) and ``completed`` the rest. Each
+  entry has ``t`` (seconds from the start) and ``cycle`` (the last cycle started).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 import anyio
 
 from scheduler.api import labels as L
+from scheduler.api.errors import NotFoundError
 from scheduler.api.openapi import load_crds
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Evict, Nominate
@@ -25,15 +50,25 @@ from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.clock import RealClock, VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
-from scheduler.sim.scenario import Arrival, Scenario
+from scheduler.sim.scenario import Arrival, Departure, Scenario
 from scheduler.sim.store import ObjectStore, WatchEvent
 
 LoopFactory = Callable[[SchedulerCache, ClusterPorts], SchedulingLoop]
+StopReason = Literal["idle", "cycles", "until"]
+
+DEFAULT_VIRTUAL_HORIZON: Final[float] = 3600.0
+"""Seconds of simulated time after which a run on the virtual clock stops when no horizon
+is given (``sluice simulate --until``, or ``until`` in a Simulation document)."""
 
 
 @dataclass(slots=True)
 class SimulationResult:
+    """What a run did; see the module docstring for the meaning of each field."""
+
     cycles: int = 0
+    stopped_by: StopReason = "idle"
+    seconds: float = 0.0
+    """Clock time from the start to the end of the run."""
     bindings: dict[str, str] = field(default_factory=dict)
     evictions: list[str] = field(default_factory=list)
     nominations: dict[str, str] = field(default_factory=dict)
@@ -45,6 +80,8 @@ class SimulationResult:
         """Exactly the keys ``sluice simulate --output json`` promises."""
         return {
             "cycles": self.cycles,
+            "stoppedBy": self.stopped_by,
+            "seconds": self.seconds,
             "bindings": self.bindings,
             "evictions": self.evictions,
             "nominations": self.nominations,
@@ -55,7 +92,12 @@ class SimulationResult:
 
 
 class Simulation:
-    """One run. Build, then ``await run()`` once (or :func:`run_simulation`)."""
+    """One run. Build, then ``await run()`` once.
+
+    ``until``: seconds of clock time after which the run stops (positive); None means
+    :data:`DEFAULT_VIRTUAL_HORIZON` on the virtual clock and no horizon on the real one;
+    ``math.inf``: no horizon at all.
+    """
 
     def __init__(
         self,
@@ -65,10 +107,15 @@ class Simulation:
         scheduler_name: str = L.SCHEDULER_NAME,
         behaviour: ApiBehaviour | None = None,
         max_cycles: int | None = None,
+        until: float | None = None,
         real_time: bool = False,
         kubelet_delay: float = 0.0,
         on_cycle: Callable[[CycleReport, list[dict[str, Any]]], None] | None = None,
     ) -> None:
+        if until is None:
+            until = math.inf if real_time else DEFAULT_VIRTUAL_HORIZON
+        if not until > 0:
+            raise ValueError(f"until must be positive, got {until}")
         self.scenario = scenario
         self.clock: VirtualClock | RealClock = RealClock() if real_time else VirtualClock()
         catalog = load_crds()
@@ -85,13 +132,19 @@ class Simulation:
         self.loop = loop_factory(self.cache, ports)
         self.kubelet = SimKubelet(self.store, self.clock, start_delay=kubelet_delay)
         self.max_cycles = max_cycles
+        self.until = until
+        """Seconds of clock time from the start after which the run stops (inf: never)."""
         self.origin = self.clock.now()
         """Clock time of the start; the timeline counts from here."""
         self.result = SimulationResult()
         self._on_cycle = on_cycle
         self._fresh: list[dict[str, Any]] = []
         self._reasons: dict[str, str] = {}
-        self._arrivals_left = 0
+        self._timed_left = 0
+        """Arrivals and departures still to come."""
+        self._evicted: set[str] = set()
+        self._api_nominated: dict[str, str] = {}
+        """status.nominatedNodeName of each pod, as the API has it now."""
         self.backend.add_observer(self._on_call)
         self.loop.observers.append(self._cycle_done)
 
@@ -106,15 +159,37 @@ class Simulation:
             if phase and self.result.pod_groups.get(key) != phase:
                 self.result.pod_groups[key] = phase
                 self._event("phase", podGroup=key, phase=phase)
-        elif ev.kind == "Pod" and ev.type == "MODIFIED":
-            phase = (ev.obj.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                meta = ev.obj["metadata"]
-                self._event("completed", pod=f"{meta['namespace']}/{meta['name']}", phase=phase)
+        elif ev.kind == "Pod":
+            meta = ev.obj["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
+            if ev.type == "DELETED":
+                self._api_nominated.pop(key, None)
+                return
+            if ev.type == "MODIFIED":
+                phase = (ev.obj.get("status") or {}).get("phase")
+                if phase in ("Succeeded", "Failed"):
+                    self._event("completed", pod=key, phase=phase)
+            if ev.type in ("ADDED", "MODIFIED"):
+                self._track_nomination(key, ev.obj)
+
+    def _track_nomination(self, key: str, pod: dict[str, Any]) -> None:
+        node = (pod.get("status") or {}).get("nominatedNodeName") or None
+        before = self._api_nominated.get(key)
+        if node == before:
+            return
+        if node is not None:
+            self._api_nominated[key] = node
+            self.result.nominations[key] = node
+            self._event("nominate", pod=key, node=node)
+            return
+        del self._api_nominated[key]
+        if not (pod.get("spec") or {}).get("nodeName"):
+            self.result.nominations.pop(key, None)
+        self._event("nomination-cleared", pod=key, node=before)
 
     def _event(self, kind: str, **fields: Any) -> None:
         entry = {
-            "t": round(self.clock.now(), 6),
+            "t": round(self.clock.now() - self.origin, 6),
             "cycle": self.loop.cycles,
             "event": kind,
             **fields,
@@ -132,17 +207,25 @@ class Simulation:
             if call.kind == "bind" and call.node:
                 self.result.bindings[call.ref.key] = call.node
                 self._reasons.pop(call.ref.key, None)
+            elif call.ref.key not in self._evicted:
+                self._evicted.add(call.ref.key)
+                self.result.evictions.append(call.ref.key)
             self._event(call.kind, **fields)
         else:
             self._event(f"{call.kind}-failed", error=call.error, **fields)
 
     def _cycle_done(self, report: CycleReport) -> None:
-        for effect in report.effects:
-            if isinstance(effect, Evict):
-                self.result.evictions.append(effect.task.key)
-            elif isinstance(effect, Nominate):
-                self.result.nominations[effect.task.key] = effect.node
-                self._event("nominate", pod=effect.task.key, node=effect.node)
+        decisions = _preemptions(report)
+        if decisions:
+            # With SchedulerAsyncPreemption off the cycle has awaited its calls, whose
+            # events are already in; the decision goes before them, at the cycle's start.
+            base = {"t": round(report.started - self.origin, 6), "cycle": report.number}
+            entries = [{**base, "event": "preempt", **d} for d in decisions]
+            for events in (self.result.timeline, self._fresh):
+                at = len(events)
+                while at > 0 and events[at - 1]["cycle"] == report.number:
+                    at -= 1
+                events[at:at] = entries
         self._reasons.update(report.task_reasons)
         if self._on_cycle is not None:
             self._on_cycle(report, self._fresh)
@@ -150,17 +233,26 @@ class Simulation:
 
     def _should_stop(self, report: CycleReport) -> bool:
         if self.max_cycles is not None and report.number >= self.max_cycles:
+            self.result.stopped_by = "cycles"
             return True
-        if report.decided:
-            return False
         busy = (
-            self.loop.in_flight
+            report.decided
+            or self.loop.in_flight
             or self.loop.woken
             or self.faults.in_flight
             or self.kubelet.pending()
-            or self._arrivals_left
+            or self._timed_left
         )
-        return not busy
+        if not busy:
+            self.result.stopped_by = "idle"
+            return True
+        if self.clock.now() - self.origin >= self.until - _EPSILON:
+            # Stop as on SIGTERM: calls already running may finish, and timers still set
+            # (backoffs, gates waiting for deletions) are cancelled, not waited for.
+            self.loop.stop()
+            self.result.stopped_by = "until"
+            return True
+        return False
 
     # Running -------------------------------------------------------------------------
 
@@ -168,14 +260,32 @@ class Simulation:
         self.store.create(arrival.obj)
         self._event("arrive", object=_label(arrival.obj))
 
-    async def _arrive_later(self, later: list[Arrival]) -> None:
-        for arrival in later:
-            delay = arrival.at - self.clock.now()
+    def _delete(self, departure: Departure) -> None:
+        """As ``kubectl delete`` would: graceful for a bound pod with a grace period."""
+        try:
+            self.store.delete(departure.kind, departure.namespace, departure.name)
+        except NotFoundError:
+            self._event("depart", object=departure.label, gone=True)
+        else:
+            self._event("depart", object=departure.label)
+
+    async def _timed(self, later: list[tuple[float, Arrival | Departure]]) -> None:
+        """Arrivals and departures at their time (``later`` is sorted)."""
+        for at, item in later:
+            delay = self.origin + at - self.clock.now()
             if delay > 0:
                 await self.clock.sleep(delay)
-            self._create(arrival)
-            self._arrivals_left -= 1
+            if isinstance(item, Arrival):
+                self._create(item)
+            else:
+                self._delete(item)
+            self._timed_left -= 1
             self.loop.wake()
+
+    async def _horizon(self) -> None:
+        """Wake the loop when the horizon is reached, so that a cycle ends the run there."""
+        await self.clock.sleep(max(0.0, self.origin + self.until - self.clock.now()))
+        self.loop.wake()
 
     async def run(self) -> SimulationResult:
         self.origin = self.clock.now()
@@ -195,10 +305,15 @@ class Simulation:
             )
         for arrival in now:
             self._create(arrival)
-        self._arrivals_left = len(later)
+        timed: list[tuple[float, Arrival | Departure]] = [(a.at, a) for a in later]
+        timed.extend((d.at, d) for d in self.scenario.departures)
+        timed.sort(key=lambda item: (item[0], isinstance(item[1], Departure)))  # stable
+        self._timed_left = len(timed)
         async with anyio.create_task_group() as tg:
             await tg.start(self.kubelet.run)
-            tg.start_soon(self._arrive_later, later)
+            tg.start_soon(self._timed, timed)
+            if math.isfinite(self.until):
+                tg.start_soon(self._horizon)
             await self.loop.run(should_stop=self._should_stop)
             tg.cancel_scope.cancel()
         self._finish()
@@ -206,6 +321,7 @@ class Simulation:
 
     def _finish(self) -> None:
         self.result.cycles = self.loop.cycles
+        self.result.seconds = round(self.clock.now() - self.origin, 6)
         pods, _ = self.store.list("Pod")
         scheduler = self.cache.scheduler_name
         for pod in pods:
@@ -224,6 +340,25 @@ class Simulation:
             )
             for g in groups
         }
+
+
+_EPSILON: Final[float] = 1e-9
+
+
+def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
+    """The cycle's Nominate and Evict effects as decisions: pod (the preemptor), node and
+    victims, in decision order. A nomination without victims has ``victims: []``."""
+    by_pod: dict[str | None, dict[str, Any]] = {}
+    for effect in report.effects:
+        if isinstance(effect, Nominate):
+            entry = by_pod.setdefault(effect.task.key, {"pod": effect.task.key, "victims": []})
+            entry["node"] = effect.node
+    for effect in report.effects:
+        if isinstance(effect, Evict):
+            owner = effect.preemptor.key if effect.preemptor is not None else None
+            entry = by_pod.setdefault(owner, {"pod": owner, "node": effect.node, "victims": []})
+            entry["victims"].append(effect.task.key)
+    return [{"pod": d["pod"], "node": d["node"], "victims": d["victims"]} for d in by_pod.values()]
 
 
 def _label(obj: dict[str, Any]) -> str:

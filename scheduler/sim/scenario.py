@@ -5,7 +5,23 @@ A scenario is one or more files (or directories of ``*.yaml``/``*.yml``) of what
 Topologies, PriorityClasses, PodDisruptionBudgets, at most one SchedulerConfiguration
 and at most one Simulation document. Everything is checked before anything runs, and
 every problem is one :class:`ScenarioError` line naming the file, the object and the
-field. ``sim.sluice.dev/arrival: 2.5s`` delays an object to that virtual time.
+field.
+
+Timed objects, on any kind:
+
+* ``sim.sluice.dev/arrival: 2.5s`` creates the object at that virtual time instead of at
+  the start;
+* ``sim.sluice.dev/departure: 10s`` deletes it at that virtual time, as ``kubectl delete``
+  would: through the store's normal delete, so a bound pod that has not finished is
+  deleted gracefully (its ``terminationGracePeriodSeconds``, else 30 s; the simulated
+  kubelet removes it when the grace is over) and anything else goes at once. The
+  departure must come after the arrival (0 without one). An object already gone by then
+  (a preempted pod, say) is left alone.
+
+The Simulation document (``apiVersion: scheduling.sluice.dev/v1alpha1``) holds
+``apiLatency`` and ``apiFailures`` (per call kind), ``seed``, and ``until`` (a duration:
+the run stops once that much clock time has passed); the flags of ``sluice simulate``
+override each of them.
 """
 
 from __future__ import annotations
@@ -27,6 +43,7 @@ from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
+DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
 SIMULATION_KIND = "Simulation"
 CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass"})
 OBJECT_KINDS = (
@@ -49,13 +66,35 @@ class Arrival:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """An object to delete at virtual time ``at`` (``sim.sluice.dev/departure``)."""
+
+    at: float
+    kind: str
+    namespace: str
+    """"" for cluster-scoped kinds."""
+    name: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        """``Kind ns/name`` (or ``Kind name``), as the timeline names objects."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
 @dataclass(slots=True)
 class Scenario:
     arrivals: list[Arrival] = field(default_factory=list)
     """Objects by the virtual time they enter the cluster, then kind order, then name."""
+    departures: list[Departure] = field(default_factory=list)
+    """Objects by the virtual time they are deleted, then kind order, then name."""
     config: SchedulerConfiguration | None = None
     behaviour: ApiBehaviour | None = None
     """From a Simulation document, if any."""
+    until: float | None = None
+    """Seconds of clock time after which the run stops, from a Simulation document."""
     sources: list[str] = field(default_factory=list)
 
 
@@ -98,14 +137,28 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield where, doc
 
 
-def _simulation(doc: Mapping[str, Any], where: str) -> ApiBehaviour:
-    unknown = sorted(
-        set(doc) - {"apiVersion", "kind", "metadata", "apiLatency", "apiFailures", "seed"}
-    )
+SIMULATION_FIELDS = ("apiLatency", "apiFailures", "seed", "until")
+
+
+def _simulation(doc: Mapping[str, Any], where: str) -> tuple[ApiBehaviour, float | None]:
+    """The API behaviour and the horizon (``until``, seconds; None if not given)."""
+    unknown = sorted(set(doc) - {"apiVersion", "kind", "metadata", *SIMULATION_FIELDS})
     if unknown:
         raise ScenarioError(
-            where, unknown[0], "unknown field of Simulation; known: apiLatency, apiFailures, seed"
+            where,
+            unknown[0],
+            f"unknown field of Simulation; known: {', '.join(SIMULATION_FIELDS)}",
         )
+    until: float | None = None
+    if doc.get("until") is not None:
+        try:
+            until = parse_duration(str(doc["until"]))
+        except ValueError as exc:
+            raise ScenarioError(where, "until", str(exc)) from exc
+        if not until > 0:
+            raise ScenarioError(
+                where, "until", f"must be a positive duration, like 90s or 1h; got {doc['until']!r}"
+            )
     latency: dict[str, float] = {}
     for k, v in (doc.get("apiLatency") or {}).items():
         try:
@@ -121,9 +174,22 @@ def _simulation(doc: Mapping[str, Any], where: str) -> ApiBehaviour:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ScenarioError(where, "seed", f"expected an integer, got {seed!r}")
     try:
-        return ApiBehaviour(latency=latency, failure_rate=failures, seed=seed)
+        return ApiBehaviour(latency=latency, failure_rate=failures, seed=seed), until
     except ConfigError as exc:
         raise ScenarioError(where, exc.field, exc.message) from exc
+
+
+def _annotation_time(obj: Mapping[str, Any], where: str, annotation: str) -> float | None:
+    """Seconds in a duration annotation of ``obj``; None without it."""
+    text = (obj["metadata"].get("annotations") or {}).get(annotation)
+    if text is None:
+        return None
+    try:
+        return parse_duration(str(text))
+    except ValueError as exc:
+        raise ScenarioError(
+            f"{where}: {ref(obj)}", f"metadata.annotations[{annotation}]", str(exc)
+        ) from exc
 
 
 def load_scenario(paths: list[str]) -> Scenario:
@@ -132,6 +198,8 @@ def load_scenario(paths: list[str]) -> Scenario:
     scenario = Scenario()
     seen: dict[tuple[str, str, str], str] = {}
     objects: list[tuple[float, str, dict[str, Any]]] = []
+    departures: list[Departure] = []
+    simulation_seen = False
     for path in _files(paths):
         scenario.sources.append(str(path))
         for where, doc in _documents(path):
@@ -147,9 +215,10 @@ def load_scenario(paths: list[str]) -> Scenario:
                     raise ScenarioError(where, exc.field, exc.message) from exc
                 continue
             if kind == SIMULATION_KIND:
-                if scenario.behaviour is not None:
+                if simulation_seen:
                     raise ScenarioError(where, None, "a second Simulation document")
-                scenario.behaviour = _simulation(doc, where)
+                simulation_seen = True
+                scenario.behaviour, scenario.until = _simulation(doc, where)
                 continue
             if kind not in OBJECT_KINDS:
                 raise ScenarioError(
@@ -169,20 +238,25 @@ def load_scenario(paths: list[str]) -> Scenario:
                     obj = catalog.check(obj)
                 except InvalidObjectError as exc:
                     raise ScenarioError(where, None, str(exc)) from exc
-            at = 0.0
-            arrival = (meta.get("annotations") or {}).get(ARRIVAL_ANNOTATION)
-            if arrival is not None:
-                try:
-                    at = parse_duration(str(arrival))
-                except ValueError as exc:
+            at = _annotation_time(obj, where, ARRIVAL_ANNOTATION) or 0.0
+            leave = _annotation_time(obj, where, DEPARTURE_ANNOTATION)
+            if leave is not None:
+                if not leave > at:
                     raise ScenarioError(
-                        label, f"metadata.annotations[{ARRIVAL_ANNOTATION}]", str(exc)
-                    ) from exc
+                        f"{where}: {label}",
+                        f"metadata.annotations[{DEPARTURE_ANNOTATION}]",
+                        f"the departure ({leave:g}s) must come after the arrival ({at:g}s)",
+                    )
+                departures.append(
+                    Departure(leave, str(kind), str(meta.get("namespace", "")), meta["name"], where)
+                )
             objects.append((at, where, obj))
     _check_references(objects)
     order = {k: i for i, k in enumerate(OBJECT_KINDS)}
     objects.sort(key=lambda o: (o[0], order[o[2]["kind"]], ref(o[2])))
     scenario.arrivals = [Arrival(at, obj, where) for at, where, obj in objects]
+    departures.sort(key=lambda d: (d.at, order[d.kind], d.label))
+    scenario.departures = departures
     return scenario
 
 

@@ -8,10 +8,10 @@ each waiting task of it (unless ``preemptionPolicy: Never``):
 2. otherwise candidate nodes are those where the task fails only for reasons that
    removing pods can fix (resources, pod count, host ports, anti-affinity); of the N
    such nodes, taken from a start that moves on each time, the first
-   ``clamp(N * minCandidateNodesPercentage / 100, minCandidateNodesAbsolute,
-   maxCandidateNodes)`` that have lower-priority pods able to free what the task lacks
-   are evaluated (nodes without are passed over and not counted, as kube-scheduler
-   counts the candidates it finds);
+   ``k = clamp(N * minCandidateNodesPercentage / 100, minCandidateNodesAbsolute,
+   maxCandidateNodes)`` are looked at, and those with lower-priority pods able to free
+   what the task lacks are evaluated; while none has, the search looks further, so a
+   node that could be freed is never missed;
 3. on each candidate, on the session itself inside a statement: every possible victim
    is evicted (lower priority: other jobs of the same queue, or lower-priority tasks of
    the same job; never what the plugins protect), and the task must then fit with
@@ -212,8 +212,9 @@ class PreemptAction:
     def _withdraw_stale_nominations(self, session: Session) -> None:
         """A nominated task whose node can no longer take it, even once the victims are
         gone (a higher-priority pod took the room), is pending again and may preempt; and
-        a gang that is then no longer pipelined gives up the nominations of all its
-        members, so they hold no room for a gang that cannot start."""
+        a gang that is not pipelined (for that reason, or because a higher preemption
+        cleared a member's nomination) gives up the nominations of all its members, so
+        they hold no room for a gang that cannot start."""
         jobs = [
             job
             for job in session.jobs.values()
@@ -225,14 +226,12 @@ class PreemptAction:
         with session.statement() as stmt:
             for job in jobs:
                 nominated = [t for t in job.tasks.values() if t.status is TaskStatus.PIPELINED]
-                lost = False
                 for t in nominated:
                     with session.counting_releasing():
                         fits = session.fits_on(t, t.node_name)
                     if not fits:
                         stmt.unpipeline(t)
-                        lost = True
-                if lost and not session.job_pipelined(job) and not session.job_ready(job):
+                if not session.job_pipelined(job) and not session.job_ready(job):
                     for t in nominated:
                         if t.status is TaskStatus.PIPELINED:
                             stmt.unpipeline(t)
@@ -273,9 +272,11 @@ class PreemptAction:
     ) -> list[tuple[RankKey, NodeInfo, list[TaskInfo]]]:
         """The candidates to evaluate for ``task``: :meth:`_bounded` entries of nodes
         taken in row order from a start that moves on each time, until ``k`` of them
-        could be freed (kube-scheduler counts candidates found, not nodes looked at),
-        with ``k`` from :meth:`PreemptArguments.candidates` of the number of nodes where
-        preemption could help."""
+        could be freed, with ``k`` from :meth:`PreemptArguments.candidates` of the number
+        of nodes where preemption could help. Past the first ``k`` nodes (or
+        :data:`_CHUNK`), it looks on only while none has been found: a node that could
+        be freed is never missed, and a burst of preemptions that has used up most
+        nodes does not make each later preemptor walk the whole cluster."""
         # Nodes that fit already are candidates too: there the queue's room is what lacks,
         # and evicting lower-priority pods of the same queue frees it.
         rows = np.flatnonzero(fit.candidates() | fit.feasible)
@@ -286,7 +287,7 @@ class PreemptAction:
         rows = np.concatenate((rows[pos:], rows[:pos]))
         found: list[tuple[int, RankKey, NodeInfo, list[TaskInfo]]] = []
         looked = 0
-        while looked < len(rows) and len(found) < k:
+        while looked < len(rows) and len(found) < k and not (found and looked >= k):
             chunk = [int(r) for r in rows[looked : looked + max(k - len(found), _CHUNK)]]
             found.extend(self._bounded(session, task, chunk))
             looked += len(chunk)
@@ -363,6 +364,8 @@ class PreemptAction:
     ) -> Candidate | None:
         """Victims among ``possible`` on ``node`` for ``task``, or None. Leaves the
         session as it found it."""
+        # whether each one's gang has no member to spare, as it stands before any removal
+        full = {t.uid: _in_full_gang(session, t) for t in possible}
         cp = stmt.checkpoint()
         try:
             for v in possible:
@@ -380,7 +383,7 @@ class PreemptAction:
                     strict=True,
                 )
             )
-            ordered.sort(key=lambda t: (not breaks[t.uid], not _in_full_gang(session, t)))
+            ordered.sort(key=lambda t: (not breaks[t.uid], not full[t.uid]))
             victims = []
             for v in ordered:
                 stmt.undo(v)

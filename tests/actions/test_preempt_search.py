@@ -175,12 +175,12 @@ def test_identical_nodes_take_one_simulation(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def _window_choice(priorities: list[int], window: int) -> tuple[list[str], str | None]:
-    """Nodes n0, n1, ... each full with one 2-CPU pod of the given priority; a priority-5
-    pod asking 2 CPU; the candidate window ``window``. The nodes whose simulation ran, and
-    the node chosen."""
+    """Nodes n00, n01, ... each full with one 2-CPU pod of the given priority; a
+    priority-5 pod asking 2 CPU; the candidate window ``window``. The nodes whose
+    simulation may run, and the node chosen."""
     objects: list[Obj] = []
     for i, prio in enumerate(priorities):
-        objects += [node(f"n{i}", cpu="2"), _running(f"p{i}", f"n{i}", "2", prio, i)]
+        objects += [node(f"n{i:02d}", cpu="2"), _running(f"p{i}", f"n{i:02d}", "2", prio, i % 60)]
     objects.append(pod("preemptor", cpu="2", memory=None, priority=5))
     session = cached_session(objects, config=PREEMPT)
     args = PreemptArguments(
@@ -197,22 +197,29 @@ def _window_choice(priorities: list[int], window: int) -> tuple[list[str], str |
     return window_nodes, best.node.name if best else None
 
 
+FAR = [9] * 69
+"""69 nodes whose pods are of higher priority than the preemptor: no victim there."""
+
+
 @pytest.mark.parametrize(
     ("priorities", "window", "evaluated", "chosen"),
     [
         # nodes whose pods are all of higher priority are passed over, not counted
-        ([9, 9, 1], 1, ["n2"], "n2"),
-        ([9, 1, 9, 2], 2, ["n1", "n3"], "n1"),
+        ([9, 9, 1], 1, ["n02"], "n02"),
+        ([9, 1, 9, 2], 2, ["n01", "n03"], "n01"),
         # fewer nodes with victims than the window: all of them
-        ([1, 9, 0], 5, ["n0", "n2"], "n2"),
+        ([1, 9, 0], 5, ["n00", "n02"], "n02"),
         # no node with victims: nothing
         ([9, 9], 1, [], None),
-        # the window stops at k found: n2 (the best) is not looked at; of n0 and n1 the
-        # victim started later is the one to go
-        ([1, 1, 0], 2, ["n0", "n1"], "n1"),
+        # the window stops at k found: n02 (the best) is not looked at; of n00 and n01
+        # the victim started later is the one to go
+        ([1, 1, 0], 2, ["n00", "n01"], "n01"),
+        # past the first rows looked at (64 at least), only while none was found
+        ([1, *FAR[:68], 0], 1, ["n00"], "n00"),
+        ([*FAR, 0], 1, ["n69"], "n69"),
     ],
 )
-def test_the_window_counts_candidates_found_not_nodes_looked_at(
+def test_the_window_passes_over_nodes_without_victims(
     priorities: list[int], window: int, evaluated: list[str], chosen: str | None
 ) -> None:
     assert _window_choice(priorities, window) == (evaluated, chosen)

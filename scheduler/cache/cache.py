@@ -19,14 +19,12 @@ in :attr:`rejected` with a one-line reason, and the cache carries on.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from scheduler.api import labels as L
 from scheduler.api.convert import (
     budget_from_object,
-    job_for_lone_pod,
     job_from_pod_group,
     job_id_of_pod,
     node_from_object,
@@ -41,9 +39,9 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.selectors import parse_label_selector
-from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
+from scheduler.api.snapshot import Snapshot, TopologyInfo
 from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
 
 Obj = Mapping[str, Any]
 
@@ -94,13 +92,8 @@ class SchedulerCache:
         """Pods assumed releasing whose deletion has not shown in their events yet."""
         self._nominating: dict[str, str] = {}
         """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
-        self._task_copies: dict[str, TaskInfo] = {}
-        self._node_copies: dict[str, NodeInfo] = {}
-        """The last snapshot's copies, by uid and by node name, to reuse when unchanged."""
-        self._changed_tasks: set[str] = set()
-        self._changed_nodes: set[str] = set()
-        """What changed here since the last snapshot: its copies are not reused."""
-        self._last: Snapshot | None = None
+        self._copies = Copies()
+        """The last snapshot's copies, and what changed since (told at each change)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
             "Pod": self._on_pod,
             "Node": self._on_node,
@@ -177,7 +170,7 @@ class SchedulerCache:
         meta = pod["metadata"]
         uid = str(meta.get("uid") or _key(pod))
         old = self.tasks.get(uid)
-        self._changed_tasks.add(uid)
+        self._copies.task_changed(uid)
         if event == "DELETED":
             if old is not None:
                 self._detach(old)
@@ -261,14 +254,14 @@ class SchedulerCache:
     def _attach(self, task: TaskInfo) -> None:
         if not task.node_name:
             return
-        self._changed_nodes.add(task.node_name)
+        self._copies.node_changed(task.node_name)
         node = self.nodes.get(task.node_name)
         if node is not None and (task.status in OCCUPYING or task.status is TaskStatus.PIPELINED):
             node.add_task(task)
 
     def _detach(self, task: TaskInfo) -> None:
         if task.node_name:
-            self._changed_nodes.add(task.node_name)
+            self._copies.node_changed(task.node_name)
         node = self.nodes.get(task.node_name) if task.node_name else None
         if node is not None and task.uid in node.tasks:
             node.remove_task(task)
@@ -276,7 +269,7 @@ class SchedulerCache:
     def _on_node(self, event: str, obj: Obj) -> bool:
         name = str(obj["metadata"]["name"])
         old = self.nodes.pop(name, None)
-        self._changed_nodes.add(name)
+        self._copies.node_changed(name)
         if event == "DELETED":
             # A nomination to a node that is gone holds nothing: the pods are pending.
             for task in list(old.tasks.values()) if old is not None else ():
@@ -358,7 +351,7 @@ class SchedulerCache:
         task = self.tasks.get(uid)
         if task is None:
             return None
-        self._changed_tasks.add(uid)
+        self._copies.task_changed(uid)
         self._detach(task)
         task.status = status
         task.node_name = node
@@ -372,7 +365,7 @@ class SchedulerCache:
         index): count it there, with them, from now on."""
         task = self.tasks.get(uid)
         if task is not None and annotations:
-            self._changed_tasks.add(uid)
+            self._copies.task_changed(uid)
             task.annotations = {**(task.annotations or {}), **annotations}
             self._assumed_annotations[uid] = tuple(annotations)
         self._move(uid, TaskStatus.BINDING, node)
@@ -439,39 +432,13 @@ class SchedulerCache:
         """A copy of what the next cycle decides on, for a session to change freely.
 
         Tasks and nodes are copied only when they changed since the last snapshot, here
-        or in the session that used it (``Snapshot.touched_*``); the others' copies are
-        shared with the last snapshot. So taking a snapshot retires the last one: the
+        or in the session that used it (:class:`~.snapshots.Copies`); the others' copies
+        are shared with the last snapshot. So taking a snapshot retires the last one: the
         session on it must be done. O(nodes + pods) lookups, O(changes) copies; jobs are
         rebuilt each time.
         """
-        last = self._last
-        changed_tasks, changed_nodes = self._changed_tasks, self._changed_nodes
-        if last is not None:
-            changed_tasks |= last.touched_tasks
-            changed_nodes |= last.touched_nodes
-        old_tasks = self._task_copies
-        tasks: dict[str, TaskInfo] = {}
-        for uid, t in self.tasks.items():
-            copy = old_tasks.get(uid)
-            if copy is None or uid in changed_tasks:
-                if copy is not None and copy.node_name:
-                    changed_nodes.add(copy.node_name)
-                copy = t.clone()
-                if copy.node_name:
-                    changed_nodes.add(copy.node_name)
-            tasks[uid] = copy
-        old_nodes = self._node_copies
-        nodes: dict[str, NodeInfo] = {}
-        for name in sorted(self.nodes):
-            node = old_nodes.get(name)
-            if node is None or name in changed_nodes:
-                node = self.nodes[name].clone(tasks)
-            nodes[name] = node
-        self._task_copies, self._node_copies = tasks, nodes
-        self._changed_tasks, self._changed_nodes = set(), set()
-        snapshot = self._build(tasks, nodes)
-        self._last = snapshot
-        return snapshot
+        tasks, nodes = self._copies.take(self.tasks, self.nodes)
+        return self._copies.retire(self._build(tasks, nodes))
 
     def full_snapshot(self) -> Snapshot:
         """A snapshot copying everything, sharing nothing with any other (for checks:
@@ -482,78 +449,13 @@ class SchedulerCache:
 
     def _build(self, tasks: dict[str, TaskInfo], nodes: dict[str, NodeInfo]) -> Snapshot:
         """The snapshot of ``tasks`` and ``nodes`` (copies) with fresh jobs and queues."""
-        jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in self.pod_groups.items()}
-        for task in tasks.values():
-            if not task.sluice:
-                continue
-            job = jobs.get(task.job_id)
-            if job is None:
-                job = job_for_lone_pod(
-                    task, (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE)
-                )
-                if self._names_group(task):
-                    job.has_pod_group = True
-                    job.phase = PodGroupPhase.PENDING
-                    job.problem = f"pod group {task.job_id} does not exist"
-                jobs[job.uid] = job
-            job.add_task(task)
-        for job in jobs.values():
-            if job.has_pod_group and not job.priority_class and job.tasks:
-                job.priority = max(t.priority for t in job.tasks.values())
         return Snapshot(
             nodes=nodes,
-            jobs=jobs,
+            jobs=jobs_of(tasks, self.pod_groups),
             queues={name: q.clone() for name, q in sorted(self.queues.items())},
-            budgets=self._budgets(tasks.values()),
+            budgets=budgets_of(self.budgets, tasks.values()),
             topologies=dict(self.topologies),
             priority_classes=dict(self.priority_classes),
             gated=frozenset(self.gated),
             preempt_backoff=dict(self.preempt_backoff),
         )
-
-    @staticmethod
-    def _names_group(task: TaskInfo) -> bool:
-        """Does ``task``'s pod name a PodGroup (as
-        :func:`~scheduler.api.convert.pod_group_name` reads it)?"""
-        return bool(
-            (task.labels or {}).get(L.POD_GROUP_LABEL)
-            or (task.annotations or {}).get(L.POD_GROUP_ANNOTATION)
-        )
-
-    def _budgets(self, tasks: Iterable[TaskInfo]) -> tuple[DisruptionBudget, ...]:
-        if not self.budgets:
-            return ()
-        pods = [t for t in tasks if t.status in OCCUPYING or t.status is TaskStatus.PENDING]
-        out = []
-        for key in sorted(self.budgets):
-            obj = self.budgets[key]
-            status = obj.get("status") or {}
-            base = budget_from_object(obj, 0)
-            if "disruptionsAllowed" in status:
-                allowed = int(status["disruptionsAllowed"])
-            else:
-                allowed = _disruptions_allowed(obj, base.namespace, pods)
-            out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed))
-        return tuple(out)
-
-
-def _disruptions_allowed(obj: Obj, namespace: str, pods: Iterable[TaskInfo]) -> int:
-    """What the disruption controller would write, for clusters that run none (simulation)."""
-    spec = obj.get("spec") or {}
-    selector = parse_label_selector(
-        spec.get("selector"), obj="PodDisruptionBudget", field="spec.selector", null_matches=False
-    )
-    matching = [t for t in pods if t.namespace == namespace and selector.matches(t.labels or {})]
-    expected = len(matching)
-    healthy = sum(1 for t in matching if t.status is TaskStatus.RUNNING and not t.terminating)
-
-    def amount(value: object) -> int:
-        if isinstance(value, str) and value.endswith("%"):
-            return math.ceil(expected * int(value[:-1]) / 100)
-        return int(str(value))
-
-    if "minAvailable" in spec:
-        return max(0, healthy - amount(spec["minAvailable"]))
-    if "maxUnavailable" in spec:
-        return max(0, healthy - (expected - amount(spec["maxUnavailable"])))
-    return max(0, healthy)

@@ -1,0 +1,160 @@
+"""What a snapshot is made of (layer 2): reused copies, jobs, disruption budgets.
+
+:class:`Copies` keeps the copies of tasks and nodes that the last snapshot handed out,
+and what changed since: the cache tells it of every change it makes
+(:meth:`Copies.task_changed`, :meth:`Copies.node_changed`), and the session that used
+the last snapshot recorded in it what it touched (``Snapshot.touched_*``, written by
+``Session.move``). Everything else is shared with the next snapshot unchanged. A copy
+never goes back into use once changed, so what the loop's background work still holds
+of an older cycle (the tasks of its effects, all touched) is never changed under it.
+
+:func:`jobs_of` and :func:`budgets_of` build the rest of a snapshot afresh each time.
+Called by :class:`~scheduler.cache.SchedulerCache` only; nothing here awaits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler.api import labels as L
+from scheduler.api.convert import budget_from_object, job_for_lone_pod
+from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.node import NodeInfo
+from scheduler.api.selectors import parse_label_selector
+from scheduler.api.snapshot import DisruptionBudget, Snapshot
+from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+
+Obj = Mapping[str, Any]
+
+
+class Copies:
+    """The last snapshot's copies, by task uid and node name, and what changed since."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskInfo] = {}
+        self._nodes: dict[str, NodeInfo] = {}
+        self._changed_tasks: set[str] = set()
+        self._changed_nodes: set[str] = set()
+        self._last: Snapshot | None = None
+
+    def task_changed(self, uid: str) -> None:
+        """The cache changed (or replaced, or dropped) task ``uid``."""
+        self._changed_tasks.add(uid)
+
+    def node_changed(self, name: str) -> None:
+        """The cache changed node ``name``, or the tasks on it."""
+        self._changed_nodes.add(name)
+
+    def take(
+        self, tasks: Mapping[str, TaskInfo], nodes: Mapping[str, NodeInfo]
+    ) -> tuple[dict[str, TaskInfo], dict[str, NodeInfo]]:
+        """Copies of the cache's ``tasks`` and ``nodes`` (nodes in name order), reusing
+        the last ones where nothing changed. A task copied anew makes its node (before
+        and after) copied anew too, so each node holds the copies the jobs will hold."""
+        changed_tasks, changed_nodes = self._changed_tasks, self._changed_nodes
+        if self._last is not None:
+            changed_tasks |= self._last.touched_tasks
+            changed_nodes |= self._last.touched_nodes
+        old = self._tasks
+        task_copies: dict[str, TaskInfo] = {}
+        for uid, t in tasks.items():
+            copy = old.get(uid)
+            if copy is None or uid in changed_tasks:
+                if copy is not None and copy.node_name:
+                    changed_nodes.add(copy.node_name)
+                copy = t.clone()
+                if copy.node_name:
+                    changed_nodes.add(copy.node_name)
+            task_copies[uid] = copy
+        node_copies: dict[str, NodeInfo] = {}
+        for name in sorted(nodes):
+            node = self._nodes.get(name)
+            if node is None or name in changed_nodes:
+                node = nodes[name].clone(task_copies)
+            node_copies[name] = node
+        self._tasks, self._nodes = task_copies, node_copies
+        self._changed_tasks, self._changed_nodes = set(), set()
+        return task_copies, node_copies
+
+    def retire(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` (made of the last :meth:`take`) is the one handed out now: what
+        its session touches is copied anew next time. Returns it."""
+        self._last = snapshot
+        return snapshot
+
+
+def jobs_of(tasks: Mapping[str, TaskInfo], pod_groups: Mapping[str, JobInfo]) -> dict[str, JobInfo]:
+    """The jobs of a snapshot: a copy of each PodGroup's, and a gang of one for each pod
+    of Sluice without a PodGroup, each holding its tasks' copies. A pod naming a PodGroup
+    that does not exist forms a job with that ``problem``."""
+    jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in pod_groups.items()}
+    for task in tasks.values():
+        if not task.sluice:
+            continue
+        job = jobs.get(task.job_id)
+        if job is None:
+            job = job_for_lone_pod(task, (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE))
+            if _names_group(task):
+                job.has_pod_group = True
+                job.phase = PodGroupPhase.PENDING
+                job.problem = f"pod group {task.job_id} does not exist"
+            jobs[job.uid] = job
+        job.add_task(task)
+    for job in jobs.values():
+        if job.has_pod_group and not job.priority_class and job.tasks:
+            job.priority = max(t.priority for t in job.tasks.values())
+    return jobs
+
+
+def _names_group(task: TaskInfo) -> bool:
+    """Does ``task``'s pod name a PodGroup (as
+    :func:`~scheduler.api.convert.pod_group_name` reads it)?"""
+    return bool(
+        (task.labels or {}).get(L.POD_GROUP_LABEL)
+        or (task.annotations or {}).get(L.POD_GROUP_ANNOTATION)
+    )
+
+
+def budgets_of(
+    budgets: Mapping[str, Obj], tasks: Iterable[TaskInfo]
+) -> tuple[DisruptionBudget, ...]:
+    """The PodDisruptionBudgets, in key order, with the disruptions each allows: its
+    ``status.disruptionsAllowed``, or what the disruption controller would write."""
+    if not budgets:
+        return ()
+    pods = [t for t in tasks if t.status in OCCUPYING or t.status is TaskStatus.PENDING]
+    out = []
+    for key in sorted(budgets):
+        obj = budgets[key]
+        status = obj.get("status") or {}
+        base = budget_from_object(obj, 0)
+        if "disruptionsAllowed" in status:
+            allowed = int(status["disruptionsAllowed"])
+        else:
+            allowed = _disruptions_allowed(obj, base.namespace, pods)
+        out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed))
+    return tuple(out)
+
+
+def _disruptions_allowed(obj: Obj, namespace: str, pods: Iterable[TaskInfo]) -> int:
+    """What the disruption controller would write, for clusters that run none (simulation)."""
+    spec = obj.get("spec") or {}
+    selector = parse_label_selector(
+        spec.get("selector"), obj="PodDisruptionBudget", field="spec.selector", null_matches=False
+    )
+    matching = [t for t in pods if t.namespace == namespace and selector.matches(t.labels or {})]
+    expected = len(matching)
+    healthy = sum(1 for t in matching if t.status is TaskStatus.RUNNING and not t.terminating)
+
+    def amount(value: object) -> int:
+        if isinstance(value, str) and value.endswith("%"):
+            return math.ceil(expected * int(value[:-1]) / 100)
+        return int(str(value))
+
+    if "minAvailable" in spec:
+        return max(0, healthy - amount(spec["minAvailable"]))
+    if "maxUnavailable" in spec:
+        return max(0, healthy - (expected - amount(spec["maxUnavailable"])))
+    return max(0, healthy)

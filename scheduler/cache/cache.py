@@ -437,8 +437,9 @@ class SchedulerCache:
         session on it must be done. O(nodes + pods) lookups, O(changes) copies; jobs are
         rebuilt each time.
         """
+        last_jobs = self._copies.last_jobs
         tasks, nodes = self._copies.take(self.tasks, self.nodes)
-        return self._copies.retire(self._build(tasks, nodes))
+        return self._copies.retire(self._build(tasks, nodes, last_jobs))
 
     def full_snapshot(self) -> Snapshot:
         """A snapshot copying everything, sharing nothing with any other (for checks:
@@ -447,11 +448,17 @@ class SchedulerCache:
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
         return self._build(tasks, nodes)
 
-    def _build(self, tasks: dict[str, TaskInfo], nodes: dict[str, NodeInfo]) -> Snapshot:
-        """The snapshot of ``tasks`` and ``nodes`` (copies) with fresh jobs and queues."""
+    def _build(
+        self,
+        tasks: dict[str, TaskInfo],
+        nodes: dict[str, NodeInfo],
+        last_jobs: Mapping[str, JobInfo] | None = None,
+    ) -> Snapshot:
+        """The snapshot of ``tasks`` and ``nodes`` (copies) with its jobs (gangs of one
+        reused from ``last_jobs`` where their task is) and fresh queues."""
         return Snapshot(
             nodes=nodes,
-            jobs=jobs_of(tasks, self.pod_groups),
+            jobs=jobs_of(tasks, self.pod_groups, last_jobs),
             queues={name: q.clone() for name, q in sorted(self.queues.items())},
             budgets=budgets_of(self.budgets, tasks.values()),
             topologies=dict(self.topologies),

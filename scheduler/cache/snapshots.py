@@ -78,6 +78,11 @@ class Copies:
         self._changed_tasks, self._changed_nodes = set(), set()
         return task_copies, node_copies
 
+    @property
+    def last_jobs(self) -> Mapping[str, JobInfo]:
+        """The jobs of the snapshot handed out last (none before the first)."""
+        return self._last.jobs if self._last is not None else {}
+
     def retire(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` (made of the last :meth:`take`) is the one handed out now: what
         its session touches is copied anew next time. Returns it."""
@@ -85,16 +90,34 @@ class Copies:
         return snapshot
 
 
-def jobs_of(tasks: Mapping[str, TaskInfo], pod_groups: Mapping[str, JobInfo]) -> dict[str, JobInfo]:
+def jobs_of(
+    tasks: Mapping[str, TaskInfo],
+    pod_groups: Mapping[str, JobInfo],
+    last: Mapping[str, JobInfo] | None = None,
+) -> dict[str, JobInfo]:
     """The jobs of a snapshot: a copy of each PodGroup's, and a gang of one for each pod
     of Sluice without a PodGroup, each holding its tasks' copies. A pod naming a PodGroup
-    that does not exist forms a job with that ``problem``."""
+    that does not exist forms a job with that ``problem``.
+
+    ``last``: the jobs of the last snapshot. A gang of one whose task copy is reused (the
+    very object: the task did not change) is reused too, as nothing else goes into it and
+    sessions do not change it."""
     jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in pod_groups.items()}
+    last = last or {}
     for task in tasks.values():
         if not task.sluice:
             continue
         job = jobs.get(task.job_id)
         if job is None:
+            before = last.get(task.job_id)
+            if (
+                before is not None
+                and not before.has_pod_group
+                and len(before.tasks) == 1
+                and before.tasks.get(task.uid) is task
+            ):
+                jobs[task.job_id] = before
+                continue
             job = job_for_lone_pod(task, (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE))
             if _names_group(task):
                 job.has_pod_group = True

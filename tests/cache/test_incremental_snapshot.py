@@ -184,6 +184,9 @@ def test_unchanged_copies_are_shared_and_changed_ones_are_not() -> None:
     assert second.nodes["n2"].tasks["uid-b"] is b1
     assert second.nodes["n1"] is not first.nodes["n1"]
     assert second.nodes["n1"].tasks["uid-a"] is not a1
+    # a pod's gang of one goes with its task: reused when it is, rebuilt when not
+    assert second.jobs["default/b"] is first.jobs["default/b"]
+    assert second.jobs["default/a"] is not first.jobs["default/a"]
     # a session moves b: its copy and its node are not reused
     session = open_session(second, RESOLVED)
     with session.statement() as stmt:

@@ -398,19 +398,9 @@ def _figures(
     deadline_hit: bool,
     load_before: tuple[float, float, float],
 ) -> dict[str, Any]:
-    start, first_created, last_bound = meter.all_created, meter.first_created, meter.last_bound
-    if start is None or first_created is None:
-        raise RuntimeError("the measured pods never entered the cluster")
-    during = [
-        (end, r)
-        for end, r in meter.cycles
-        if end >= start and (last_bound is None or r.started <= last_bound)
-    ]
-    seconds = (last_bound - start) if last_bound is not None else None
-    cpu = None
-    if meter.cpu_created is not None and meter.cpu_last_bound is not None:
-        cpu = meter.cpu_last_bound - meter.cpu_created
-    snaps = [meter.snapshots[r.number - 1] for _, r in during if r.number <= len(meter.snapshots)]
+    span = meter.interval()
+    start, first_created = span.start, span.first_created
+    during, seconds, cpu, snaps = span.during, span.seconds, span.cpu, span.snapshots
     registry = sim.loop.metrics.registry
 
     def sample(name: str, labels: dict[str, str] | None = None) -> float | None:

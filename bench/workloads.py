@@ -166,6 +166,22 @@ now = time.monotonic
 """Every timestamp here: the clock the RealClock of the simulation reports (CycleReport)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """What :meth:`Meter.interval` measured (times are ``time.monotonic``)."""
+
+    start: float
+    first_created: float
+    last_bound: float | None
+    seconds: float | None
+    cpu: float | None
+    """CPU seconds of the process over the interval."""
+    during: list[tuple[float, CycleReport]]
+    """(end, report) of the cycles that ran, wholly or partly, in the interval."""
+    snapshots: list[float]
+    """Seconds the snapshots of those cycles took."""
+
+
 class Meter:
     """Timestamps (``time.monotonic``) of what the figures are made of."""
 
@@ -214,6 +230,33 @@ class Meter:
 
     def on_cycle(self, report: CycleReport, _events: list[dict[str, Any]]) -> None:
         self.cycles.append((now(), report))
+
+    def interval(self) -> Interval:
+        """The measured interval: from the moment the last measured pod is in the cluster
+        until the last measured bind returned, and the cycles that ran in it."""
+        start, first_created, last_bound = self.all_created, self.first_created, self.last_bound
+        if start is None or first_created is None:
+            raise RuntimeError("the measured pods never entered the cluster")
+        # Cycles that ran (wholly or partly) while the measured pods were being scheduled.
+        during = [
+            (end, r)
+            for end, r in self.cycles
+            if end >= start and (last_bound is None or r.started <= last_bound)
+        ]
+        cpu = None
+        if self.cpu_created is not None and self.cpu_last_bound is not None:
+            cpu = self.cpu_last_bound - self.cpu_created
+        return Interval(
+            start=start,
+            first_created=first_created,
+            last_bound=last_bound,
+            seconds=(last_bound - start) if last_bound is not None else None,
+            cpu=cpu,
+            during=during,
+            snapshots=[
+                self.snapshots[r.number - 1] for _, r in during if r.number <= len(self.snapshots)
+            ],
+        )
 
     def timed_snapshot(self, snapshot: Callable[[], Any]) -> Callable[[], Any]:
         def timed() -> Any:
@@ -284,21 +327,10 @@ def run(w: Workload, *, wrap: Callable[[Callable[[], Any]], Any] | None = None) 
         result = wrap(lambda: anyio.run(sim.run))
     t_end = now()
 
-    start, first_created, last_bound = meter.all_created, meter.first_created, meter.last_bound
-    if start is None or first_created is None:
-        raise RuntimeError("the measured pods never entered the cluster")
-    # Cycles that ran (wholly or partly) while the measured pods were being scheduled.
-    during = [
-        (end, r)
-        for end, r in meter.cycles
-        if end >= start and (last_bound is None or r.started <= last_bound)
-    ]
+    span = meter.interval()
+    start, first_created = span.start, span.first_created
+    during, seconds, cpu, snaps = span.during, span.seconds, span.cpu, span.snapshots
     deciding = [(end, r) for end, r in during if r.decided]
-    seconds = (last_bound - start) if last_bound is not None else None
-    cpu = None
-    if meter.cpu_created is not None and meter.cpu_last_bound is not None:
-        cpu = meter.cpu_last_bound - meter.cpu_created
-    snaps = [meter.snapshots[r.number - 1] for _, r in during if r.number <= len(meter.snapshots)]
     registry = sim.loop.metrics.registry
     actions = {
         a.name: _r(

@@ -298,7 +298,6 @@ class PreemptionExecutor:
             await self._evict_all(p, done)
             await self._set_nomination(p.preemptor, p.node, slot)
         except Exception as exc:
-            self._release(slot)
             # An ApiError is expected; anything else is a bug, logged with its traceback,
             # and handled the same way so that no gate stays closed for it.
             if not isinstance(exc, ApiError):
@@ -307,9 +306,8 @@ class PreemptionExecutor:
             self.metrics.preemption_executions.labels("error").inc()
             self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
             return False
-        except BaseException:  # cancelled: later writes of the pod must not wait for it
+        finally:  # whatever happened, the pod's later writes must not wait for this one
             self._release(slot)
-            raise
         self._backoffs.pop(p.preemptor.job_id, None)
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)

@@ -61,7 +61,7 @@ from bench.workloads import (
 )
 from scheduler.api import labels as L
 from scheduler.api.openapi import load_crds
-from scheduler.sim.clock import RealClock
+from scheduler.loop.clock import SystemClock
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.kubeconfig import write_kubeconfig
 from scheduler.sim.kubelet import SimKubelet
@@ -205,7 +205,7 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     async with emulator, anyio.create_task_group() as tg:
         kubeconfig = write_kubeconfig(workdir / "kubeconfig", emulator.url)
-        await tg.start(SimKubelet(store, RealClock()).run)
+        await tg.start(SimKubelet(store, SystemClock()).run)
         argv = [
             *sluice_command(),
             "run",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,11 @@ class ObjectRef:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+EvictionMode = Literal["delete", "evict"]
+"""How an Evictor removes a victim: a DELETE of the pod guarded by its uid, or a POST to
+its ``eviction`` subresource (the Eviction API, which honours PodDisruptionBudgets)."""
 
 
 class Clock(Protocol):

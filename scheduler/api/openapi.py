@@ -34,6 +34,7 @@ from typing import Any, Final, TypeGuard
 
 import yaml
 
+from scheduler.api import labels as L
 from scheduler.api.errors import FieldCause, InvalidInputError, InvalidObjectError
 
 __all__ = [
@@ -50,9 +51,9 @@ __all__ = [
     "validate",
 ]
 
-GROUP: Final = "scheduling.sluice.dev"
-VERSION: Final = "v1alpha1"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
+GROUP: Final = L.GROUP
+VERSION: Final = L.VERSION
+API_VERSION: Final = L.API_VERSION
 
 #: The pattern Kubernetes puts on every int-or-string resource quantity in a CRD schema.
 QUANTITY_PATTERN: Final = (

@@ -32,7 +32,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskStatus
@@ -53,13 +53,12 @@ from scheduler.kube.client import (
 )
 from scheduler.kube.timestamps import format_micro_time
 from scheduler.logging import get_logger
-from scheduler.ports import Clock, ClusterPorts, Event, ObjectRef
+from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef
 
 __all__ = ["EventSettings", "EvictionMode", "KubeBackend", "KubeEventRecorder"]
 
 log = get_logger("sluice.kube.backend")
 
-EvictionMode = Literal["delete", "evict"]
 
 #: Custom kinds whose status :meth:`KubeBackend.patch_status` writes.
 STATUS_RESOURCES: Final[Mapping[str, Resource]] = {

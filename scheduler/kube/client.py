@@ -33,19 +33,18 @@ import contextlib
 import json
 import math
 import os
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
-import anyio
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
+from scheduler.api import labels as L
 from scheduler.api.errors import (
     AlreadyExistsError,
     ApiError,
@@ -58,6 +57,7 @@ from scheduler.api.errors import (
     ServerError,
     TooManyRequestsError,
 )
+from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = [
@@ -103,22 +103,6 @@ _IN_CLUSTER_ENV: Final[str] = "KUBERNETES_SERVICE_HOST"
 _DEFAULT_KUBECONFIG: Final[Path] = Path("~/.kube/config")
 
 
-# --------------------------------------------------------------------------- clock
-
-
-class SystemClock:
-    """The ``Clock`` port on real time: monotonic ``now()``, Unix ``wall()``."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> float:
-        return time.time()
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
 # --------------------------------------------------------------------------- resources
 
 
@@ -155,8 +139,8 @@ class Resource:
         return base
 
 
-CRD_GROUP: Final[str] = "scheduling.sluice.dev"
-CRD_VERSION: Final[str] = "v1alpha1"
+CRD_GROUP: Final[str] = L.GROUP
+CRD_VERSION: Final[str] = L.VERSION
 
 PODS: Final = Resource("Pod", "", "v1", "pods", True)
 NODES: Final = Resource("Node", "", "v1", "nodes", False)

@@ -15,10 +15,10 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from scheduler.api.errors import ApiError
-from scheduler.ports import Clock, Event, ObjectRef
+from scheduler.ports import Clock, Event, EvictionMode, ObjectRef
 from scheduler.sim.faults import FaultInjector
 from scheduler.sim.store import ApiObject, ObjectStore, rfc3339_micro
 
@@ -27,7 +27,6 @@ __all__ = ["ApiCall", "EvictionMode", "SimBackend"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-EvictionMode = Literal["delete", "evict"]
 
 _EVENT_CACHE_SIZE: Final[int] = 4096
 

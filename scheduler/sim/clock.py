@@ -12,8 +12,9 @@ outside simulated time and should not be used under it. If no timer is pending a
 is ready, no task can ever make progress again; the loop raises :class:`SimulationStalled`
 instead of hanging.
 
-:class:`VirtualClock` and :class:`RealClock` implement the ``Clock`` port of
-:mod:`scheduler.ports`; :func:`run_virtual` runs an async function on a fresh virtual loop.
+`VirtualClock` implements the ``Clock`` port of :mod:`scheduler.ports` on virtual time
+(real time is :class:`scheduler.loop.clock.SystemClock`); :func:`run_virtual` runs an
+async function on a fresh virtual loop.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import contextvars
 import heapq
 import math
 import selectors
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EPOCH",
-    "RealClock",
     "SimulationStalled",
     "VirtualClock",
     "VirtualTimeLoop",
@@ -232,19 +231,6 @@ class VirtualClock:
 
     async def sleep(self, seconds: float) -> None:
         """Suspend for ``seconds`` of virtual time (no wall time passes)."""
-        await anyio.sleep(seconds)
-
-
-class RealClock:
-    """The ``Clock`` port on real time: monotonic ``now()``, Unix ``wall()``."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> float:
-        return time.time()
-
-    async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
 
 

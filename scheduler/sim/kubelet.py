@@ -82,7 +82,7 @@ class SimKubelet:
 
     ``start_delay`` is the time between a pod's binding and it running. The clock must
     be the one the running asyncio event loop measures (a VirtualClock under
-    ``run_virtual``, or a RealClock), because the timer task waits with loop timers.
+    ``run_virtual``, or a SystemClock), because the timer task waits with loop timers.
 
     :meth:`run` is the one long-lived task; start it in a task group with
     ``await tg.start(kubelet.run)``, which returns once the kubelet has subscribed to the

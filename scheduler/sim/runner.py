@@ -44,10 +44,11 @@ from scheduler.api.errors import NotFoundError
 from scheduler.api.openapi import load_crds
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Evict, Nominate
+from scheduler.loop.clock import SystemClock
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
 from scheduler.sim.backend import ApiCall, SimBackend
-from scheduler.sim.clock import RealClock, VirtualClock
+from scheduler.sim.clock import VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario
@@ -117,7 +118,7 @@ class Simulation:
         if not until > 0:
             raise ValueError(f"until must be positive, got {until}")
         self.scenario = scenario
-        self.clock: VirtualClock | RealClock = RealClock() if real_time else VirtualClock()
+        self.clock: VirtualClock | SystemClock = SystemClock() if real_time else VirtualClock()
         catalog = load_crds()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:

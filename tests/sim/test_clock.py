@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 
+from scheduler.loop.clock import SystemClock
 from scheduler.sim.clock import (
     DEFAULT_EPOCH,
-    RealClock,
     SimulationStalled,
     VirtualClock,
     VirtualTimeLoop,
@@ -218,7 +218,7 @@ def test_call_soon_threadsafe_still_works() -> None:
 
 
 def test_real_clock() -> None:
-    clock = RealClock()
+    clock = SystemClock()
     assert abs(clock.wall() - time.time()) < 1.0
     before = clock.now()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scheduler import actions, plugins
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
+from scheduler.framework.effects import Evict, Nominate
 from scheduler.framework.registry import Registry, ResolvedConfiguration
 
 __all__ = ["ResolvedConfiguration", "build_loop", "builtin_registry", "resolve"]
@@ -38,8 +39,8 @@ def build_loop(
     """The scheduling loop with the executors the configuration asks for."""
     loop = SchedulingLoop(cache, resolved, ports, metrics)
     config = resolved.config
-    if "preempt" in config.actions:
-        loop.preemption = PreemptionExecutor(
+    if resolved.emits(Evict) or resolved.emits(Nominate):
+        executor = PreemptionExecutor(
             cache,
             ports,
             loop.metrics,
@@ -47,4 +48,6 @@ def build_loop(
             concurrency=config.bind_concurrency,
             wake=loop.wake,
         )
+        cache.on_pod_deleted.append(executor.pod_deleted)
+        loop.preemption = executor
     return loop

@@ -15,6 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.task import TaskInfo
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
@@ -28,6 +32,20 @@ class ObjectRef:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @staticmethod
+    def of_pod(task: TaskInfo) -> ObjectRef:
+        """The pod of ``task``, guarded by its uid."""
+        return ObjectRef("Pod", task.namespace, task.name, task.uid)
+
+    @staticmethod
+    def of_pod_group(job: JobInfo) -> ObjectRef:
+        """The PodGroup of ``job`` (a gang with a PodGroup)."""
+        return ObjectRef("PodGroup", job.namespace, job.name, job.pod_group_uid)
+
+    @staticmethod
+    def of_queue(queue: QueueInfo) -> ObjectRef:
+        return ObjectRef("Queue", "", queue.name, queue.uid)
 
 
 EvictionMode = Literal["delete", "evict"]

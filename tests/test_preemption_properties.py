@@ -47,7 +47,8 @@ from scheduler import app
 from scheduler.api import labels as L
 from scheduler.api.pod import pod_request
 from scheduler.api.resource import Resource
-from scheduler.api.task import OCCUPYING, TaskStatus
+from scheduler.api.task import TaskStatus
+from scheduler.api.task_states import USES_NODE
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict, Nominate
 from scheduler.logging import quiet
@@ -218,7 +219,7 @@ class CycleChecks:
     def _gates(self, where: str) -> None:
         executor = self.sim.loop.preemption
         assert isinstance(executor, PreemptionExecutor)
-        assert set(executor.gates) == self.sim.cache.gated
+        assert executor.view().gated == frozenset(executor.gates)
         pods, _ = self.sim.store.list("Pod")
         present = {str(p["metadata"].get("uid")) for p in pods}
         for job in set(self.calls_ended) - set(executor.gates):
@@ -242,15 +243,19 @@ class CycleChecks:
                     f"ended (waiting for {sorted(gate.waiting_for)})"
                 )
 
+    def _gated(self) -> frozenset[str]:
+        executor = self.sim.loop.preemption
+        return executor.view().gated if executor is not None else frozenset()
+
     def _room(self, where: str, renewed: set[str]) -> None:
         cache = self.sim.cache
         short: set[str] = set()
         for node in cache.nodes.values():
             tasks = list(node.tasks.values())
-            used = sum((t.request for t in tasks if t.status in OCCUPYING), Resource())
+            used = sum((t.request for t in tasks if t.status in USES_NODE), Resource())
             if not used.fits_in(node.allocatable):
                 self.problems.append(f"{where}: {node.name} holds {used} > {node.allocatable}")
-            staying = [t for t in tasks if t.status in OCCUPYING - {TaskStatus.RELEASING}]
+            staying = [t for t in tasks if t.status in USES_NODE - {TaskStatus.RELEASING}]
             nominated = [t for t in tasks if t.status is TaskStatus.PIPELINED]
             for p in nominated:
                 load = p.request
@@ -262,7 +267,7 @@ class CycleChecks:
                         load = load + t.request
                 if load.fits_in(node.allocatable):
                     continue
-                gated = p.job_id in cache.gated
+                gated = p.job_id in self._gated()
                 if not self.failed_delete or (p.uid in self.short and p.uid not in renewed):
                     self.problems.append(
                         f"{where}: {p.key} (priority {p.priority}) nominated to {node.name} "
@@ -329,7 +334,7 @@ def test_preemption_invariants(case: Case) -> None:
     assert r.problems == []
     assert r.cycles < MAX_CYCLES, "the run did not settle"
     sim = r.sim
-    assert sim.cache.gated == set()
+    assert sim.loop.preemption is not None and not sim.loop.preemption.view().gated
     for t in sim.cache.tasks.values():
         if t.status is TaskStatus.PIPELINED:
             # nominated, never placed though all is quiet, and no reason why

@@ -6,12 +6,20 @@ from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
+from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, SetPhase
 from scheduler.framework.registry import ActionSpec, Registry
 
 
 def register_builtin(registry: Registry) -> None:
     """Register every action shipped with Sluice."""
-    registry.add_action(ActionSpec("enqueue", EnqueueAction))
-    registry.add_action(ActionSpec("allocate", AllocateAction))
-    registry.add_action(ActionSpec("preempt", PreemptAction, PreemptArguments))
-    registry.add_action(ActionSpec("backfill", BackfillAction))
+    registry.add_action(ActionSpec("enqueue", EnqueueAction, emits=frozenset({SetPhase})))
+    registry.add_action(ActionSpec("allocate", AllocateAction, emits=frozenset({Bind})))
+    registry.add_action(
+        ActionSpec(
+            "preempt",
+            PreemptAction,
+            PreemptArguments,
+            emits=frozenset({Evict, Nominate, ClearNomination}),
+        )
+    )
+    registry.add_action(ActionSpec("backfill", BackfillAction, emits=frozenset({Bind})))

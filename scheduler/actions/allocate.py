@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from scheduler.actions.common import eligible, place_job, waiting_tasks
+from scheduler.actions.common import eligible, job_boundary, place_job, waiting_tasks
 from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskStatus
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
@@ -40,12 +41,17 @@ class AllocateAction:
             job = jobs.popleft()
             if not jobs:
                 del pending[name]
-            tasks = waiting_tasks(job)
-            if session.queue_overused(queue) and any(t.status is TaskStatus.PENDING for t in tasks):
-                # Nominated tasks are already counted in the queue; new demand is not.
-                reason = f"queue {name!r} has used its deserved share"
-                session.record_job_reason(job, reason)
-                for t in tasks:
-                    session.task_reasons.setdefault(t.uid, reason)
-                continue
-            place_job(session, queue, job, tasks)
+            with job_boundary(session, job):
+                self._allocate(session, queue, job)
+
+    @staticmethod
+    def _allocate(session: Session, queue: QueueInfo, job: JobInfo) -> None:
+        tasks = waiting_tasks(job)
+        if session.queue_overused(queue) and any(t.status is TaskStatus.PENDING for t in tasks):
+            # Nominated tasks are already counted in the queue; new demand is not.
+            reason = f"queue {queue.name!r} has used its deserved share"
+            session.record_job_reason(job, reason)
+            for t in tasks:
+                session.task_reasons.setdefault(t.uid, reason)
+            return
+        place_job(session, queue, job, tasks)

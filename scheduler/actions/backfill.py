@@ -6,7 +6,8 @@ filters, after ``allocate``, in job order. Gangs still go in full or not at all.
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible, place_job, waiting_tasks
+from scheduler.actions.common import eligible, for_each_job, place_job, waiting_tasks
+from scheduler.api.job import JobInfo
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
@@ -23,5 +24,8 @@ class BackfillAction:
             tasks = waiting_tasks(job)
             if tasks and all(t.spec.best_effort for t in tasks) and eligible(session, job):
                 jobs.append(job)
-        for job in session.order_jobs(jobs):
-            place_job(session, session.queues[job.queue], job, waiting_tasks(job))
+        for_each_job(session, session.order_jobs(jobs), _backfill)
+
+
+def _backfill(session: Session, job: JobInfo) -> None:
+    place_job(session, session.queues[job.queue], job, waiting_tasks(job))

@@ -1,9 +1,12 @@
-"""What the actions share (layer 2): which jobs are eligible, and how a gang is placed."""
+"""What the actions share (layer 2): which jobs are eligible, how a gang is placed, and
+the per-job error boundary."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
+from scheduler.api.errors import SessionCorruptedError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -19,9 +22,52 @@ def waiting_tasks(job: JobInfo) -> list[TaskInfo]:
     ]
 
 
+@contextmanager
+def job_boundary(session: Session, job: JobInfo) -> Iterator[None]:
+    """Confine a failure of the block (a plugin that raised, an AllocationError, a bug) to
+    ``job``: its statement has already been rolled back by the statement's own block; the
+    job says SchedulerError (:meth:`Session.record_job_error`) and no action tries it again
+    this cycle; the other jobs go on.
+
+    A failure after the job committed decisions, or a rollback that failed, leaves the
+    session untrustworthy: that escalates as SessionCorruptedError, and the loop throws
+    the cycle away.
+    """
+    committed = len(session.effects)
+    try:
+        yield
+    except SessionCorruptedError:
+        raise
+    except Exception as exc:
+        if len(session.effects) != committed:
+            raise SessionCorruptedError(
+                f"job {job.uid} failed after committing decisions: {exc}"
+            ) from exc
+        session.record_job_error(job, exc)
+
+
+def for_each_job(
+    session: Session, jobs: Iterable[JobInfo], attempt: Callable[[Session, JobInfo], None]
+) -> None:
+    """``attempt(session, job)`` for each job in order, each inside :func:`job_boundary`.
+    Jobs that failed earlier in the cycle are skipped."""
+    for job in jobs:
+        if job.uid in session.job_errors:
+            continue
+        with job_boundary(session, job):
+            attempt(session, job)
+
+
 def eligible(session: Session, job: JobInfo, *, need_inqueue: bool = True) -> bool:
     """May an action try to place ``job`` this cycle? Records the reason when not."""
-    if session.is_gated(job):
+    if session.is_gated(job) or job.uid in session.job_errors:
+        return False
+    backoff = session.snapshot.error_backoffs.get(job.uid)
+    if backoff is not None and backoff.until > session.now:
+        session.error_jobs.add(job.uid)
+        session.record_job_reason(
+            job, f"{backoff.reason}; retried in {backoff.until - session.now:.0f}s"
+        )
         return False
     if job.problem:
         session.record_job_reason(job, job.problem)
@@ -35,11 +81,13 @@ def eligible(session: Session, job: JobInfo, *, need_inqueue: bool = True) -> bo
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
-    reason = session.job_valid(job)
-    if reason is not None:
-        session.record_job_reason(job, reason)
-        return False
-    return True
+    with job_boundary(session, job):
+        status = session.job_valid(job)
+        if not status:
+            session.record_job_reason(job, status.message)
+            return False
+        return True
+    return False
 
 
 def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[TaskInfo]) -> bool:
@@ -47,7 +95,8 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
 
     A task nominated to a node is tried there first. Tasks that find no node record
     why. If the job is not ready at the end, every decision is rolled back and the job
-    records why. Returns True when something was committed.
+    records why (the plugins' readiness status). Returns True when something was
+    committed. Raises what the plugins raise (callers wrap it in :func:`job_boundary`).
     """
     with session.statement() as stmt:
         first_reason = ""
@@ -55,11 +104,12 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
             reason = _place_task(session, stmt.allocate, queue, task)
             if reason:
                 first_reason = first_reason or f"{task.key}: {reason}"
-        if stmt.operations and session.job_ready(job):
+        ready = session.job_ready(job)
+        if stmt.operations and ready:
             stmt.commit()
             return True
-        if not session.job_ready(job) and not session.job_pipelined(job):
-            msg = _gang_message(job)
+        if not ready and not session.job_pipelined(job):
+            msg = ready.message or f"gang {job.uid} is not ready"
             if first_reason:
                 msg += f"; {first_reason}"
             stmt.discard()
@@ -67,25 +117,6 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, msg)
         return False
-
-
-def _gang_message(job: JobInfo) -> str:
-    """Why a gang is not ready: too few tasks placed in all, or in one role."""
-    placed = job.placed_count()
-    if placed < job.min_member:
-        return (
-            f"{placed}/{len(job.tasks)} tasks of gang {job.uid} can be placed, "
-            f"minMember is {job.min_member}"
-        )
-    by_role = job.placed_by_role()
-    for role in sorted(job.min_task_member):
-        need = job.min_task_member[role]
-        if by_role[role] < need:
-            return (
-                f"{by_role[role]} tasks of role {role!r} of gang {job.uid} can be placed, "
-                f"minTaskMember is {need}"
-            )
-    return f"gang {job.uid} is not ready"
 
 
 def _place_task(

@@ -9,7 +9,7 @@ are admitted at once. Lone pods need no admission.
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible
+from scheduler.actions.common import eligible, job_boundary
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ZERO, Resource
 from scheduler.framework.effects import SetPhase
@@ -61,12 +61,13 @@ class EnqueueAction:
                         f"minResources of {job.uid} exceed the cluster's idle resources ({short})",
                     )
                     continue
-                if not session.job_enqueueable(job):
-                    session.record_job_reason(
-                        job, f"queue {name!r} has no room for the minResources of {job.uid}"
-                    )
-                    continue
-                job.phase = PodGroupPhase.INQUEUE
-                session.effects.append(SetPhase(job, PodGroupPhase.INQUEUE))
-                session.job_enqueued(job)
-                budget = budget - need
+                with job_boundary(session, job):
+                    if not session.job_enqueueable(job):
+                        session.record_job_reason(
+                            job, f"queue {name!r} has no room for the minResources of {job.uid}"
+                        )
+                        continue
+                    session.job_enqueued(job)  # the plugins first: if one raises, no effect
+                    job.phase = PodGroupPhase.INQUEUE
+                    session.effects.append(SetPhase(job, PodGroupPhase.INQUEUE))
+                    budget = budget - need

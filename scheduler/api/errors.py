@@ -9,7 +9,9 @@
     │   └── ScenarioError          a bad simulation scenario (unknown kind, duplicates, ...)
     ├── RegistryError              a duplicate or unknown plugin / action name
     ├── InvariantError             an internal rule was about to be broken (a bug, not input)
-    │   └── AllocationError        a node would be over-allocated
+    │   ├── AllocationError        a node would be over-allocated
+    │   └── SessionCorruptedError  a rollback failed: the cycle's session cannot be trusted
+    ├── PluginError                a plugin raised; names the plugin and the extension point
     └── ApiError                   a call to the API server (real or embedded) failed
         ├── NotFoundError          404
         ├── AlreadyExistsError     409 on create
@@ -65,6 +67,25 @@ class InvariantError(SluiceError):
 
 class AllocationError(InvariantError):
     """Placing a task would over-allocate a node, or remove a task that is not there."""
+
+
+class SessionCorruptedError(InvariantError):
+    """Undoing a decision failed (a plugin raised while a statement rolled back): the
+    session no longer matches its snapshot, so the whole cycle is thrown away."""
+
+
+class PluginError(SluiceError):
+    """A plugin raised inside an extension point. Chained (``from``) to what it raised.
+
+    The framework raises it where it calls the plugin; the per-job boundary of the actions
+    turns it into a ``SchedulerError`` for that job only.
+    """
+
+    def __init__(self, plugin: str, point: str, cause: BaseException) -> None:
+        self.plugin = plugin
+        self.point = point
+        self.cause = cause
+        super().__init__(f"plugin {plugin!r} failed in {point}: {type(cause).__name__}: {cause}")
 
 
 class ApiError(SluiceError):

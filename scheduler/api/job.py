@@ -7,7 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from scheduler.api.resource import ZERO, Resource
-from scheduler.api.task import ALIVE, PLACED, TaskInfo, TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import ALIVE, COUNTS_FOR_GANG
 
 
 class PodGroupPhase(enum.Enum):
@@ -64,10 +65,10 @@ class JobInfo:
 
     def placed_count(self) -> int:
         """Tasks that count toward readiness: allocated, binding, bound, running, succeeded."""
-        return self.count(PLACED)
+        return self.count(COUNTS_FOR_GANG)
 
     def placed_by_role(self, extra: frozenset[TaskStatus] = frozenset()) -> Counter[str]:
-        statuses = PLACED | extra
+        statuses = COUNTS_FOR_GANG | extra
         return Counter(t.role for t in self.tasks.values() if t.status in statuses)
 
     def valid_count(self) -> int:

@@ -26,4 +26,5 @@ SYSTEM_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-cri
 POD_SCHEDULED = "PodScheduled"
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
 REASON_PREEMPTION = "PreemptionByScheduler"

@@ -3,7 +3,7 @@
 Accounting, all exact integers:
 
 - ``allocatable``: what the node offers;
-- ``used``: the sum of the requests of tasks in OCCUPYING statuses;
+- ``used``: the sum of the requests of tasks in USES_NODE statuses;
 - ``releasing``: the part of ``used`` held by tasks being evicted (RELEASING);
 - ``nominated``: the requests of PIPELINED tasks, waiting for room on this node;
 - ``idle = allocatable - used``; ``future_idle = idle + releasing - nominated``.
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from scheduler.api.errors import AllocationError
 from scheduler.api.pod import Taint
 from scheduler.api.resource import ZERO, Resource
-from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import USES_NODE
 
 
 @dataclass(slots=True)
@@ -60,7 +61,7 @@ class NodeInfo:
         req = task.request
         if task.status is TaskStatus.PIPELINED:
             self.nominated = self.nominated + req
-        elif task.status in OCCUPYING:
+        elif task.status in USES_NODE:
             if strict and not req.fits_in(self.idle):
                 raise AllocationError(
                     f"{task.key} does not fit on node {self.name}: "
@@ -81,7 +82,7 @@ class NodeInfo:
         req = held.request
         if status is TaskStatus.PIPELINED:
             self.nominated = self.nominated - req
-        elif status in OCCUPYING:
+        elif status in USES_NODE:
             self.used = self.used - req
             if status is TaskStatus.RELEASING:
                 self.releasing = self.releasing - req

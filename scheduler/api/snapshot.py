@@ -1,14 +1,20 @@
-"""Snapshot: an immutable-by-convention copy of the cluster for one cycle (layer 0).
+"""Snapshot: the cluster as one cycle decides on it (layer 0).
 
-The cache builds a snapshot at the start of a cycle; the session mutates its copy, and
-records what it changed in ``touched_tasks`` and ``touched_nodes``. The copies of tasks
-and nodes that neither the session nor the cluster changed are shared with the next
-snapshot, so a snapshot is valid until the cache takes the next one. Nodes are ordered by
-name, so iteration is deterministic.
+The cache builds a snapshot at the start of a cycle and hands it to the session, which
+changes it as it decides (tasks move, nodes fill) and records what it changed in
+``touched_tasks`` and ``touched_nodes``. The copies of tasks and nodes that neither the
+session nor the cluster changed are shared with the next snapshot, so a snapshot is valid
+until the cache takes the next one. Nodes are ordered by name, so iteration is
+deterministic.
+
+What the scheduler itself holds back (preemption gates, backoffs after a failure) is not
+cluster state: its owners (the preemption executor, the loop) hand a read-only view of it
+to ``cache.snapshot(...)``, typed here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo
@@ -35,6 +41,32 @@ class TopologyInfo:
     levels: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A job held back after a failure: ``reason`` says what failed, ``delay`` how long
+    the wait is in all, ``until`` when it ends (seconds of the loop's clock)."""
+
+    reason: str
+    delay: float
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionState:
+    """What the preemption executor holds, as a cycle sees it (read-only).
+
+    ``gated``: jobs whose preemption is in flight; enqueue, allocate and preempt skip them.
+    ``backoffs``: jobs that may not preempt until their backoff ends (a preemption of
+    theirs failed); they are still scheduled normally.
+    """
+
+    gated: frozenset[str] = frozenset()
+    backoffs: Mapping[str, Backoff] = field(default_factory=dict)
+
+
+NO_PREEMPTIONS = PreemptionState()
+
+
 @dataclass(slots=True)
 class Snapshot:
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
@@ -43,10 +75,13 @@ class Snapshot:
     budgets: tuple[DisruptionBudget, ...] = ()
     topologies: dict[str, TopologyInfo] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=dict)
-    gated: frozenset[str] = frozenset()
-    """Jobs whose preemption is in flight: enqueue, allocate and preempt skip them."""
-    preempt_backoff: dict[str, str] = field(default_factory=dict)
-    """Jobs that may not preempt this cycle (a recent preemption failed), with why."""
+    now: float = 0.0
+    """The loop's clock when the cycle began (seconds; only differences mean anything)."""
+    preemption: PreemptionState = NO_PREEMPTIONS
+    """The preemption executor's gates and backoffs (see :class:`PreemptionState`)."""
+    error_backoffs: Mapping[str, Backoff] = field(default_factory=dict)
+    """Jobs that failed with a SchedulerError (a plugin raised) and wait before the next
+    attempt; no action tries them meanwhile."""
     touched_tasks: set[str] = field(default_factory=set)
     """Tasks whose copy the session changed (status, node), by uid. Whoever changes a
     task or node of the snapshot records it here or in :attr:`touched_nodes`: the cache

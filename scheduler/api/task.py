@@ -9,8 +9,10 @@ decisions::
     BOUND/RUNNING ──evict──▶ RELEASING ──deleted──▶ (gone)
     RUNNING ──▶ SUCCEEDED | FAILED
 
-Tasks that occupy a node's resources are those in :data:`OCCUPYING`. A PIPELINED task
-is counted in its node's ``nominated`` resources instead.
+Tasks that take a node's resources are those in
+:data:`scheduler.api.task_states.USES_NODE`; a PIPELINED task is counted in its node's
+``nominated`` resources instead. Every named set of statuses is in
+:mod:`scheduler.api.task_states`.
 """
 
 from __future__ import annotations
@@ -37,29 +39,6 @@ class TaskStatus(enum.Enum):
     # Members are singletons compared by identity: hash them by identity too, in C,
     # instead of Enum's hash of the name (status sets are tested on every placement).
     __hash__ = object.__hash__
-
-
-OCCUPYING = frozenset(
-    {
-        TaskStatus.ALLOCATED,
-        TaskStatus.BINDING,
-        TaskStatus.BOUND,
-        TaskStatus.RUNNING,
-        TaskStatus.RELEASING,
-    }
-)
-PLACED = frozenset(
-    {
-        TaskStatus.ALLOCATED,
-        TaskStatus.BINDING,
-        TaskStatus.BOUND,
-        TaskStatus.RUNNING,
-        TaskStatus.SUCCEEDED,
-    }
-)
-"""Statuses that count toward a gang's readiness."""
-ALIVE = frozenset(set(TaskStatus) - {TaskStatus.FAILED, TaskStatus.UNKNOWN})
-"""Statuses of tasks that are valid members of a gang (not failed)."""
 
 
 @dataclass(slots=True)

@@ -2,15 +2,19 @@
 
 Backends (``scheduler.kube`` informers, ``scheduler.sim``'s watcher) call
 :meth:`SchedulerCache.handle` with every watch event, in order, from one task. The loop
-calls :meth:`snapshot` at the start of a cycle and the assume/forget methods as it hands
-effects to the backends. Nothing here awaits.
+calls :meth:`snapshot` at the start of a cycle, and :meth:`assume` and :meth:`forget` (the
+:class:`~scheduler.framework.effects.EffectLedger` port) as it hands effects on and as
+their calls fail. Nothing here awaits.
 
-The pod state machine, as kube-scheduler's cache::
+The pod state machine, as kube-scheduler's cache (each arrow an effect assumed, or
+forgotten when its call failed, or an event)::
 
-    pending ──assume_bind──▶ assumed (BINDING) ──event with nodeName──▶ bound/running
-                                 └──forget (bind failed)──▶ pending
-    running ──assume_evict──▶ releasing ──DELETED event──▶ gone
-    pending ──assume_nominate──▶ nominated (PIPELINED on the node) ──forget_nomination──▶ pending
+    pending ──assume Bind──▶ assumed (BINDING) ──event with nodeName──▶ bound/running
+                                 └──forget Bind (bind failed)──▶ pending
+    bound/running ──assume Evict──▶ releasing ──DELETED event──▶ gone
+                                 └──forget Evict (eviction failed)──▶ running
+    pending ──assume Nominate──▶ nominated (PIPELINED on the node)
+                                 └──forget Nominate, assume ClearNomination──▶ pending
 
 An assumed pod uses its node at once, so the next cycle sees the room taken even before
 the API call returns. Objects that cannot be converted are not applied: they are kept
@@ -19,7 +23,7 @@ in :attr:`rejected` with a one-line reason, and the cache carries on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.api import labels as L
@@ -39,9 +43,17 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.snapshot import Snapshot, TopologyInfo
-from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.api.snapshot import (
+    NO_PREEMPTIONS,
+    Backoff,
+    PreemptionState,
+    Snapshot,
+    TopologyInfo,
+)
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import USES_NODE
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
+from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
 Obj = Mapping[str, Any]
 
@@ -76,9 +88,6 @@ class SchedulerCache:
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[str, Obj] = {}
         self.topologies: dict[str, TopologyInfo] = {}
-        self.gated: set[str] = set()
-        self.preempt_backoff: dict[str, str] = {}
-        """Jobs that may not preempt now (a recent preemption failed), with the reason."""
         self.rejected: dict[str, str] = {}
         """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
         self.on_change: Callable[[], None] | None = None
@@ -256,7 +265,7 @@ class SchedulerCache:
             return
         self._copies.node_changed(task.node_name)
         node = self.nodes.get(task.node_name)
-        if node is not None and (task.status in OCCUPYING or task.status is TaskStatus.PIPELINED):
+        if node is not None and (task.status in USES_NODE or task.status is TaskStatus.PIPELINED):
             node.add_task(task)
 
     def _detach(self, task: TaskInfo) -> None:
@@ -345,7 +354,50 @@ class SchedulerCache:
             self.topologies[name] = topology_from_object(obj)
         return True
 
-    # Assume / forget (called by the loop and the preemption executor) -------------------
+    # Assume / forget: the EffectLedger port --------------------------------------------
+
+    def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
+        """:meth:`EffectLedger.assume <scheduler.framework.effects.EffectLedger.assume>`:
+        the one entry through which the loop (and what it owns) assumes effects."""
+        if isinstance(effect, Bind):
+            self.assume_bind(effect.task.uid, effect.node, effect.annotations)
+        elif isinstance(effect, Evict):
+            self.assume_evict(effect.task.uid)
+        elif isinstance(effect, Nominate):
+            displaced = self._nominated_below(effect.node, effect.task)
+            for t in displaced:
+                self.forget_nomination(t.uid)
+            self.assume_nomination(effect.task.uid, effect.node)
+            return displaced
+        elif isinstance(effect, ClearNomination):
+            self.forget_nomination(effect.task.uid)
+        else:
+            self.assume_phase(effect.job.uid, effect.phase)
+        return ()
+
+    def forget(self, effect: Effect, /) -> None:
+        """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`."""
+        if isinstance(effect, Bind):
+            self.forget_bind(effect.task.uid)
+        elif isinstance(effect, Evict):
+            self.forget_evict(effect.task.uid)
+        elif isinstance(effect, Nominate):
+            self.forget_nomination(effect.task.uid)
+
+    def holds(self, uid: str, /) -> bool:
+        """:meth:`EffectLedger.holds <scheduler.framework.effects.EffectLedger.holds>`."""
+        return uid in self.tasks
+
+    def _nominated_below(self, node: str, task: TaskInfo) -> list[TaskInfo]:
+        """The pods of lower priority than ``task`` nominated to ``node`` (not ``task``)."""
+        info = self.nodes.get(node)
+        if info is None:
+            return []
+        return [
+            t
+            for t in info.tasks.values()
+            if t.status is TaskStatus.PIPELINED and t.uid != task.uid and t.priority < task.priority
+        ]
 
     def _move(self, uid: str, status: TaskStatus, node: str) -> TaskInfo | None:
         task = self.tasks.get(uid)
@@ -370,7 +422,7 @@ class SchedulerCache:
             self._assumed_annotations[uid] = tuple(annotations)
         self._move(uid, TaskStatus.BINDING, node)
 
-    def forget(self, uid: str) -> None:
+    def forget_bind(self, uid: str) -> None:
         """A bind failed: the assumed pod is pending again (and will be retried)."""
         task = self.tasks.get(uid)
         if task is not None and task.status is TaskStatus.BINDING:
@@ -428,8 +480,17 @@ class SchedulerCache:
 
     # Snapshot -------------------------------------------------------------------------
 
-    def snapshot(self) -> Snapshot:
-        """A copy of what the next cycle decides on, for a session to change freely.
+    def snapshot(
+        self,
+        *,
+        now: float = 0.0,
+        preemption: PreemptionState = NO_PREEMPTIONS,
+        error_backoffs: Mapping[str, Backoff] | None = None,
+    ) -> Snapshot:
+        """A copy of what the next cycle decides on, for a session to change freely, with
+        what the scheduler holds back itself: ``now`` (the loop's clock), ``preemption``
+        (the executor's view of its gates and backoffs) and ``error_backoffs`` (jobs
+        waiting after a SchedulerError), handed in by the loop as read-only views.
 
         Tasks and nodes are copied only when they changed since the last snapshot, here
         or in the session that used it (:class:`~.snapshots.Copies`); the others' copies
@@ -439,7 +500,14 @@ class SchedulerCache:
         """
         last_jobs = self._copies.last_jobs
         tasks, nodes = self._copies.take(self.tasks, self.nodes)
-        return self._copies.retire(self._build(tasks, nodes, last_jobs))
+        snap = self._build(tasks, nodes, last_jobs)
+        snap.now, snap.preemption = now, preemption
+        snap.error_backoffs = dict(error_backoffs or {})
+        return self._copies.retire(snap)
+
+    def drop_copies(self) -> None:
+        """Make the next snapshot copy everything (after a cycle that failed midway)."""
+        self._copies.drop_all()
 
     def full_snapshot(self) -> Snapshot:
         """A snapshot copying everything, sharing nothing with any other (for checks:
@@ -463,6 +531,4 @@ class SchedulerCache:
             budgets=budgets_of(self.budgets, tasks.values()),
             topologies=dict(self.topologies),
             priority_classes=dict(self.priority_classes),
-            gated=frozenset(self.gated),
-            preempt_backoff=dict(self.preempt_backoff),
         )

@@ -24,7 +24,8 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.selectors import parse_label_selector
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
-from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import USES_NODE
 
 Obj = Mapping[str, Any]
 
@@ -77,6 +78,14 @@ class Copies:
         self._tasks, self._nodes = task_copies, node_copies
         self._changed_tasks, self._changed_nodes = set(), set()
         return task_copies, node_copies
+
+    def drop_all(self) -> None:
+        """Share nothing with the snapshots handed out so far: the next :meth:`take`
+        copies everything (after a cycle that failed midway, whose session may have
+        changed copies without recording it)."""
+        self._tasks, self._nodes = {}, {}
+        self._changed_tasks, self._changed_nodes = set(), set()
+        self._last = None
 
     @property
     def last_jobs(self) -> Mapping[str, JobInfo]:
@@ -147,7 +156,7 @@ def budgets_of(
     ``status.disruptionsAllowed``, or what the disruption controller would write."""
     if not budgets:
         return ()
-    pods = [t for t in tasks if t.status in OCCUPYING or t.status is TaskStatus.PENDING]
+    pods = [t for t in tasks if t.status in USES_NODE or t.status is TaskStatus.PENDING]
     out = []
     for key in sorted(budgets):
         obj = budgets[key]

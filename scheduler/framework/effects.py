@@ -2,12 +2,17 @@
 
 Statements produce them on commit; the loop hands them to the backends. They carry the
 session's TaskInfo so the cache can assume them without looking anything up.
+
+:class:`EffectLedger` is the port through which every assumption about an effect is made
+and undone: the cache implements it; the loop (binds, phases, and the preemption
+effects it hands on), the status reporter and the preemption executor use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo
@@ -49,3 +54,33 @@ class SetPhase:
 
 
 Effect = Bind | Evict | Nominate | ClearNomination | SetPhase
+
+
+class EffectLedger(Protocol):
+    """What the scheduler assumes of its own effects before the cluster shows them.
+
+    The one place every assume and forget goes through; implemented by the cache. Called
+    from the loop's task only (the loop and what it owns: its binder, its status
+    reporter, the preemption executor). Synchronous, never raises for an unknown pod.
+    """
+
+    def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
+        """Act on ``effect`` from now on, as if the cluster showed it already: a Bind's pod
+        on its node, an Evict's pod releasing, a Nominate's pod waiting on its node, a
+        ClearNomination's pod pending again, a SetPhase's PodGroup in its phase.
+
+        Returns, for a Nominate, the pods of lower priority nominated to the same node
+        whose nomination it withdrew (KEP-4832: they may no longer fit); their nominations
+        must be cleared in the API too. Empty for every other effect.
+        """
+        ...
+
+    def forget(self, effect: Effect, /) -> None:
+        """``effect``'s call failed: undo what :meth:`assume` did. A Bind's pod is pending
+        again (and will be retried); an Evict's pod holds its room again; a Nominate's pod
+        is pending again. Idempotent."""
+        ...
+
+    def holds(self, uid: str, /) -> bool:
+        """Is pod ``uid`` still there as far as the events show (its deletion not seen)?"""
+        ...

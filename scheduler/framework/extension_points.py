@@ -1,33 +1,41 @@
-"""One typed Protocol per extension point (layer 1).
+"""The extension points: one typed Protocol each, declared once, with its rule (layer 1).
 
-Plugins register callables of these types with a :class:`HookSet` when a session opens.
-How the answers of several plugins combine is not written here but in
-:mod:`scheduler.framework.tiers`, once, in a table. Every hook is called synchronously
-from an action, must be deterministic, and must not mutate its arguments unless its
-contract says so.
+An extension point is a :class:`Point`: a name, the Protocol of its hooks and the
+:class:`Rule` that combines the answers of several plugins. Plugins register hooks in a
+:class:`HookSet` when a session opens (``hooks.add(JOB_READY, fn)``); the framework asks
+them through :mod:`scheduler.framework.tiers`, which writes each rule once. Declaring a
+new extension point is a Protocol and a :class:`Point` here, and nothing else: actions
+ask it with ``session.ask(POINT, ...)``, which dispatches on its rule.
+
+Every hook is called synchronously from an action, must be deterministic, and must not
+mutate its arguments unless its contract says so. A hook that raises is blamed by name:
+the framework wraps what it raised in :class:`~scheduler.api.errors.PluginError`, and the
+action's per-job boundary confines the failure to that job.
+
+Plugins see the session through :class:`PluginContext`, a read-only handle, never the
+mutable Session: state changes reach them only through their placement handlers.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
+from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.node_table import (
     BoolVector,
     FloatVector,
     IndexVector,
     IntMatrix,
-    NodeTable,
+    TableView,
 )
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
+from scheduler.framework.status import Status
 
 OrderKey = tuple[int | float | str, ...]
 """A sort key; smaller sorts first. Keys of several plugins compare lexicographically."""
@@ -41,16 +49,51 @@ class Vote(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Nodes refused for one reason.
+    """Nodes refused for one reason: a Status for many nodes at once.
 
     ``nodes[i]`` is True when row ``i`` of the NodeTable is refused. ``resolvable`` is
     True when removing pods from the node could fix it (resources, pod count, host
-    ports, anti-affinity): such nodes are preemption candidates.
+    ports, anti-affinity; code UNSCHEDULABLE): such nodes are preemption candidates.
+    Otherwise the code is UNRESOLVABLE.
     """
 
     reason: str
     nodes: BoolVector
     resolvable: bool
+
+
+class PluginContext(Protocol):
+    """What a plugin may read of the session it is opened on. Read-only by contract.
+
+    ``table`` changes only through placements (which the plugin hears of through its
+    placement handlers); the maps must not be mutated.
+    """
+
+    @property
+    def table(self) -> TableView: ...
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobInfo]: ...
+
+    @property
+    def queues(self) -> Mapping[str, QueueInfo]: ...
+
+    @property
+    def budgets(self) -> Sequence[DisruptionBudget]: ...
+
+    @property
+    def topologies(self) -> Mapping[str, TopologyInfo]: ...
+
+    @property
+    def now(self) -> float:
+        """The clock time (seconds, the loop's clock) at which the cycle began."""
+        ...
+
+
+# The Protocols ------------------------------------------------------------------------------
 
 
 class JobOrder(Protocol):
@@ -71,15 +114,20 @@ class QueueOrder(Protocol):
         ...
 
 
-class JobValid(Protocol):
-    def __call__(self, job: JobInfo, /) -> str | None:
-        """None when ``job`` may be scheduled; otherwise the reason it may not."""
+class JobStatus(Protocol):
+    def __call__(self, job: JobInfo, /) -> Status:
+        """A question about ``job`` answered with a Status: success, or why not.
+
+        ``JOB_VALID``: may ``job`` be tried at all (enough pods)? ``JOB_READY``: is enough
+        of it placed to bind? ``JOB_PIPELINED``: is enough placed or nominated? The
+        message of a failure is what users read (pod reason, PodGroup condition).
+        """
         ...
 
 
 class JobPredicate(Protocol):
     def __call__(self, job: JobInfo, /) -> bool:
-        """A yes/no question about ``job`` (ready, pipelined, starving)."""
+        """A yes/no question about ``job`` (starving: may it preempt?)."""
         ...
 
 
@@ -90,17 +138,19 @@ class JobEnqueueable(Protocol):
 
 
 class NodeFilter(Protocol):
-    def __call__(self, task: TaskInfo, table: NodeTable, /) -> Sequence[Rejection]:
+    def __call__(self, task: TaskInfo, table: TableView, releasing: bool, /) -> Sequence[Rejection]:
         """Which nodes cannot take ``task`` now, and why, for all rows at once.
 
-        Called for each placement attempt; must be cheap (cache what depends only on
-        the pod's shape). An empty sequence means every node passes this filter.
+        ``releasing``: count the room of pods being evicted as free (the view of a
+        preemptor that will wait for its victims). Called for each placement attempt; must
+        be cheap (cache what depends only on the pod's shape). An empty sequence means
+        every node passes this filter.
         """
         ...
 
 
 class RowFilter(Protocol):
-    def __call__(self, task: TaskInfo, table: NodeTable, row: int, /) -> bool:
+    def __call__(self, task: TaskInfo, table: TableView, row: int, releasing: bool, /) -> bool:
         """Does row ``row`` pass the plugin's filter for ``task``? The same answer as the
         plugin's NodeFilter on that row, at the cost of one row: the preemption search
         asks it many times per candidate node."""
@@ -108,7 +158,9 @@ class RowFilter(Protocol):
 
 
 class Shortfall(Protocol):
-    def __call__(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> IntMatrix:
+    def __call__(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool, /
+    ) -> IntMatrix:
         """What must at least be freed on each of ``rows`` (one row of the result per
         row, one column per column of ``table``) before ``task`` can pass the plugin's
         filter there (zeros when nothing).
@@ -121,7 +173,7 @@ class Shortfall(Protocol):
 
 
 class NodeScorer(Protocol):
-    def __call__(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+    def __call__(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
         """Scores in [0, 100] of placing ``task`` on each of ``rows`` (higher is better)."""
         ...
 
@@ -142,7 +194,7 @@ class PlacementHandler(Protocol):
     def __call__(self, task: TaskInfo, node: NodeInfo, /) -> None:
         """Told after a task is placed on (or removed from) a node in the session.
 
-        Plugins with state (queue usage, devices, affinity counts) keep it in step here.
+        Plugins with state (queue usage, devices, affinity) keep it in step here.
         Called in placement order; a rollback calls the opposite handler in reverse.
         """
         ...
@@ -165,21 +217,80 @@ class JobHandler(Protocol):
         ...
 
 
+class BindAnnotations(Protocol):
+    def __call__(self, task: TaskInfo, node: NodeInfo, /) -> Mapping[str, str]:
+        """Annotations to write on ``task``'s pod before it is bound to ``node`` (a device
+        index), asked when the statement that placed it commits. Empty: none."""
+        ...
+
+
 class Plugin(Protocol):
     """A plugin instance lives for one session. ``name`` is its registered name."""
 
     name: str
 
-    def open(self, session: Session, hooks: HookSet, /) -> None:
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         """Register hooks and build per-session state. Called once, in tier order."""
         ...
 
-    def close(self, session: Session, /) -> None:
+    def close(self) -> None:
         """Release per-session state. Called once when the session closes."""
         ...
 
 
+# The declarations -------------------------------------------------------------------------
+
+
+class Rule(enum.Enum):
+    """How the answers of several plugins to one extension point combine
+    (:mod:`scheduler.framework.tiers` implements each once)."""
+
+    LEXICOGRAPHIC = "every plugin's key, tier by tier, in plugin order; identity last"
+    FIRST_FAILURE = "the first status that is not success (tier, then plugin order) wins"
+    ALL_AGREE = "all must say yes (none registered: the point's default)"
+    ANY = "any yes suffices (none registered: no)"
+    VOTE = "per tier: a REJECT rejects; else a PERMIT permits; else the next tier"
+    EVERY_FILTER = "every filter of every tier applies: a node passes if none rejects"
+    LARGEST = "the largest of every plugin's answers, element by element"
+    WEIGHTED_SUM = "the weighted sum of every scorer"
+    FIRST_TIER_INTERSECTION = "the intersection of the answers of the first tier with one"
+    NOTIFY = "every handler, in registration order (undo: in reverse)"
+    MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
+
+
 H = TypeVar("H")
+
+
+@dataclass(frozen=True, slots=True)
+class Point(Generic[H]):
+    """An extension point: hooks of type ``H`` registered under ``name``, combined by
+    ``rule``. ``default`` is the answer of ALL_AGREE when no plugin registered."""
+
+    name: str
+    rule: Rule
+    default: bool = True
+
+
+JOB_ORDER: Point[JobOrder] = Point("jobOrder", Rule.LEXICOGRAPHIC)
+TASK_ORDER: Point[TaskOrder] = Point("taskOrder", Rule.LEXICOGRAPHIC)
+QUEUE_ORDER: Point[QueueOrder] = Point("queueOrder", Rule.LEXICOGRAPHIC)
+JOB_VALID: Point[JobStatus] = Point("jobValid", Rule.FIRST_FAILURE)
+JOB_READY: Point[JobStatus] = Point("jobReady", Rule.FIRST_FAILURE)
+JOB_PIPELINED: Point[JobStatus] = Point("jobPipelined", Rule.FIRST_FAILURE)
+JOB_STARVING: Point[JobPredicate] = Point("jobStarving", Rule.ALL_AGREE, default=False)
+JOB_ENQUEUEABLE: Point[JobEnqueueable] = Point("jobEnqueueable", Rule.VOTE)
+NODE_FILTER: Point[NodeFilter] = Point("filter", Rule.EVERY_FILTER)
+ROW_FILTER: Point[RowFilter] = Point("rowFilter", Rule.EVERY_FILTER)
+"""The one-row form of a plugin's NodeFilter (optional; stands for it on one row)."""
+SHORTFALL: Point[Shortfall] = Point("shortfall", Rule.LARGEST)
+NODE_SCORER: Point[NodeScorer] = Point("score", Rule.WEIGHTED_SUM)
+QUEUE_ALLOCATABLE: Point[QueueAllocatable] = Point("queueAllocatable", Rule.ALL_AGREE)
+QUEUE_OVERUSED: Point[QueueOverused] = Point("queueOverused", Rule.ANY)
+VICTIMS: Point[VictimFilter] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
+ON_ENQUEUE: Point[JobHandler] = Point("onEnqueue", Rule.NOTIFY)
+ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
+ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)
+BIND_ANNOTATIONS: Point[BindAnnotations] = Point("bindAnnotations", Rule.MERGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,92 +298,39 @@ class Registration(Generic[H]):
     plugin: str
     tier: int
     hook: H
+    point: str
     weight: float = 1.0
 
 
 class HookSet:
     """What plugins register into, per extension point, with their tier and name.
 
-    The session owns one HookSet; :mod:`scheduler.framework.tiers` reads it.
+    The session owns one HookSet and sets :attr:`tier` and :attr:`plugin` before opening
+    each plugin; :mod:`scheduler.framework.tiers` reads it.
     """
 
     def __init__(self) -> None:
         self.tier = 0
         self.plugin = ""
-        self.job_order: list[Registration[JobOrder]] = []
-        self.task_order: list[Registration[TaskOrder]] = []
-        self.queue_order: list[Registration[QueueOrder]] = []
-        self.job_valid: list[Registration[JobValid]] = []
-        self.job_ready: list[Registration[JobPredicate]] = []
-        self.job_pipelined: list[Registration[JobPredicate]] = []
-        self.job_starving: list[Registration[JobPredicate]] = []
-        self.job_enqueueable: list[Registration[JobEnqueueable]] = []
-        self.node_filter: list[Registration[NodeFilter]] = []
-        self.row_filter: list[Registration[RowFilter]] = []
-        self.shortfall: list[Registration[Shortfall]] = []
-        self.node_scorer: list[Registration[NodeScorer]] = []
-        self.queue_allocatable: list[Registration[QueueAllocatable]] = []
-        self.queue_overused: list[Registration[QueueOverused]] = []
-        self.preemptable: list[Registration[VictimFilter]] = []
-        self.on_enqueue: list[Registration[JobHandler]] = []
-        self.on_place: list[Registration[PlacementHandler]] = []
-        self.on_unplace: list[Registration[PlacementHandler]] = []
+        self._by_point: dict[str, list[Registration[Any]]] = {}
 
-    def _reg(self, hook: H, weight: float = 1.0) -> Registration[H]:
-        return Registration(self.plugin, self.tier, hook, weight)
-
-    def add_job_order(self, fn: JobOrder) -> None:
-        self.job_order.append(self._reg(fn))
-
-    def add_task_order(self, fn: TaskOrder) -> None:
-        self.task_order.append(self._reg(fn))
-
-    def add_queue_order(self, fn: QueueOrder) -> None:
-        self.queue_order.append(self._reg(fn))
-
-    def add_job_valid(self, fn: JobValid) -> None:
-        self.job_valid.append(self._reg(fn))
-
-    def add_job_ready(self, fn: JobPredicate) -> None:
-        self.job_ready.append(self._reg(fn))
-
-    def add_job_pipelined(self, fn: JobPredicate) -> None:
-        self.job_pipelined.append(self._reg(fn))
-
-    def add_job_starving(self, fn: JobPredicate) -> None:
-        self.job_starving.append(self._reg(fn))
-
-    def add_job_enqueueable(self, fn: JobEnqueueable) -> None:
-        self.job_enqueueable.append(self._reg(fn))
-
-    def add_node_filter(self, fn: NodeFilter) -> None:
-        self.node_filter.append(self._reg(fn))
-
-    def add_row_filter(self, fn: RowFilter) -> None:
-        """The one-row form of this plugin's NodeFilter (optional; used by ``fits_on``)."""
-        self.row_filter.append(self._reg(fn))
-
-    def add_shortfall(self, fn: Shortfall) -> None:
-        """What this plugin's filter needs freed on given rows (optional; used by preempt)."""
-        self.shortfall.append(self._reg(fn))
-
-    def add_node_scorer(self, fn: NodeScorer, weight: float = 1.0) -> None:
-        self.node_scorer.append(self._reg(fn, weight))
-
-    def add_queue_allocatable(self, fn: QueueAllocatable) -> None:
-        self.queue_allocatable.append(self._reg(fn))
-
-    def add_queue_overused(self, fn: QueueOverused) -> None:
-        self.queue_overused.append(self._reg(fn))
-
-    def add_preemptable(self, fn: VictimFilter) -> None:
-        self.preemptable.append(self._reg(fn))
-
-    def add_on_enqueue(self, fn: JobHandler) -> None:
-        self.on_enqueue.append(self._reg(fn))
+    def add(self, point: Point[H], hook: H, weight: float = 1.0) -> None:
+        """Register ``hook`` for ``point`` on behalf of the plugin being opened."""
+        self._by_point.setdefault(point.name, []).append(
+            Registration(self.plugin, self.tier, hook, point.name, weight)
+        )
 
     def add_placement_handlers(
         self, on_place: PlacementHandler, on_unplace: PlacementHandler
     ) -> None:
-        self.on_place.append(self._reg(on_place))
-        self.on_unplace.append(self._reg(on_unplace))
+        """Register the pair of handlers that keep a plugin's state in step with moves."""
+        self.add(ON_PLACE, on_place)
+        self.add(ON_UNPLACE, on_unplace)
+
+    def __getitem__(self, point: Point[H]) -> Sequence[Registration[H]]:
+        """The registrations of ``point``, in tier and plugin order (empty if none)."""
+        return self._by_point.get(point.name, ())
+
+    def plugins_of(self, point: Point[Any]) -> list[str]:
+        """The names of the plugins that registered for ``point``, in order."""
+        return [r.plugin for r in self[point]]

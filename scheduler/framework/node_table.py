@@ -9,6 +9,7 @@ Columns are the union of every resource named by a node or a task of the snapsho
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,53 @@ IntVector = npt.NDArray[np.int64]
 BoolVector = npt.NDArray[np.bool_]
 FloatVector = npt.NDArray[np.float64]
 IndexVector = npt.NDArray[np.intp]
+
+
+class TableView(Protocol):
+    """What plugins read of a :class:`NodeTable` (the session alone changes it).
+
+    The arrays are the table's own: read them, never write them.
+    """
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    @property
+    def col(self) -> Mapping[str, int]: ...
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]: ...
+
+    @property
+    def row(self) -> Mapping[str, int]: ...
+
+    @property
+    def allocatable(self) -> IntMatrix: ...
+
+    @property
+    def idle(self) -> IntMatrix: ...
+
+    def __len__(self) -> int: ...
+
+    def vector(self, res: Mapping[str, int]) -> IntVector: ...
+
+    def request(self, res: Resource) -> IntVector: ...
+
+    def amounts(self, res: Resource) -> tuple[int, ...]: ...
+
+    def free(
+        self,
+        priority: int,
+        uid: str,
+        cols: IntVector | slice,
+        rows: IndexVector | None = None,
+        *,
+        releasing: bool = False,
+    ) -> IntMatrix: ...
+
+    def free_row(
+        self, priority: int, uid: str, row: int, cols: IntVector, *, releasing: bool = False
+    ) -> IntVector: ...
 
 
 class NodeTable:
@@ -38,8 +86,6 @@ class NodeTable:
         self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self._vectors: dict[Resource, IntVector] = {}
         self._amounts: dict[Resource, tuple[int, ...]] = {}
-        self.count_releasing = False
-        """While True, room held by releasing tasks counts as free (preemption's view)."""
         self.nominations: dict[int, dict[str, tuple[int, IntVector]]] = {}
         """Row -> uid -> (priority, request) of the tasks nominated to that node."""
         shape = (len(self.nodes), len(self.columns))
@@ -91,18 +137,25 @@ class NodeTable:
         return out
 
     def free(
-        self, priority: int, uid: str, cols: IntVector | slice, rows: IndexVector | None = None
+        self,
+        priority: int,
+        uid: str,
+        cols: IntVector | slice,
+        rows: IndexVector | None = None,
+        *,
+        releasing: bool = False,
     ) -> IntMatrix:
         """Room for a task of ``priority`` (uid ``uid``) on every row (or on ``rows``, in
         their order), in columns ``cols``.
 
         ``idle`` less what is nominated to the node, except nominations of lower priority
         and the task's own (KEP-4832: a nominated pod keeps its room from pods of equal or
-        lower priority only); plus releasing room when :attr:`count_releasing` is set.
+        lower priority only); plus the room of pods being evicted when ``releasing`` (the
+        view of a preemptor that waits for its victims).
         """
         if rows is None:
             free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
-            if self.count_releasing:
+            if releasing:
                 free += self.releasing[:, cols]
             for row, noms in self.nominations.items():
                 yielded = self._yielded(noms, priority, uid, cols)
@@ -110,7 +163,7 @@ class NodeTable:
                     free[row] += yielded
             return free
         free = self.idle[rows][:, cols] - self.nominated[rows][:, cols]
-        if self.count_releasing:
+        if releasing:
             free += self.releasing[rows][:, cols]
         for i, row in enumerate(rows.tolist()):
             on_row = self.nominations.get(row)
@@ -119,10 +172,12 @@ class NodeTable:
                 free[i] += yielded
         return free
 
-    def free_row(self, priority: int, uid: str, row: int, cols: IntVector) -> IntVector:
+    def free_row(
+        self, priority: int, uid: str, row: int, cols: IntVector, *, releasing: bool = False
+    ) -> IntVector:
         """:meth:`free` of one row, at the cost of one row."""
         free: IntVector = self.idle[row, cols] - self.nominated[row, cols]
-        if self.count_releasing:
+        if releasing:
             free = free + self.releasing[row, cols]
         on_row = self.nominations.get(row)
         yielded = self._yielded(on_row, priority, uid, cols) if on_row else None

@@ -15,6 +15,7 @@ from typing import Any
 from scheduler.api.errors import ConfigError, RegistryError
 from scheduler.config import KIND, SchedulerConfiguration, build_arguments
 from scheduler.framework.action import Action
+from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import Plugin
 
 
@@ -34,9 +35,13 @@ class PluginSpec:
 
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
+    """How to build an action once per configuration, and the kinds of effect it emits
+    (the composition root starts the executors those effects need)."""
+
     name: str
     factory: Callable[[Any], Action]
     arguments: type = NoArguments
+    emits: frozenset[type[Effect]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,12 @@ class ResolvedConfiguration:
     config: SchedulerConfiguration
     plugins: tuple[ResolvedPlugin, ...]
     actions: tuple[Action, ...]
+    emitted: frozenset[type[Effect]] = frozenset()
+    """Every kind of effect some configured action may emit."""
+
+    def emits(self, kind: type[Effect]) -> bool:
+        """May a configured action emit effects of ``kind``?"""
+        return kind in self.emitted
 
     def build_plugins(self) -> list[tuple[int, Plugin]]:
         """Fresh plugin instances for one session, in tier and plugin order."""
@@ -108,6 +119,7 @@ class Registry:
                 args: object = build_arguments(spec.arguments, p.arguments, f"{where}.arguments")
                 plugins.append(ResolvedPlugin(spec, args, i))
         actions: list[Action] = []
+        emitted: set[type[Effect]] = set()
         for i, name in enumerate(config.actions):
             aspec = self._actions.get(name)
             if aspec is None:
@@ -116,6 +128,7 @@ class Registry:
                     f"actions[{i}]",
                     f"unknown action {name!r}; known: {', '.join(self.action_names)}",
                 )
+            emitted.update(aspec.emits)
             raw: Mapping[str, Any] = config.action_arguments.get(name, {})
             actions.append(
                 aspec.factory(build_arguments(aspec.arguments, raw, f"actionArguments.{name}"))
@@ -127,4 +140,4 @@ class Registry:
                     f"actionArguments.{name}",
                     "arguments for an action that is not in actions",
                 )
-        return ResolvedConfiguration(config, tuple(plugins), tuple(actions))
+        return ResolvedConfiguration(config, tuple(plugins), tuple(actions), frozenset(emitted))

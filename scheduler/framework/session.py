@@ -2,34 +2,61 @@
 
 A session owns a snapshot (its own copy), the plugin instances of this cycle, their
 hooks, and the :class:`NodeTable` kept in step with every placement. Actions ask their
-questions through the methods below; the answers combine per :mod:`tiers`. Every change
-of a task's place goes through :meth:`move`, which keeps nodes, table and plugin state
-consistent, so a rolled-back statement leaves the session exactly as it was.
+questions through the methods below (or :meth:`Session.ask` for any extension point);
+the answers combine per :mod:`tiers`. Every change of a task's place goes through
+:meth:`move`, which keeps nodes, table and plugin state consistent, so a rolled-back
+statement leaves the session exactly as it was.
+
+Plugins never see the session: they get a :class:`~.extension_points.PluginContext`, a
+read-only handle on its table, nodes, jobs and queues.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from scheduler.api.errors import AllocationError
+from scheduler.api.errors import AllocationError, PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.snapshot import Snapshot
-from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
 from scheduler.framework import tiers
 from scheduler.framework.effects import Effect
-from scheduler.framework.extension_points import HookSet, Plugin
+from scheduler.framework.extension_points import (
+    BIND_ANNOTATIONS,
+    JOB_ENQUEUEABLE,
+    JOB_ORDER,
+    JOB_PIPELINED,
+    JOB_READY,
+    JOB_STARVING,
+    JOB_VALID,
+    NODE_FILTER,
+    NODE_SCORER,
+    ON_ENQUEUE,
+    ON_PLACE,
+    ON_UNPLACE,
+    QUEUE_ALLOCATABLE,
+    QUEUE_ORDER,
+    QUEUE_OVERUSED,
+    ROW_FILTER,
+    SHORTFALL,
+    TASK_ORDER,
+    VICTIMS,
+    HookSet,
+    Plugin,
+    Point,
+)
 from scheduler.framework.fit import Fit
-from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable
+from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable, TableView
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.statement import Statement
-
-HELD = (OCCUPYING - {TaskStatus.RELEASING}) | {TaskStatus.PIPELINED}
-"""Statuses in which a task counts for plugin state (queue usage, devices, affinity)."""
+from scheduler.framework.status import Status
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -47,8 +74,47 @@ def nodes_to_score(total: int, percentage: int) -> int:
     return max(MIN_FEASIBLE_NODES_TO_FIND, total * pct // 100)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """The :class:`~.extension_points.PluginContext` of a session: what plugins read."""
+
+    _session: Session
+
+    @property
+    def table(self) -> TableView:
+        return self._session.table
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._session.nodes
+
+    @property
+    def jobs(self) -> Mapping[str, JobInfo]:
+        return self._session.jobs
+
+    @property
+    def queues(self) -> Mapping[str, QueueInfo]:
+        return self._session.queues
+
+    @property
+    def budgets(self) -> Sequence[DisruptionBudget]:
+        return self._session.snapshot.budgets
+
+    @property
+    def topologies(self) -> Mapping[str, TopologyInfo]:
+        return self._session.snapshot.topologies
+
+    @property
+    def now(self) -> float:
+        return self._session.snapshot.now
+
+
 class Session:
-    """Created by :func:`open_session`; used by the actions of one cycle, then closed."""
+    """Created by :func:`open_session`; used by the actions of one cycle, then closed.
+
+    Raises PluginError if a plugin's ``open`` raises (the plugins opened before it are
+    closed again): the loop counts the cycle as failed.
+    """
 
     def __init__(
         self, snapshot: Snapshot, resolved: ResolvedConfiguration, plugins: list[tuple[int, Plugin]]
@@ -64,62 +130,96 @@ class Session:
         }
         self.table = NodeTable(list(self.nodes.values()), extra)
         self.hooks = HookSet()
-        self.plugins = plugins
+        self.plugins: list[tuple[int, Plugin]] = []
         self.effects: list[Effect] = []
         self.task_reasons: dict[str, str] = {}
         """Why a task is still unscheduled, by task uid (for PodScheduled and events)."""
         self.job_reasons: dict[str, str] = {}
         """Why a job is not scheduled, by job uid (for the PodGroup condition)."""
-        self.annotations: dict[str, dict[str, str]] = {}
-        """Annotations to write on a pod before binding it, by task uid (set by plugins)."""
+        self.job_errors: dict[str, Exception] = {}
+        """Jobs whose attempt failed this cycle (a plugin raised), with what was raised.
+        Their statements were rolled back; no action tries them again this cycle."""
+        self.error_jobs: set[str] = set()
+        """Jobs whose reason is a scheduler error (new this cycle, or backing off after
+        one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
         self._next_start = 0
         self._score_count = nodes_to_score(
             len(self.table), self.config.percentage_of_nodes_to_score
         )
+        context = SessionContext(self)
         for tier, plugin in plugins:
             self.hooks.tier, self.hooks.plugin = tier, plugin.name
-            plugin.open(self, self.hooks)
+            try:
+                plugin.open(context, self.hooks)
+            except Exception as exc:
+                self.close()
+                raise PluginError(plugin.name, "open", exc) from exc
+            self.plugins.append((tier, plugin))
         h = self.hooks
-        self.job_key = tiers.order_key(h.job_order, lambda j: j.uid)
-        self.task_key = tiers.order_key(h.task_order, lambda t: t.key)
-        self.queue_key = tiers.order_key(h.queue_order, lambda q: q.name)
+        self.job_key = tiers.order_key(h[JOB_ORDER], lambda j: j.uid)
+        self.task_key = tiers.order_key(h[TASK_ORDER], lambda t: t.key)
+        self.queue_key = tiers.order_key(h[QUEUE_ORDER], lambda q: q.name)
+        self._on_place = list(h[ON_PLACE])
+        self._on_unplace = list(h[ON_UNPLACE])
 
     def close(self) -> None:
+        """Close every opened plugin, in reverse order. A plugin that raises here is
+        reported after the others are closed."""
+        failed: PluginError | None = None
         for _, plugin in reversed(self.plugins):
-            plugin.close(self)
+            try:
+                plugin.close()
+            except Exception as exc:
+                failed = failed or PluginError(plugin.name, "close", exc)
+        self.plugins = []
+        if failed is not None:
+            raise failed
+
+    @property
+    def now(self) -> float:
+        """The loop's clock when this cycle began."""
+        return self.snapshot.now
 
     # Questions actions ask -------------------------------------------------------------
 
-    def job_valid(self, job: JobInfo) -> str | None:
-        return tiers.first_reason(self.hooks, job)
+    def ask(self, point: Point[Any], *args: Any) -> Any:
+        """Ask any extension point, its answers combined by its rule (see :mod:`tiers`)."""
+        return tiers.ask(self.hooks, point, *args)
 
-    def job_ready(self, job: JobInfo) -> bool:
-        return tiers.all_agree(self.hooks.job_ready, job)
+    def job_valid(self, job: JobInfo) -> Status:
+        """May ``job`` be tried at all? Success, or why not."""
+        return tiers.first_failure(self.hooks[JOB_VALID], job)
 
-    def job_pipelined(self, job: JobInfo) -> bool:
-        return tiers.all_agree(self.hooks.job_pipelined, job)
+    def job_ready(self, job: JobInfo) -> Status:
+        """Is enough of ``job`` placed for it to be bound? Success, or why not."""
+        return tiers.first_failure(self.hooks[JOB_READY], job)
+
+    def job_pipelined(self, job: JobInfo) -> Status:
+        """Is enough of ``job`` placed or nominated? Success, or why not."""
+        return tiers.first_failure(self.hooks[JOB_PIPELINED], job)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return tiers.all_agree(self.hooks.job_starving, job, default=False)
+        return tiers.all_agree(self.hooks[JOB_STARVING], JOB_STARVING.default, job)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
-        return tiers.enqueue_vote(self.hooks, job)
+        return tiers.enqueue_vote(self.hooks[JOB_ENQUEUEABLE], job)
 
     def queue_allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return tiers.queue_allocatable(self.hooks, queue, task)
+        return tiers.all_agree(self.hooks[QUEUE_ALLOCATABLE], True, queue, task)
 
     def queue_overused(self, queue: QueueInfo) -> bool:
-        return tiers.queue_overused(self.hooks, queue)
+        return tiers.any_yes(self.hooks[QUEUE_OVERUSED], queue)
 
-    def victims(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        return tiers.victims(self.hooks, preemptor, candidates)
+    def victims(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        return tiers.first_tier_intersection(self.hooks[VICTIMS], preemptor, candidates)
 
     def job_enqueued(self, job: JobInfo) -> None:
         """Tell plugins that ``job`` just went Inqueue (called by the enqueue action)."""
-        tiers.enqueued(self.hooks, job)
+        tiers.notify(self.hooks[ON_ENQUEUE], job)
 
     def is_gated(self, job: JobInfo) -> bool:
-        return job.uid in self.snapshot.gated
+        """Is ``job`` held behind its preemption's gate (calls running, victims leaving)?"""
+        return job.uid in self.snapshot.preemption.gated
 
     def order_jobs(self, jobs: list[JobInfo]) -> list[JobInfo]:
         return sorted(jobs, key=self.job_key)
@@ -127,29 +227,22 @@ class Session:
     def order_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         return sorted(tasks, key=self.task_key)
 
-    def fit(self, task: TaskInfo) -> Fit:
-        """Every node filter's verdict on ``task`` against the session's current state."""
-        return Fit.of(len(self.table), tiers.filter_groups(self.hooks, task, self.table))
+    def fit(self, task: TaskInfo, *, releasing: bool = False) -> Fit:
+        """Every node filter's verdict on ``task`` against the session's current state;
+        with ``releasing``, the room of pods being evicted counts as free."""
+        groups = tiers.filter_groups(self.hooks[NODE_FILTER], task, self.table, releasing)
+        return Fit.of(len(self.table), groups)
 
-    def fits_on(self, task: TaskInfo, node: str) -> bool:
+    def fits_on(self, task: TaskInfo, node: str, *, releasing: bool = False) -> bool:
         """Does ``task`` pass every filter on ``node``?"""
-        return tiers.passes_row(self.hooks, task, self.table, self.table.row[node])
+        h = self.hooks
+        row = self.table.row[node]
+        return tiers.passes_row(h[NODE_FILTER], h[ROW_FILTER], task, self.table, row, releasing)
 
-    def shortfall(self, task: TaskInfo, rows: IndexVector) -> IntMatrix:
+    def shortfall(self, task: TaskInfo, rows: IndexVector, *, releasing: bool = False) -> IntMatrix:
         """Room that must at least be freed on each of ``rows`` (per table column) before
         ``task`` can fit there: a lower bound from the filters, for the preemption search."""
-        return tiers.shortfall(self.hooks, task, self.table, rows)
-
-    @contextmanager
-    def counting_releasing(self) -> Iterator[None]:
-        """Within the block, room held by releasing tasks counts as free: the view of a
-        preemptor that will wait on a node for its victims to go."""
-        before = self.table.count_releasing
-        self.table.count_releasing = True
-        try:
-            yield
-        finally:
-            self.table.count_releasing = before
+        return tiers.largest(self.hooks[SHORTFALL], task, self.table, rows, releasing)
 
     def select_node(self, task: TaskInfo, fit: Fit) -> NodeInfo | None:
         """The best feasible node for ``task``, scoring a sample as kube-scheduler does.
@@ -166,22 +259,34 @@ class Session:
             pos = int(np.searchsorted(rows, self._next_start))
             rows = np.concatenate((rows[pos : pos + k], rows[: max(0, k - (len(rows) - pos))]))
         self._next_start = (int(rows[-1]) + 1) % len(self.table)
-        if len(rows) == 1 or not self.hooks.node_scorer:
+        scorers = self.hooks[NODE_SCORER]
+        if len(rows) == 1 or not scorers:
             return self.table.nodes[int(rows[0])]
-        scores = tiers.weighted_score(self.hooks, task, self.table, rows)
+        scores = tiers.weighted_score(scorers, task, self.table, rows)
         return self.table.nodes[int(rows[int(np.argmax(scores))])]
 
     def statement(self) -> Statement:
         return Statement(self)
 
-    def bind_annotations(self, task: TaskInfo) -> dict[str, str]:
-        return self.annotations.get(task.uid, {})
+    def bind_annotations(self, task: TaskInfo, node: str) -> dict[str, str]:
+        """What the plugins write on ``task``'s pod before binding it to ``node``."""
+        return tiers.merge(self.hooks[BIND_ANNOTATIONS], task, self.nodes[node])
 
     def record_task_reason(self, task: TaskInfo, reason: str) -> None:
         self.task_reasons[task.uid] = reason
 
     def record_job_reason(self, job: JobInfo, reason: str) -> None:
         self.job_reasons[job.uid] = reason
+
+    def record_job_error(self, job: JobInfo, exc: Exception) -> None:
+        """``job``'s attempt raised ``exc``: it says SchedulerError, naming the plugin if a
+        plugin raised, and is not tried again this cycle. Called by the actions' per-job
+        boundary after the job's statement was rolled back."""
+        self.job_errors.setdefault(job.uid, exc)
+        self.error_jobs.add(job.uid)
+        self.job_reasons[job.uid] = error_message(exc)
+        for t in job.tasks.values():
+            self.task_reasons.pop(t.uid, None)
 
     # The one mutation primitive ------------------------------------------------------
 
@@ -191,22 +296,26 @@ class Session:
         Called only by statements (and simulations that undo themselves). Removes the
         task from its current node (telling plugins), changes it, and adds it to the new
         node (telling plugins). ALLOCATED placements are strict: they raise
-        AllocationError rather than over-allocate.
+        AllocationError rather than over-allocate. A plugin that raises in a placement
+        handler leaves as PluginError after the move is complete in the session's own
+        state (nodes and table); the plugin's own state is then its problem, and the
+        caller's statement rolls back.
         """
         prev_status, prev_node = task.status, task.node_name
         self.snapshot.touched_tasks.add(task.uid)
+        failed: PluginError | None = None
         if task.node_name:
             self.snapshot.touched_nodes.add(task.node_name)
             old = self.nodes[task.node_name]
             if task.uid in old.tasks:
-                if task.status in HELD:
-                    tiers.unplaced(self.hooks, task, old)
+                if task.status in COUNTED_FOR_PLUGINS:
+                    failed = self._tell(self._on_unplace, task, old, reverse=True)
                 old.remove_task(task)
                 self._shift(old.name, task, task.status, +1)
             else:
                 prev_node = ""
         task.status = status
-        task.node_name = node if status in OCCUPYING or status is TaskStatus.PIPELINED else ""
+        task.node_name = node if status in ON_NODE else ""
         if task.node_name:
             self.snapshot.touched_nodes.add(task.node_name)
             new = self.nodes[task.node_name]
@@ -219,12 +328,30 @@ class Session:
                     back = self.nodes[prev_node]
                     back.add_task(task)
                     self._shift(prev_node, task, prev_status, -1)
-                    if prev_status in HELD:
-                        tiers.placed(self.hooks, task, back)
+                    if prev_status in COUNTED_FOR_PLUGINS:
+                        failed = failed or self._tell(self._on_place, task, back)
+                if failed is not None:
+                    raise failed from None
                 raise
             self._shift(new.name, task, status, -1)
-            if status in HELD:
-                tiers.placed(self.hooks, task, new)
+            if status in COUNTED_FOR_PLUGINS:
+                failed = failed or self._tell(self._on_place, task, new)
+        if failed is not None:
+            raise failed
+
+    @staticmethod
+    def _tell(
+        regs: list[Any], task: TaskInfo, node: NodeInfo, *, reverse: bool = False
+    ) -> PluginError | None:
+        """Call every placement handler, even after one raises (so the others stay in
+        step); the first failure is returned for the caller to raise."""
+        failed: PluginError | None = None
+        for reg in reversed(regs) if reverse else regs:
+            try:
+                reg.hook(task, node)
+            except Exception as exc:
+                failed = failed or tiers.blame(reg, exc)
+        return failed
 
     def _shift(self, node: str, task: TaskInfo, status: TaskStatus, sign: int) -> None:
         """Update the table for ``task`` leaving (sign +1) or joining (-1) ``node``."""
@@ -233,7 +360,7 @@ class Session:
         if status is TaskStatus.PIPELINED:
             table.nominate(node, task.uid, task.priority, vec, add=sign < 0)
             return
-        if status not in OCCUPYING:
+        if status not in USES_NODE:
             return
         row = table.row[node]
         if sign > 0:
@@ -249,6 +376,13 @@ class Session:
 def open_session(snapshot: Snapshot, resolved: ResolvedConfiguration) -> Session:
     """A session over ``snapshot`` (which it takes ownership of) with fresh plugins."""
     return Session(snapshot, resolved, resolved.build_plugins())
+
+
+def error_message(exc: Exception) -> str:
+    """What a job's pods say when its attempt raised ``exc``."""
+    if isinstance(exc, PluginError):
+        return f"SchedulerError: plugin {exc.plugin!r} failed in {exc.point}: {exc.cause}"
+    return f"SchedulerError: {type(exc).__name__}: {exc}"
 
 
 def cluster_capacity(session: Session) -> tuple[int, ...]:

@@ -13,6 +13,11 @@ and are recorded, so they can be undone exactly::
 
 Leaving the block without :meth:`commit` (normally or by an exception) discards every
 operation. A statement is used by one action, in one cycle, from one thread.
+
+If undoing an operation fails (a plugin raises in a placement handler while the statement
+rolls back), the session no longer matches any state the statement knew:
+:class:`~scheduler.api.errors.SessionCorruptedError` is raised, which no per-job boundary
+catches, so the loop throws the whole cycle away.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from scheduler.api.errors import InvariantError
+from scheduler.api.errors import InvariantError, PluginError, SessionCorruptedError
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
@@ -56,7 +61,13 @@ class Statement:
         tb: TracebackType | None,
     ) -> None:
         if not self._done:
-            self.discard()
+            if exc is None:
+                self.discard()
+                return
+            try:
+                self.discard()
+            except SessionCorruptedError as failed:
+                raise failed from exc
 
     @property
     def operations(self) -> int:
@@ -68,30 +79,34 @@ class Statement:
 
     def allocate(self, task: TaskInfo, node: str) -> None:
         """Place pending ``task`` on ``node``; raises AllocationError if it does not fit."""
-        self._check_open()
         op = _Op("allocate", task, node, task.status, task.node_name)
-        self._session.move(task, TaskStatus.ALLOCATED, node)
-        self._ops.append(op)
+        self._record(op, TaskStatus.ALLOCATED, node)
 
     def pipeline(self, task: TaskInfo, node: str) -> None:
         """Nominate pending ``task`` to ``node``: it waits there for room being freed."""
-        self._check_open()
         op = _Op("pipeline", task, node, task.status, task.node_name)
-        self._session.move(task, TaskStatus.PIPELINED, node)
-        self._ops.append(op)
+        self._record(op, TaskStatus.PIPELINED, node)
 
     def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
         """Mark a task on a node as releasing: its room will be freed."""
-        self._check_open()
         op = _Op("evict", task, task.node_name, task.status, task.node_name, reason, preemptor)
-        self._session.move(task, TaskStatus.RELEASING, task.node_name)
-        self._ops.append(op)
+        self._record(op, TaskStatus.RELEASING, task.node_name)
 
     def unpipeline(self, task: TaskInfo) -> None:
         """Withdraw ``task``'s nomination: it is pending again."""
-        self._check_open()
         op = _Op("unpipeline", task, task.node_name, task.status, task.node_name)
-        self._session.move(task, TaskStatus.PENDING, "")
+        self._record(op, TaskStatus.PENDING, "")
+
+    def _record(self, op: _Op, status: TaskStatus, node: str) -> None:
+        """Apply ``op`` to the session and record it. A move refused (AllocationError)
+        changed nothing and is not recorded; a move after which a plugin's handler raised
+        (PluginError) did happen, so it is recorded for the rollback to undo."""
+        self._check_open()
+        try:
+            self._session.move(op.task, status, node)
+        except PluginError:
+            self._ops.append(op)
+            raise
         self._ops.append(op)
 
     def undo(self, task: TaskInfo) -> None:
@@ -115,28 +130,47 @@ class Statement:
         return len(self._ops)
 
     def rollback(self, checkpoint: int) -> None:
-        """Undo, newest first, every operation recorded after ``checkpoint``."""
+        """Undo, newest first, every operation recorded after ``checkpoint``.
+
+        Raises SessionCorruptedError if an undo raises (the rest is still undone)."""
         self._check_open()
+        failed: Exception | None = None
         while len(self._ops) > checkpoint:
             op = self._ops.pop()
-            self._session.move(op.task, op.prev_status, op.prev_node)
+            try:
+                self._session.move(op.task, op.prev_status, op.prev_node)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            self._done = True
+            raise SessionCorruptedError(f"a rollback failed: {failed}") from failed
 
     def discard(self) -> None:
-        """Undo everything and close the statement."""
+        """Undo everything and close the statement (idempotent)."""
         if self._done:
             return
-        self.rollback(0)
-        self._done = True
+        try:
+            self.rollback(0)
+        finally:
+            self._done = True
 
     def commit(self) -> list[Effect]:
-        """Close the statement; its operations become effects, recorded on the session."""
+        """Close the statement; its operations become effects, recorded on the session.
+
+        The plugins' bind annotations are asked first: if one raises, nothing is committed
+        and the statement is still open (its owner's boundary discards it)."""
         self._check_open()
+        annotations = {
+            op.task.uid: self._session.bind_annotations(op.task, op.node)
+            for op in self._ops
+            if op.kind == "allocate"
+        }
         self._done = True
         effects: list[Effect] = []
         for op in self._ops:
             if op.kind == "allocate":
                 op.task.status = TaskStatus.BINDING
-                effects.append(Bind(op.task, op.node, self._session.bind_annotations(op.task)))
+                effects.append(Bind(op.task, op.node, annotations[op.task.uid]))
             elif op.kind == "pipeline":
                 effects.append(Nominate(op.task, op.node))
             elif op.kind == "unpipeline":

@@ -1,87 +1,136 @@
-"""How the answers of several plugins combine: the one place this rule is written (layer 1).
+"""How the answers of several plugins combine: each rule written once (layer 1).
 
-=====================  =====================================================================
-extension point        rule
-=====================  =====================================================================
-job/task/queue order   lexicographic: every plugin's key, tier by tier, in plugin order;
-                       an identity tie-break last, so the order is total and deterministic
-job valid              the first plugin (tier, then plugin order) that gives a reason wins
-job ready / pipelined  all plugins must agree (no plugin registered: True)
-job starving           all plugins must agree (no plugin registered: False)
-job enqueueable        per tier: any REJECT rejects; else any PERMIT permits and later tiers
-                       are not asked; a tier of abstentions defers to the next; none: PERMIT
-node filter            every filter of every tier applies: a node passes only if none rejects;
-                       for one node, a plugin's row filter stands for its node filter
-shortfall              the largest of every plugin's, per row and column (none: zeros)
-node score             weighted sum of every scorer
-queue allocatable      all plugins must agree (none: True)
-queue overused         any plugin suffices (none: False)
-victims (preemptable)  intersection of the answers of the first tier that has a plugin
-job handlers           all, in registration order
-placement handlers     all, in registration order; on undo, in reverse order
-=====================  =====================================================================
+=======================  ===================================================================
+rule                     extension points, and what the rule does
+=======================  ===================================================================
+LEXICOGRAPHIC            job/task/queue order: every plugin's key, tier by tier, in plugin
+                         order; an identity tie-break last, so the order is total
+FIRST_FAILURE            job valid / ready / pipelined: the first status that is not
+                         success (tier, then plugin order) wins; none registered: success
+ALL_AGREE                queue allocatable (none: yes), job starving (none: no)
+ANY                      queue overused: any plugin suffices (none: no)
+VOTE                     job enqueueable: per tier, any REJECT rejects; else any PERMIT
+                         permits and later tiers are not asked; a tier of abstentions
+                         defers to the next; none: PERMIT
+EVERY_FILTER             node filter: a node passes only if no filter of any tier rejects
+                         it; for one node, a plugin's row filter stands for its node filter
+LARGEST                  shortfall: the largest of every plugin's, per row and column
+WEIGHTED_SUM             node score: weighted sum of every scorer
+FIRST_TIER_INTERSECTION  victims: intersection of the answers of the first tier that has a
+                         plugin
+NOTIFY                   job and placement handlers: all, in registration order; on undo
+                         (unplace), in reverse order
+MERGE                    bind annotations: the union in plugin order; the first plugin to
+                         give a key keeps it
+=======================  ===================================================================
+
+Every call of a hook is blamed: an exception a hook raises leaves here as a
+:class:`~scheduler.api.errors.PluginError` naming the plugin and the extension point,
+chained to the original. A ``try`` costs nothing while nothing raises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import groupby
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
+from scheduler.api.errors import PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
-from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import (
     HookSet,
-    JobPredicate,
+    JobEnqueueable,
+    JobStatus,
+    NodeFilter,
+    NodeScorer,
     OrderKey,
+    Point,
     Registration,
     Rejection,
+    RowFilter,
+    Rule,
+    Shortfall,
+    VictimFilter,
     Vote,
 )
-from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, NodeTable
+from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, TableView
+from scheduler.framework.status import SUCCESS, Status
 
 T = TypeVar("T")
+
+
+def blame(reg: Registration[Any], exc: BaseException) -> PluginError:
+    """``exc``, raised by ``reg``'s hook, as the PluginError that names it (unchanged if
+    it already is one: a hook calling the framework back is not blamed twice)."""
+    if isinstance(exc, PluginError):
+        return exc
+    return PluginError(reg.plugin, reg.point, exc)
 
 
 def order_key(
     regs: Sequence[Registration[Callable[[T], OrderKey]]], identity: Callable[[T], str]
 ) -> Callable[[T], OrderKey]:
     """Lexicographic composition of the plugins' keys, with ``identity`` as the last word."""
-    fns = [r.hook for r in regs]
+    regs = list(regs)
 
     def key(item: T) -> OrderKey:
         out: list[int | float | str] = []
-        for fn in fns:
-            out.extend(fn(item))
+        for reg in regs:
+            try:
+                out.extend(reg.hook(item))
+            except Exception as exc:
+                raise blame(reg, exc) from exc
         out.append(identity(item))
         return tuple(out)
 
     return key
 
 
-def first_reason(hooks: HookSet, job: JobInfo) -> str | None:
-    for reg in hooks.job_valid:
-        reason = reg.hook(job)
-        if reason is not None:
-            return reason
-    return None
+def first_failure(regs: Sequence[Registration[JobStatus]], job: JobInfo) -> Status:
+    for reg in regs:
+        try:
+            status = reg.hook(job)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+        if not status.ok:
+            return status if status.plugin else Status(status.code, status.message, reg.plugin)
+    return SUCCESS
 
 
-def all_agree(
-    regs: Sequence[Registration[JobPredicate]], job: JobInfo, default: bool = True
-) -> bool:
+def all_agree(regs: Sequence[Registration[Callable[..., bool]]], default: bool, *args: Any) -> bool:
     if not regs:
         return default
-    return all(r.hook(job) for r in regs)
+    for reg in regs:
+        try:
+            if not reg.hook(*args):
+                return False
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    return True
 
 
-def enqueue_vote(hooks: HookSet, job: JobInfo) -> bool:
-    for _, tier in groupby(hooks.job_enqueueable, key=lambda r: r.tier):
-        votes = [r.hook(job) for r in tier]
+def any_yes(regs: Sequence[Registration[Callable[..., bool]]], *args: Any) -> bool:
+    for reg in regs:
+        try:
+            if reg.hook(*args):
+                return True
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    return False
+
+
+def enqueue_vote(regs: Sequence[Registration[JobEnqueueable]], job: JobInfo) -> bool:
+    for _, tier in groupby(regs, key=lambda r: r.tier):
+        votes = []
+        for reg in tier:
+            try:
+                votes.append(reg.hook(job))
+            except Exception as exc:
+                raise blame(reg, exc) from exc
         if Vote.REJECT in votes:
             return False
         if Vote.PERMIT in votes:
@@ -90,78 +139,149 @@ def enqueue_vote(hooks: HookSet, job: JobInfo) -> bool:
 
 
 def filter_groups(
-    hooks: HookSet, task: TaskInfo, table: NodeTable
+    regs: Sequence[Registration[NodeFilter]], task: TaskInfo, table: TableView, releasing: bool
 ) -> list[tuple[str, Sequence[Rejection]]]:
     """Every filter's rejections, grouped by plugin in registration order."""
     out: list[tuple[str, Sequence[Rejection]]] = []
-    for reg in hooks.node_filter:
-        rejections = reg.hook(task, table)
+    for reg in regs:
+        try:
+            rejections = reg.hook(task, table, releasing)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
         if rejections:
             out.append((reg.plugin, rejections))
     return out
 
 
-def passes_row(hooks: HookSet, task: TaskInfo, table: NodeTable, row: int) -> bool:
+def passes_row(  # noqa: PLR0917
+    filters: Sequence[Registration[NodeFilter]],
+    row_filters: Sequence[Registration[RowFilter]],
+    task: TaskInfo,
+    table: TableView,
+    row: int,
+    releasing: bool,
+) -> bool:
     """Every filter on one row: the row form where a plugin has one, else its full form."""
-    with_rows = {r.plugin for r in hooks.row_filter}
-    for reg in hooks.row_filter:
-        if not reg.hook(task, table, row):
-            return False
-    for freg in hooks.node_filter:
+    with_rows = {r.plugin for r in row_filters}
+    for reg in row_filters:
+        try:
+            if not reg.hook(task, table, row, releasing):
+                return False
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    for freg in filters:
         if freg.plugin in with_rows:
             continue
-        if any(bool(r.nodes[row]) for r in freg.hook(task, table)):
+        try:
+            rejections = freg.hook(task, table, releasing)
+        except Exception as exc:
+            raise blame(freg, exc) from exc
+        if any(bool(r.nodes[row]) for r in rejections):
             return False
     return True
 
 
-def shortfall(hooks: HookSet, task: TaskInfo, table: NodeTable, rows: IndexVector) -> IntMatrix:
+def largest(
+    regs: Sequence[Registration[Shortfall]],
+    task: TaskInfo,
+    table: TableView,
+    rows: IndexVector,
+    releasing: bool,
+) -> IntMatrix:
     """The room that must at least be freed on each of ``rows`` for ``task``: the largest
     any filter asks."""
     out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
-    for reg in hooks.shortfall:
-        np.maximum(out, reg.hook(task, table, rows), out=out)
+    for reg in regs:
+        try:
+            np.maximum(out, reg.hook(task, table, rows, releasing), out=out)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
     return out
 
 
 def weighted_score(
-    hooks: HookSet, task: TaskInfo, table: NodeTable, rows: IndexVector
+    regs: Sequence[Registration[NodeScorer]], task: TaskInfo, table: TableView, rows: IndexVector
 ) -> FloatVector:
     total: FloatVector = np.zeros(len(rows), dtype=np.float64)
-    for reg in hooks.node_scorer:
+    for reg in regs:
         if reg.weight:
-            total += reg.weight * reg.hook(task, table, rows)
+            try:
+                total += reg.weight * reg.hook(task, table, rows)
+            except Exception as exc:
+                raise blame(reg, exc) from exc
     return total
 
 
-def queue_allocatable(hooks: HookSet, queue: QueueInfo, task: TaskInfo) -> bool:
-    return all(r.hook(queue, task) for r in hooks.queue_allocatable)
-
-
-def queue_overused(hooks: HookSet, queue: QueueInfo) -> bool:
-    return any(r.hook(queue) for r in hooks.queue_overused)
-
-
-def victims(hooks: HookSet, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+def first_tier_intersection(
+    regs: Sequence[Registration[VictimFilter]], preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+) -> list[TaskInfo]:
     allowed: list[TaskInfo] = list(candidates)
-    for _, tier in groupby(hooks.preemptable, key=lambda r: r.tier):
+    for _, tier in groupby(regs, key=lambda r: r.tier):
         for reg in tier:
-            keep = {t.uid for t in reg.hook(preemptor, allowed)}
+            try:
+                keep = {t.uid for t in reg.hook(preemptor, allowed)}
+            except Exception as exc:
+                raise blame(reg, exc) from exc
             allowed = [t for t in allowed if t.uid in keep]
         return allowed
     return allowed
 
 
-def enqueued(hooks: HookSet, job: JobInfo) -> None:
-    for reg in hooks.on_enqueue:
-        reg.hook(job)
+def notify(regs: Sequence[Registration[Callable[..., None]]], *args: Any) -> None:
+    for reg in regs:
+        try:
+            reg.hook(*args)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
 
 
-def placed(hooks: HookSet, task: TaskInfo, node: NodeInfo) -> None:
-    for reg in hooks.on_place:
-        reg.hook(task, node)
+def notify_reversed(regs: Sequence[Registration[Callable[..., None]]], *args: Any) -> None:
+    for reg in reversed(regs):
+        try:
+            reg.hook(*args)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
 
 
-def unplaced(hooks: HookSet, task: TaskInfo, node: NodeInfo) -> None:
-    for reg in reversed(hooks.on_unplace):
-        reg.hook(task, node)
+def merge(
+    regs: Sequence[Registration[Callable[[TaskInfo, NodeInfo], Any]]],
+    task: TaskInfo,
+    node: NodeInfo,
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for reg in regs:
+        try:
+            answer = reg.hook(task, node)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+        for key, value in answer.items():
+            out.setdefault(key, value)
+    return out
+
+
+def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
+    """Ask ``point`` with ``args``, combining the answers by its rule: how an action asks
+    an extension point that the Session has no named method for."""
+    regs = hooks[point]
+    rule = point.rule
+    if rule is Rule.FIRST_FAILURE:
+        return first_failure(regs, *args)
+    if rule is Rule.ALL_AGREE:
+        return all_agree(regs, point.default, *args)
+    if rule is Rule.ANY:
+        return any_yes(regs, *args)
+    if rule is Rule.VOTE:
+        return enqueue_vote(regs, *args)
+    if rule is Rule.LARGEST:
+        return largest(regs, *args)
+    if rule is Rule.WEIGHTED_SUM:
+        return weighted_score(regs, *args)
+    if rule is Rule.FIRST_TIER_INTERSECTION:
+        return first_tier_intersection(regs, *args)
+    if rule is Rule.NOTIFY:
+        return notify(regs, *args)
+    if rule is Rule.MERGE:
+        return merge(regs, *args)
+    if rule is Rule.EVERY_FILTER:
+        return filter_groups(regs, *args)
+    raise ValueError(f"extension point {point.name!r}: rule {rule.name} takes no plain ask")

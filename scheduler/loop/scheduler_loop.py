@@ -1,9 +1,16 @@
 """SchedulingLoop: the cycle, and the hand-off of its effects (layer 3).
 
-Each cycle: snapshot the cache, open a session, run the configured actions, close the
-session, then act on the effects: the cache assumes them at once, and the API calls run
-in background pools. A cycle runs every ``schedule_period`` seconds of the clock, and at
+Each cycle: snapshot the cache (with the preemption executor's and the loop's own views
+of what they hold back), open a session, run the configured actions, close the session,
+then act on the effects: the cache assumes every one of them at once, through the
+:class:`~scheduler.framework.effects.EffectLedger` port, and the API calls run in
+background pools. A cycle runs every ``schedule_period`` seconds of the clock, and at
 once when the cache reports a change worth it (a new pod, freed room, a new node).
+
+Errors are confined: a job whose attempt raised is rolled back by the actions and backs
+off (:mod:`scheduler.loop.errors`); a cycle that raised outside any job is thrown away
+whole (nothing of it is handed on, the next snapshot copies everything afresh), counted,
+and the loop goes on. Nothing a plugin raises ends the process.
 
 The loop owns one task group; every background call belongs to it, and failures are
 handled where they are expected (a failed bind forgets the assumed pod, which is then
@@ -12,9 +19,10 @@ retried) and logged and counted otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -23,19 +31,22 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
+from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
+from scheduler.api.task import TaskInfo
 from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
     Effect,
+    EffectLedger,
     Evict,
     Nominate,
-    SetPhase,
 )
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
+from scheduler.loop.errors import JobErrors, cycle_failed
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -63,6 +74,10 @@ class CycleReport:
     task_reasons: dict[str, str] = field(default_factory=dict)
     """Why each still-pending pod is unscheduled, by ``namespace/name``."""
     job_reasons: dict[str, str] = field(default_factory=dict)
+    job_errors: dict[str, str] = field(default_factory=dict)
+    """Jobs whose attempt raised this cycle (rolled back, backing off), with the message."""
+    failed: str = ""
+    """Non-empty when the cycle failed as a whole: where (its decisions were discarded)."""
     seconds: float = 0.0
     """Wall time the decisions took."""
 
@@ -76,7 +91,8 @@ class CycleObserver(Protocol):
 
 
 class PreemptionHandler(Protocol):
-    """Receives a cycle's Evict and Nominate effects (the preemption executor)."""
+    """Receives a cycle's Evict, Nominate and ClearNomination effects, assumed already
+    (the preemption executor), and shows what it holds back to the next cycle."""
 
     @property
     def in_flight(self) -> int: ...
@@ -88,7 +104,11 @@ class PreemptionHandler(Protocol):
 
     def attach(self, tg: TaskGroup, /) -> None: ...
 
-    async def handle(self, session: Session, effects: list[Effect], /) -> None: ...
+    def view(self) -> PreemptionState: ...
+
+    async def handle(
+        self, effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]], /
+    ) -> None: ...
 
 
 class SchedulingLoop:
@@ -110,6 +130,9 @@ class SchedulingLoop:
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
         self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
         self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
+        self.ledger: EffectLedger = cache
+        """Where every effect is assumed, and forgotten when its call fails."""
+        self.job_errors = JobErrors(self.metrics)
         self._pending_series: set[str] = set()
         """Queues with a ``scheduler_pending_pods`` series."""
         self.freeze_heap = False
@@ -206,20 +229,20 @@ class SchedulingLoop:
 
     async def run_cycle(self) -> CycleReport:
         """One cycle. Decisions are synchronous; effects are handed to background pools
-        (or awaited, for preemption with the async gate off)."""
+        (or awaited, for preemption with the async gate off). A cycle that fails as a
+        whole hands nothing on and reports where it failed (``report.failed``)."""
         self.cycles += 1
         structlog.contextvars.bind_contextvars(cycle=self.cycles)
-        report = CycleReport(self.cycles, self.ports.clock.now())
+        now = self.ports.clock.now()
+        report = CycleReport(self.cycles, now)
         t0 = time.perf_counter()
-        session = open_session(self.cache.snapshot(), self.resolved)
-        try:
-            for action in self.resolved.actions:
-                ta = time.perf_counter()
-                action.execute(session)
-                self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
-        finally:
-            session.close()
+        session = self._decide(report)
         report.seconds = time.perf_counter() - t0
+        if session is None:
+            self.cache.drop_copies()
+            for observer in self.observers:
+                observer(report)
+            return report
         self.metrics.cycle_duration.labels("all").observe(report.seconds)
         report.effects = list(session.effects)
         for job in session.jobs.values():
@@ -228,7 +251,9 @@ class SchedulingLoop:
                 if reason and t.status is TaskState.PENDING and t.sluice:
                     report.task_reasons[t.key] = reason
         report.job_reasons = dict(session.job_reasons)
-        await self._apply(session, report)
+        report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
+        self.job_errors.after_cycle(session, now)
+        await self._apply(report)
         self.status.report(session)
         self._report_pending()
         unschedulable = len(report.task_reasons)
@@ -245,6 +270,38 @@ class SchedulingLoop:
         for observer in self.observers:
             observer(report)
         return report
+
+    def _decide(self, report: CycleReport) -> Session | None:
+        """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,
+        ``report.failed`` set) when something raised outside any one job."""
+        snapshot = self.cache.snapshot(
+            now=report.started,
+            preemption=self.preemption.view() if self.preemption is not None else NO_PREEMPTIONS,
+            error_backoffs=self.job_errors.view(),
+        )
+        where = "open"
+        try:
+            session = open_session(snapshot, self.resolved)
+        except Exception as exc:
+            report.failed = where
+            cycle_failed(self.metrics, report.number, where, exc)
+            return None
+        try:
+            for action in self.resolved.actions:
+                where = action.name
+                ta = time.perf_counter()
+                action.execute(session)
+                self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
+            where = "close"
+            session.close()
+        except Exception as exc:
+            report.failed = where
+            cycle_failed(self.metrics, report.number, where, exc)
+            if where != "close":
+                with contextlib.suppress(Exception):  # its failure is not the news
+                    session.close()
+            return None
+        return session
 
     @staticmethod
     def _freeze_heap() -> None:
@@ -273,24 +330,29 @@ class SchedulingLoop:
             self.metrics.pending_pods.labels(queue).set(n)
         self._pending_series = set(pending)
 
-    async def _apply(self, session: Session, report: CycleReport) -> None:
+    async def _apply(self, report: CycleReport) -> None:
+        """Assume every effect of the cycle, in decision order, and hand the calls on."""
         preemption: list[Effect] = []
+        displaced: dict[str, Sequence[TaskInfo]] = {}
+        if self.preemption is None and any(
+            isinstance(e, (Evict, Nominate, ClearNomination)) for e in report.effects
+        ):
+            raise InvariantError("evictions were decided but no preemption executor runs")
         for effect in report.effects:
+            withdrawn = self.ledger.assume(effect)
             if isinstance(effect, Bind):
                 self._bind(effect)
-            elif isinstance(effect, SetPhase):
-                self.cache.assume_phase(effect.job.uid, effect.phase)
             elif isinstance(effect, (Evict, Nominate, ClearNomination)):
                 preemption.append(effect)
-        if preemption:
-            if self.preemption is None:
-                raise InvariantError("evictions were decided but no preemption executor runs")
-            await self.preemption.handle(session, preemption)
+                if withdrawn:
+                    displaced[effect.task.uid] = withdrawn
+        if preemption and self.preemption is not None:
+            await self.preemption.handle(preemption, displaced)
 
     def _bind(self, effect: Bind) -> None:
+        """Submit the bind of ``effect`` (assumed already); a failure forgets it."""
         task = effect.task
-        self.cache.assume_bind(task.uid, effect.node, effect.annotations)
-        ref = ObjectRef("Pod", task.namespace, task.name, task.uid)
+        ref = ObjectRef.of_pod(task)
 
         async def call() -> None:
             with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
@@ -301,11 +363,11 @@ class SchedulingLoop:
             try:
                 await self.ports.binder.bind(ref, effect.node, effect.annotations)
             except NotFoundError:
-                self.cache.forget(task.uid)  # the pod is gone; its DELETED event follows
+                self.ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self.metrics.binds.labels("gone").inc()
                 return
             except ApiError as exc:
-                self.cache.forget(task.uid)
+                self.ledger.forget(effect)
                 self.metrics.binds.labels("error").inc()
                 self._failed_call("bind", exc)
                 self.metrics.schedule_attempts.labels("error", PROFILE).inc()

@@ -14,14 +14,13 @@ from typing import Any
 from scheduler.api import labels as L
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ResourceSum
-from scheduler.api.task import OCCUPYING, TaskInfo, TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts, Event, ObjectRef
-
-_HOLDING = OCCUPYING - {TaskStatus.RELEASING}
-_COMPLETE_BLOCKERS = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED}) | OCCUPYING
 
 
 def rfc3339(epoch: float) -> str:
@@ -32,15 +31,9 @@ def job_phase(job: JobInfo) -> PodGroupPhase:
     """The phase a PodGroup should show, from its tasks."""
     statuses = [t.status for t in job.tasks.values()]
     succeeded = statuses.count(TaskStatus.SUCCEEDED)
-    if (
-        statuses
-        and succeeded >= job.min_member
-        and not any(s in _COMPLETE_BLOCKERS for s in statuses)
-    ):
+    if statuses and succeeded >= job.min_member and not any(s in UNFINISHED for s in statuses):
         return PodGroupPhase.COMPLETED
-    placed = succeeded + sum(
-        1 for s in statuses if s in OCCUPYING and s is not TaskStatus.RELEASING
-    )
+    placed = succeeded + sum(1 for s in statuses if s in HOLDS_ROOM)
     if placed >= job.min_member and placed > 0:
         return PodGroupPhase.RUNNING
     if job.phase in (PodGroupPhase.RUNNING, PodGroupPhase.INQUEUE):
@@ -49,9 +42,15 @@ def job_phase(job: JobInfo) -> PodGroupPhase:
 
 
 def pod_group_status(
-    job: JobInfo, reason: str | None, now: str, previous: Mapping[str, Any]
+    job: JobInfo,
+    reason: str | None,
+    now: str,
+    previous: Mapping[str, Any],
+    *,
+    error: bool = False,
 ) -> dict[str, Any]:
-    """The ``status`` of ``job``'s PodGroup; transition times kept when nothing changed."""
+    """The ``status`` of ``job``'s PodGroup; transition times kept when nothing changed.
+    ``error``: ``reason`` is a scheduler error (the condition's reason says SchedulerError)."""
     phase = job_phase(job)
     statuses = [t.status for t in job.tasks.values()]
     conditions: list[dict[str, str]] = []
@@ -69,7 +68,7 @@ def pod_group_status(
             {
                 "type": "Unschedulable",
                 "status": "True",
-                "reason": L.REASON_UNSCHEDULABLE,
+                "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
                 "message": reason,
             }
         )
@@ -96,7 +95,7 @@ def queue_status(
     counts = {PodGroupPhase.PENDING: 0, PodGroupPhase.INQUEUE: 0, PodGroupPhase.RUNNING: 0}
     for job in jobs:
         for t in job.tasks.values():
-            if t.status in _HOLDING:
+            if t.status in HOLDS_ROOM:
                 total.add(t.request)
         phase = phases.get(job.uid) or job_phase(job)
         if phase in counts:
@@ -134,6 +133,8 @@ class StatusReporter:
     ) -> None:
         self._ports = ports
         self._cache = cache
+        self._ledger: EffectLedger = cache
+        """Phases written are assumed through the ledger, as every effect is."""
         self._pool = pool
         self._on_failed = on_failed_call
         self._pod_messages: dict[str, str] = {}
@@ -159,17 +160,18 @@ class StatusReporter:
                 if not msg or self._pod_messages.get(task.uid) == msg:
                     continue
                 self._pod_messages[task.uid] = msg
-                self._unschedulable(task, msg, now)
+                error = job.uid in session.error_jobs
+                self._unschedulable(task, msg, now, error=error)
 
-    def _unschedulable(self, task: TaskInfo, msg: str, now: str) -> None:
-        ref = ObjectRef("Pod", task.namespace, task.name, task.uid)
+    def _unschedulable(self, task: TaskInfo, msg: str, now: str, *, error: bool) -> None:
+        ref = ObjectRef.of_pod(task)
         self._ports.events.record(Event(ref, "Warning", "FailedScheduling", msg))
         patch = {
             "conditions": [
                 {
                     "type": L.POD_SCHEDULED,
                     "status": "False",
-                    "reason": L.REASON_UNSCHEDULABLE,
+                    "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
                     "message": msg,
                     "lastTransitionTime": now,
                 }
@@ -190,15 +192,17 @@ class StatusReporter:
             if not job.has_pod_group or job.problem:
                 continue
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
-            status = pod_group_status(job, session.job_reasons.get(job.uid), now, observed)
+            reason = session.job_reasons.get(job.uid)
+            error = job.uid in session.error_jobs
+            status = pod_group_status(job, reason, now, observed, error=error)
             phases[job.uid] = PodGroupPhase(status["phase"])
             key = _comparable(status)
             if self._group_status.get(job.uid, _comparable(observed)) == key:
                 continue
             self._group_status[job.uid] = key
-            self._cache.assume_phase(job.uid, PodGroupPhase(status["phase"]))
+            self._ledger.assume(SetPhase(job, PodGroupPhase(status["phase"])))
             self._write(
-                ObjectRef("PodGroup", job.namespace, job.name, job.pod_group_uid),
+                ObjectRef.of_pod_group(job),
                 status,
                 self._group_status,
                 job.uid,
@@ -221,7 +225,7 @@ class StatusReporter:
             if self._queue_status.get(name) == key:
                 continue
             self._queue_status[name] = key
-            self._write(ObjectRef("Queue", "", name, queue.uid), status, self._queue_status, name)
+            self._write(ObjectRef.of_queue(queue), status, self._queue_status, name)
 
     def _write(
         self, ref: ObjectRef, status: dict[str, Any], memo: dict[str, object], key: str

@@ -51,6 +51,13 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.cycle_failures = Counter(
+            "sluice_cycle_failures_total",
+            "Scheduling cycles thrown away because something failed outside any one job "
+            "(an action, a plugin's open, a rollback), by where it failed.",
+            ["where"],
+            registry=r,
+        )
         self.pending_pods = Gauge(
             "scheduler_pending_pods", "Number of pending pods, by queue.", ["queue"], registry=r
         )

@@ -8,15 +8,11 @@ and pods already terminating are never offered as victims.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from scheduler.api import labels as L
 from scheduler.api.task import TaskInfo
-from scheduler.framework.extension_points import HookSet
+from scheduler.framework.extension_points import VICTIMS, HookSet, PluginContext
 from scheduler.framework.registry import NoArguments
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
 
 
 def protected(task: TaskInfo) -> bool:
@@ -40,8 +36,9 @@ class ConformancePlugin:
     def __init__(self, arguments: NoArguments) -> None:
         del arguments
 
-    def open(self, session: Session, hooks: HookSet) -> None:
-        hooks.add_preemptable(allowed_victims)
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        del context
+        hooks.add(VICTIMS, allowed_victims)
 
-    def close(self, session: Session) -> None:
+    def close(self) -> None:
         pass

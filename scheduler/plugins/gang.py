@@ -3,6 +3,7 @@
 - valid: a job needs at least ``minMember`` live pods, and ``minTaskMember[role]`` per
   role, before it is worth trying; otherwise it waits and says why;
 - ready: at least ``minMember`` tasks placed, and per role at least ``minTaskMember``;
+  otherwise the status says how many can be placed, in all or of the role short;
 - pipelined: the same, counting tasks nominated to nodes being freed;
 - starving: not pipelined and still has pending tasks (a candidate for preemption);
 - order: among equals, jobs that are not ready yet go first.
@@ -11,50 +12,82 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from scheduler.api.job import JobInfo
-from scheduler.api.task import ALIVE, TaskStatus
-from scheduler.framework.extension_points import HookSet, OrderKey
+from scheduler.api.task import TaskStatus
+from scheduler.api.task_states import ALIVE
+from scheduler.framework.extension_points import (
+    JOB_ORDER,
+    JOB_PIPELINED,
+    JOB_READY,
+    JOB_STARVING,
+    JOB_VALID,
+    HookSet,
+    OrderKey,
+    PluginContext,
+)
 from scheduler.framework.registry import NoArguments
+from scheduler.framework.status import SUCCESS, Status
 
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
-
+NAME = "gang"
 _PIPELINED = frozenset({TaskStatus.PIPELINED})
 
 
-def _roles_met(job: JobInfo, counts: Counter[str]) -> bool:
-    return all(counts[role] >= n for role, n in job.min_task_member.items())
-
-
-def job_valid(job: JobInfo) -> str | None:
+def job_valid(job: JobInfo) -> Status:
     alive = job.valid_count()
     if alive < job.min_member:
-        return f"pod group {job.uid} has {alive} pod(s), fewer than its minMember {job.min_member}"
+        return Status.unschedulable(
+            f"pod group {job.uid} has {alive} pod(s), fewer than its minMember {job.min_member}",
+            NAME,
+        )
     if job.min_task_member:
         by_role = Counter(t.role for t in job.tasks.values() if t.status in ALIVE)
         for role in sorted(job.min_task_member):
             need = job.min_task_member[role]
             if by_role[role] < need:
-                return (
+                return Status.unschedulable(
                     f"pod group {job.uid} has {by_role[role]} pod(s) of role "
-                    f"{role!r}, fewer than its minTaskMember {need}"
+                    f"{role!r}, fewer than its minTaskMember {need}",
+                    NAME,
                 )
-    return None
+    return SUCCESS
 
 
-def job_ready(job: JobInfo) -> bool:
-    if job.placed_count() < job.min_member:
-        return False
-    return not job.min_task_member or _roles_met(job, job.placed_by_role())
+def _short(job: JobInfo, placed: int, by_role: Counter[str]) -> Status:
+    """Success when ``placed`` tasks (``by_role`` per role) make ``job`` whole, else why."""
+    if placed < job.min_member:
+        return Status.unschedulable(
+            f"{placed}/{len(job.tasks)} tasks of gang {job.uid} can be placed, "
+            f"minMember is {job.min_member}",
+            NAME,
+        )
+    for role in sorted(job.min_task_member):
+        need = job.min_task_member[role]
+        if by_role[role] < need:
+            return Status.unschedulable(
+                f"{by_role[role]} tasks of role {role!r} of gang {job.uid} can be placed, "
+                f"minTaskMember is {need}",
+                NAME,
+            )
+    return SUCCESS
 
 
-def job_pipelined(job: JobInfo) -> bool:
+def job_ready(job: JobInfo) -> Status:
+    placed = job.placed_count()
+    if placed < job.min_member:
+        return _short(job, placed, Counter())
+    if not job.min_task_member:
+        return SUCCESS
+    return _short(job, placed, job.placed_by_role())
+
+
+def job_pipelined(job: JobInfo) -> Status:
     placed = job.placed_count() + job.count(_PIPELINED)
     if placed < job.min_member:
-        return False
-    return not job.min_task_member or _roles_met(job, job.placed_by_role(_PIPELINED))
+        return _short(job, placed, Counter())
+    if not job.min_task_member:
+        return SUCCESS
+    return _short(job, placed, job.placed_by_role(_PIPELINED))
 
 
 def job_starving(job: JobInfo) -> bool:
@@ -66,17 +99,18 @@ def job_key(job: JobInfo) -> OrderKey:
 
 
 class GangPlugin:
-    name = "gang"
+    name = NAME
 
     def __init__(self, arguments: NoArguments) -> None:
         del arguments
 
-    def open(self, session: Session, hooks: HookSet) -> None:
-        hooks.add_job_valid(job_valid)
-        hooks.add_job_ready(job_ready)
-        hooks.add_job_pipelined(job_pipelined)
-        hooks.add_job_starving(job_starving)
-        hooks.add_job_order(job_key)
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        del context
+        hooks.add(JOB_VALID, job_valid)
+        hooks.add(JOB_READY, job_ready)
+        hooks.add(JOB_PIPELINED, job_pipelined)
+        hooks.add(JOB_STARVING, job_starving)
+        hooks.add(JOB_ORDER, job_key)
 
-    def close(self, session: Session) -> None:
+    def close(self) -> None:
         pass

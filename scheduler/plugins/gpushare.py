@@ -18,8 +18,9 @@ What the plugin does, per session:
 hook             behaviour
 ===============  =========================================================================
 open             builds per node, per device: memory held by shares, whole holders, and
-                 holders. Tasks held on nodes (``HELD``) are read in three passes: first
-                 pods physically there whose ``gpu-index`` is valid (exactly those devices),
+                 holders. Tasks held on nodes (``COUNTED_FOR_PLUGINS``) are read in three
+                 passes: first pods physically there whose ``gpu-index`` is valid (exactly
+                 those devices),
                  then pods physically there without one, then nominated pods (both on the
                  lowest indexes that fit, noted so they always return there). Releasing
                  pods are read the same way into a separate set
@@ -36,18 +37,19 @@ on_place         a pod physically on the node (Binding, Bound, Running) goes bac
                  ``gpu-index`` if valid, else to the devices noted at open; a nominated or
                  allocated pod goes to its noted devices if they still fit, else binpack:
                  the most used device that fits for a share, the lowest free indexes for
-                 whole devices. The index is recorded in ``session.annotations`` (written
+                 whole devices. The index is kept for the bind annotations hook (written
                  on the pod before binding) unless the pod already carries it. A
                  ``gpu-index`` is valid when it names as many distinct devices of the node
                  as the pod asks for; a pending pod's own index is never trusted
 on_unplace       frees exactly the devices on_place chose, and withdraws the annotation
+bind annotations ``gpu-index`` of a pod being bound, when on_place chose its devices
 ===============  =========================================================================
 
-Room, as ``NodeTable.free`` sees it: a nominated pod's devices do not block pods of higher
-priority, nor the pod itself; a releasing pod's devices are busy unless the session counts
-releasing room (``table.count_releasing``, the preemptor's view) or the pod being placed
+Room, as ``TableView.free`` sees it: a nominated pod's devices do not block pods of higher
+priority, nor the pod itself; a releasing pod's devices are busy unless the filter is asked
+to count releasing room (``releasing``, the preemptor's view) or the pod being placed
 is nominated (it waits for that room). Releasing pods are not in the main state (their
-status is not in ``HELD``): the placement handlers of ``Session.move`` see them leave, and
+status is not in ``COUNTED_FOR_PLUGINS``): the placement handlers see them leave, and
 the filter reads back those that left to ``Releasing`` from the tasks themselves.
 
 Determinism: every choice breaks ties by the lowest index; open-time passes go in a fixed
@@ -62,8 +64,8 @@ The scorer and the placement handlers are registered only when some node has dev
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -73,19 +75,23 @@ from scheduler.api.labels import GPU_INDEX_ANNOTATION, GPU_MEMORY_ANNOTATION, GP
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import GPU, MEMORY, canonical_amount
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.framework.extension_points import HookSet, Rejection
+from scheduler.api.task_states import BOUND_IN_API, COUNTED_FOR_PLUGINS
+from scheduler.framework.extension_points import (
+    BIND_ANNOTATIONS,
+    NODE_FILTER,
+    NODE_SCORER,
+    HookSet,
+    PluginContext,
+    Rejection,
+)
 from scheduler.framework.node_table import (
     BoolVector,
     FloatVector,
     IndexVector,
     IntMatrix,
     IntVector,
-    NodeTable,
+    TableView,
 )
-from scheduler.framework.session import HELD
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
 
 BoolMatrix = npt.NDArray[np.bool_]
 
@@ -93,7 +99,7 @@ GPU_MEMORY_NOT_FREE = "node(s) did not have a GPU with enough free memory"
 GPU_TOO_SMALL = "node(s) did not have a GPU with enough memory"
 WHOLE_GPUS_NOT_FREE = "node(s) did not have enough free whole GPUs"
 
-PHYSICAL = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+PHYSICAL = BOUND_IN_API
 """Held statuses of pods that are on their node's devices: their ``gpu-index`` is the truth.
 A pending pod's own ``gpu-index`` (stale after a failed bind, or set by hand) is not."""
 
@@ -165,8 +171,9 @@ class GpuSharePlugin:
 
     def __init__(self, arguments: object = None) -> None:
         del arguments
-        self._session: Session | None = None
-        self._table: NodeTable | None = None
+        self._table: TableView | None = None
+        self._annotations: dict[str, str] = {}
+        """``gpu-index`` values chosen in this session for pods being placed, by uid."""
         self._names: tuple[str, ...] = ()
         self._counts: IntVector = np.zeros(0, dtype=np.int64)
         """Devices per row."""
@@ -197,9 +204,8 @@ class GpuSharePlugin:
 
     # Plugin protocol -----------------------------------------------------------------------
 
-    def open(self, session: Session, hooks: HookSet, /) -> None:
-        table = session.table
-        self._session = session
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        table = context.table
         self._table = table
         nodes = table.nodes
         n = len(nodes)
@@ -216,16 +222,17 @@ class GpuSharePlugin:
         self._holders = np.zeros((n, width), dtype=np.int64)
         self._best = np.where(counts > 0, per_device, -1).astype(np.int64)
         self._free_whole = counts.copy()
-        hooks.add_node_filter(self.filter)
+        hooks.add(NODE_FILTER, self.filter)
         if width == 0:
             return
         self._read_back(nodes)
-        hooks.add_node_scorer(self.score, 1.0)
+        hooks.add(NODE_SCORER, self.score, 1.0)
         hooks.add_placement_handlers(self._place, self._unplace)
+        hooks.add(BIND_ANNOTATIONS, self.bind_annotations)
 
-    def close(self, session: Session, /) -> None:
-        self._session = None
+    def close(self) -> None:
         self._table = None
+        self._annotations.clear()
         self._held.clear()
         self._nominated.clear()
         self._home.clear()
@@ -234,6 +241,11 @@ class GpuSharePlugin:
         self._indexes.clear()
 
     # Read-only views (for tests, debugging and other plugins) ----------------------------
+
+    def annotations(self) -> dict[str, dict[str, str]]:
+        """The annotations to write at bind time, by task uid (what the bind annotations
+        hook answers for each)."""
+        return {uid: {GPU_INDEX_ANNOTATION: text} for uid, text in self._annotations.items()}
 
     def held(self, uid: str) -> tuple[int, ...] | None:
         """The device indexes task ``uid`` holds in this session, or None."""
@@ -307,7 +319,7 @@ class GpuSharePlugin:
 
     # The filter ------------------------------------------------------------------------------
 
-    def filter(self, task: TaskInfo, table: NodeTable, /) -> list[Rejection]:
+    def filter(self, task: TaskInfo, table: TableView, releasing: bool, /) -> list[Rejection]:
         """Rejections of ``task`` on every row of ``table``; ``[]`` for a pod asking no GPU.
 
         Pure with respect to its arguments; reads the plugin's state (and prunes its cache
@@ -318,7 +330,7 @@ class GpuSharePlugin:
             return []
         if demand.invalid:
             return [Rejection(demand.invalid, np.ones(len(table), dtype=np.bool_), False)]
-        best, free_whole = self._view(task, table.count_releasing)
+        best, free_whole = self._view(task, releasing)
         if demand.whole:
             short = free_whole < demand.whole
             return [Rejection(WHOLE_GPUS_NOT_FREE, short, True)] if short.any() else []
@@ -394,7 +406,7 @@ class GpuSharePlugin:
 
     # The scorer -------------------------------------------------------------------------------
 
-    def score(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+    def score(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
         """Binpack, in [0, 100]: prefer nodes whose devices are already partly used."""
         out: FloatVector = np.zeros(len(rows), dtype=np.float64)
         demand = self.demand(task)
@@ -413,6 +425,13 @@ class GpuSharePlugin:
         if frac.size:
             out = np.clip(frac.max(axis=1), 0.0, 1.0) * MAX_SCORE
         return out
+
+    # Bind annotations -------------------------------------------------------------------
+
+    def bind_annotations(self, task: TaskInfo, node: NodeInfo, /) -> Mapping[str, str]:
+        """The ``gpu-index`` chosen for ``task`` in this session, if it must be written."""
+        text = self._annotations.get(task.uid)
+        return {GPU_INDEX_ANNOTATION: text} if text is not None else {}
 
     # Placement handlers --------------------------------------------------------------------
 
@@ -433,12 +452,8 @@ class GpuSharePlugin:
             return
         self._nominated.pop(task.uid, None)
         self._apply(h, -1)
-        if h.wrote and self._session is not None:
-            mine = self._session.annotations.get(task.uid)
-            if mine is not None:
-                mine.pop(GPU_INDEX_ANNOTATION, None)
-                if not mine:
-                    del self._session.annotations[task.uid]
+        if h.wrote:
+            self._annotations.pop(task.uid, None)
         self._departed[task.uid] = (task, h)
 
     def _hold(
@@ -452,10 +467,10 @@ class GpuSharePlugin:
         refresh: bool = True,
     ) -> Holding:
         wrote = False
-        if write and task.status not in PHYSICAL and self._session is not None:
+        if write and task.status not in PHYSICAL:
             text = index_text(devices)
             if (task.annotations or {}).get(GPU_INDEX_ANNOTATION) != text:
-                self._session.annotations.setdefault(task.uid, {})[GPU_INDEX_ANNOTATION] = text
+                self._annotations[task.uid] = text
                 wrote = True
         nominated = task.status is TaskStatus.PIPELINED
         h = Holding(row, devices, demand.memory, demand.whole > 0, task.priority, nominated, wrote)
@@ -505,7 +520,9 @@ class GpuSharePlugin:
     def _row_state(self, task: TaskInfo, row: int) -> _RowState:
         """``row`` as ``task`` sees it when placed there now (see the module docstring)."""
         assert self._table is not None
-        count_releasing = self._table.count_releasing or task.status is TaskStatus.PIPELINED
+        # Placed, a nominated pod waits for the room being freed; anything else takes only
+        # what is free now.
+        count_releasing = task.status is TaskStatus.PIPELINED
         state = self._adjustments(task, count_releasing=count_releasing, row=row).get(row)
         if state is None:
             state = _RowState(self._mem[row], self._whole[row], self._holders[row])
@@ -578,7 +595,7 @@ class GpuSharePlugin:
                         releasing.append((task, row, demand))
                     else:
                         unannotated.append((task, row, demand))
-                elif task.status in HELD:
+                elif task.status in COUNTED_FOR_PLUGINS:
                     nominated.append((task, row, demand))
         for task, row, demand, devices in annotated:
             self._hold(task, row, demand, devices, write=False, refresh=False)

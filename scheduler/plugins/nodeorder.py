@@ -25,19 +25,15 @@ offering none of the resources scores 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.api.pod import PreferredTerm
 from scheduler.api.task import TaskInfo
-from scheduler.framework.extension_points import HookSet
-from scheduler.framework.node_table import FloatVector, IndexVector, NodeTable
-from scheduler.plugins.predicates import NodeLabelIndex
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
+from scheduler.framework.extension_points import NODE_SCORER, HookSet, PluginContext
+from scheduler.framework.node_labels import NodeLabelIndex
+from scheduler.framework.node_table import FloatVector, IndexVector, TableView
 
 FloatMatrix = npt.NDArray[np.float64]
 
@@ -107,8 +103,8 @@ class NodeOrderPlugin:
         self._count_share: FloatVector = np.zeros(0, dtype=np.float64)
         self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
 
-    def open(self, session: Session, hooks: HookSet, /) -> None:
-        table = session.table
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        table = context.table
         args = self.arguments
         self._labels = NodeLabelIndex(table.nodes)
         # Resources no column holds are offered by no node: left out of every mean.
@@ -128,21 +124,21 @@ class NodeOrderPlugin:
         self._ones = np.ones(len(used), dtype=np.float64)
         self._count_share = 1.0 / np.maximum(offered.sum(axis=1), 1)
         if args.leastAllocatedWeight:
-            hooks.add_node_scorer(self.least_allocated, args.leastAllocatedWeight)
+            hooks.add(NODE_SCORER, self.least_allocated, args.leastAllocatedWeight)
         if args.mostAllocatedWeight:
-            hooks.add_node_scorer(self.most_allocated, args.mostAllocatedWeight)
+            hooks.add(NODE_SCORER, self.most_allocated, args.mostAllocatedWeight)
         if args.balancedAllocationWeight:
-            hooks.add_node_scorer(self.balanced_allocation, args.balancedAllocationWeight)
+            hooks.add(NODE_SCORER, self.balanced_allocation, args.balancedAllocationWeight)
         if args.nodeAffinityWeight:
-            hooks.add_node_scorer(self.node_affinity, args.nodeAffinityWeight)
+            hooks.add(NODE_SCORER, self.node_affinity, args.nodeAffinityWeight)
 
-    def close(self, session: Session, /) -> None:
+    def close(self) -> None:
         self._labels = NodeLabelIndex(())
         self._preferred.clear()
 
     # Allocation ----------------------------------------------------------------------------
 
-    def _fractions(self, task: TaskInfo, table: NodeTable, rows: IndexVector) -> FloatMatrix:
+    def _fractions(self, task: TaskInfo, table: TableView, rows: IndexVector) -> FloatMatrix:
         """``requested / allocatable`` per (row, resource), within [0, 1]; 0 where a resource
         is not offered. A fresh array the caller may change."""
         fractions: FloatMatrix = self._alloc.take(rows, axis=0)
@@ -161,7 +157,7 @@ class NodeOrderPlugin:
         return mean
 
     def least_allocated(
-        self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
+        self, task: TaskInfo, table: TableView, rows: IndexVector, /
     ) -> FloatVector:
         """Higher for emptier nodes: ``(allocatable - requested) / allocatable * 100``."""
         mean = self._weighted_mean(self._fractions(task, table, rows), rows)
@@ -170,14 +166,14 @@ class NodeOrderPlugin:
         out *= MAX_SCORE
         return out
 
-    def most_allocated(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+    def most_allocated(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
         """Higher for fuller nodes: ``requested / allocatable * 100``, capped at 100."""
         out = self._weighted_mean(self._fractions(task, table, rows), rows)
         out *= MAX_SCORE
         return out
 
     def balanced_allocation(
-        self, task: TaskInfo, table: NodeTable, rows: IndexVector, /
+        self, task: TaskInfo, table: TableView, rows: IndexVector, /
     ) -> FloatVector:
         """``(1 - std) * 100`` of the fractions of the offered resources (std 0 for one)."""
         fractions = self._fractions(task, table, rows)
@@ -197,7 +193,7 @@ class NodeOrderPlugin:
 
     # Preferred node affinity ---------------------------------------------------------------
 
-    def node_affinity(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> FloatVector:
+    def node_affinity(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
         """Matching preferred terms' weights, scaled so the best of ``rows`` scores 100."""
         terms = task.spec.preferred_terms
         if not terms:

@@ -1,7 +1,7 @@
 """predicates: which nodes can take a task, kube-scheduler's filters on all nodes at once (layer 2).
 
 One :class:`~scheduler.framework.extension_points.NodeFilter` answers for every row of the
-session's :class:`~scheduler.framework.node_table.NodeTable` with numpy masks. Its checks,
+session's :class:`~scheduler.framework.node_table.TableView` with numpy masks. Its checks,
 in the order of the rejections it returns:
 
 =====================================  ==========================================  ==========
@@ -29,7 +29,7 @@ node counts of ``Fit.explain()`` then add up as kube-scheduler's do, and
 ``Fit.candidates()`` excludes exactly the nodes with at least one unresolvable failure.
 (The resource check reports every insufficient resource of a node, as NodeResourcesFit.)
 
-Room is ``NodeTable.free``: idle less the nominations that block the task (its own and
+Room is ``TableView.free``: idle less the nominations that block the task (its own and
 those of lower priority do not, as in KEP-4832), plus releasing room while the session
 counts it. The other checks do not count the task itself where it is already held.
 
@@ -44,29 +44,32 @@ comparison of ``(rows x resources)`` integers, and gets an empty list back.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scheduler.api.node import NodeInfo
-from scheduler.api.pod import NodeSelectorTerm, PodAffinityTerm, StaticShape, Taint
+from scheduler.api.pod import PodAffinityTerm, StaticShape, Taint
 from scheduler.api.resource import PODS, Resource
-from scheduler.api.selectors import LabelSelector, Requirement
+from scheduler.api.selectors import LabelSelector
 from scheduler.api.task import TaskInfo
-from scheduler.framework.extension_points import HookSet, Rejection
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS
+from scheduler.framework.extension_points import (
+    NODE_FILTER,
+    ROW_FILTER,
+    SHORTFALL,
+    HookSet,
+    PluginContext,
+    Rejection,
+)
+from scheduler.framework.node_labels import NodeLabelIndex, frozen
 from scheduler.framework.node_table import (
     BoolVector,
     IndexVector,
     IntMatrix,
     IntVector,
-    NodeTable,
+    TableView,
 )
-from scheduler.framework.session import HELD
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -88,156 +91,6 @@ _WILDCARD_IPS = frozenset({"", "0.0.0.0"})
 def insufficient(resource: str) -> str:
     """The reason for a node short of ``resource``: ``Insufficient cpu``, ``Too many pods``."""
     return TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
-
-
-def _frozen(mask: BoolVector) -> BoolVector:
-    mask.flags.writeable = False
-    return mask
-
-
-# ------------------------------------------------------------------------------------------
-# Node labels as integer columns
-
-
-@dataclass(frozen=True, slots=True)
-class LabelColumn:
-    """One label key over every row of a table.
-
-    ``codes[i]`` is the index in ``values`` of row ``i``'s value, or ``len(values)`` (the
-    *missing* code) when row ``i`` has no such label. A lookup table of ``len(values) + 1``
-    entries indexed by ``codes`` turns a question about values into a mask over rows.
-    """
-
-    codes: IntVector
-    values: tuple[str, ...]
-    index: Mapping[str, int]
-
-    @property
-    def missing(self) -> int:
-        return len(self.values)
-
-    def present(self) -> BoolVector:
-        return self.codes < len(self.values)
-
-    def rows_in_domains_of(self, rows: BoolVector | IndexVector) -> BoolVector:
-        """Rows sharing a (present) value with any of ``rows`` (a mask or indices)."""
-        hit = np.zeros(len(self.values) + 1, dtype=np.bool_)
-        hit[self.codes[rows]] = True
-        hit[-1] = False
-        return hit[self.codes]
-
-
-class NodeLabelIndex:
-    """Vectorised label and field queries over ``nodes`` (rows of a NodeTable).
-
-    Columns and requirement masks are built on first use with one pass over the nodes and
-    cached: node labels do not change within a session. Returned masks are read-only.
-    """
-
-    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
-        self._nodes = nodes
-        self._labels: dict[str, LabelColumn] = {}
-        self._fields: dict[str, LabelColumn] = {}
-        self._requirements: dict[tuple[Requirement, bool], BoolVector] = {}
-        self._terms: dict[NodeSelectorTerm, BoolVector] = {}
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-    @staticmethod
-    def _column(values: Iterable[str | None], n: int) -> LabelColumn:
-        index: dict[str, int] = {}
-        codes = np.empty(n, dtype=np.int64)
-        for i, value in enumerate(values):
-            codes[i] = -1 if value is None else index.setdefault(value, len(index))
-        codes[codes < 0] = len(index)
-        codes.flags.writeable = False
-        return LabelColumn(codes, tuple(index), index)
-
-    def column(self, key: str) -> LabelColumn:
-        """The column of label ``key``."""
-        col = self._labels.get(key)
-        if col is None:
-            col = self._column((n.labels.get(key) for n in self._nodes), len(self._nodes))
-            self._labels[key] = col
-        return col
-
-    def field_column(self, key: str) -> LabelColumn:
-        """The column of node field ``key``; only ``metadata.name`` exists, as in Kubernetes."""
-        col = self._fields.get(key)
-        if col is None:
-            names = (n.name if key == "metadata.name" else None for n in self._nodes)
-            col = self._column(names, len(self._nodes))
-            self._fields[key] = col
-        return col
-
-    def requirement(self, req: Requirement, *, on_fields: bool = False) -> BoolVector:
-        """Rows whose labels (or fields) satisfy ``req``, as ``Requirement.matches``."""
-        key = (req, on_fields)
-        mask = self._requirements.get(key)
-        if mask is None:
-            col = self.field_column(req.key) if on_fields else self.column(req.key)
-            mask = _frozen(self._evaluate(req, col))
-            self._requirements[key] = mask
-        return mask
-
-    @staticmethod
-    def _evaluate(req: Requirement, col: LabelColumn) -> BoolVector:
-        op = req.operator
-        hit = np.zeros(len(col.values) + 1, dtype=np.bool_)
-        if op in ("In", "NotIn"):
-            for v in req.values:
-                j = col.index.get(v)
-                if j is not None:
-                    hit[j] = True
-            mask = hit[col.codes]
-            return mask if op == "In" else ~mask
-        if op == "Exists":
-            return col.present()
-        if op == "DoesNotExist":
-            return ~col.present()
-        try:  # Gt / Lt: values that are not integers match nothing, as Requirement.matches
-            want = int(req.values[0])
-        except (ValueError, IndexError):
-            return hit[col.codes]
-        for j, value in enumerate(col.values):
-            try:
-                have = int(value)
-            except ValueError:
-                continue
-            hit[j] = have > want if op == "Gt" else have < want
-        return hit[col.codes]
-
-    def term(self, term: NodeSelectorTerm) -> BoolVector:
-        """Rows matching a node selector term: every expression; an empty term matches none."""
-        mask = self._terms.get(term)
-        if mask is None:
-            if not term.labels and not term.fields:
-                mask = np.zeros(len(self._nodes), dtype=np.bool_)
-            else:
-                mask = np.ones(len(self._nodes), dtype=np.bool_)
-                for req in term.labels:
-                    mask &= self.requirement(req)
-                for req in term.fields:
-                    mask &= self.requirement(req, on_fields=True)
-            mask = _frozen(mask)
-            self._terms[term] = mask
-        return mask
-
-    def affinity(
-        self, node_selector: Iterable[tuple[str, str]], terms: Sequence[NodeSelectorTerm] | None
-    ) -> BoolVector:
-        """Rows matching a nodeSelector (every pair) and required terms (any term; None: no
-        required affinity). Not cached: callers cache per shape."""
-        mask = np.ones(len(self._nodes), dtype=np.bool_)
-        for key, value in node_selector:
-            mask &= self.requirement(Requirement(key, "In", (value,)))
-        if terms is not None:
-            any_term = np.zeros(len(self._nodes), dtype=np.bool_)
-            for term in terms:
-                any_term |= self.term(term)
-            mask &= any_term
-        return mask
 
 
 # ------------------------------------------------------------------------------------------
@@ -287,14 +140,14 @@ class PredicatesPlugin:
     """kube-scheduler's filters as one vectorised NodeFilter. No arguments.
 
     One instance per session. ``open`` indexes the host ports and anti-affinity terms of
-    the tasks held on nodes (statuses in ``HELD``); the placement handlers keep the indexes
-    in step with ``Session.move``. ``close`` drops everything.
+    the tasks held on nodes (statuses in ``COUNTED_FOR_PLUGINS``); the placement handlers
+    keep the indexes in step with ``Session.move``. ``close`` drops everything.
     """
 
     name = "predicates"
 
     def __init__(self, arguments: object = None) -> None:
-        self._table: NodeTable | None = None
+        self._table: TableView | None = None
         self._labels = NodeLabelIndex(())
         self._statics: dict[StaticShape, _Static] = {}
         self._resources: dict[Resource, _ResourceCheck] = {}
@@ -311,13 +164,13 @@ class PredicatesPlugin:
 
     # Plugin protocol -----------------------------------------------------------------------
 
-    def open(self, session: Session, hooks: HookSet, /) -> None:
-        table = session.table
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        table = context.table
         self._table = table
         nodes = table.nodes
         self._labels = NodeLabelIndex(nodes)
-        self._unschedulable = _frozen(np.array([n.unschedulable for n in nodes], dtype=np.bool_))
-        self._not_ready = _frozen(np.array([not n.ready for n in nodes], dtype=np.bool_))
+        self._unschedulable = frozen(np.array([n.unschedulable for n in nodes], dtype=np.bool_))
+        self._not_ready = frozen(np.array([not n.ready for n in nodes], dtype=np.bool_))
         taints: dict[Taint, BoolVector] = {}
         for i, node in enumerate(nodes):
             for taint in node.taints:
@@ -326,14 +179,14 @@ class PredicatesPlugin:
         self._taints = taints
         for node in nodes:
             for task in node.tasks.values():
-                if task.status in HELD:
+                if task.status in COUNTED_FOR_PLUGINS:
                     self._place(task, node)
-        hooks.add_node_filter(self.filter)
-        hooks.add_row_filter(self.filter_row)
-        hooks.add_shortfall(self.shortfall)
+        hooks.add(NODE_FILTER, self.filter)
+        hooks.add(ROW_FILTER, self.filter_row)
+        hooks.add(SHORTFALL, self.shortfall)
         hooks.add_placement_handlers(self._place, self._unplace)
 
-    def close(self, session: Session, /) -> None:
+    def close(self) -> None:
         self._table = None
         self._labels = NodeLabelIndex(())
         self._statics.clear()
@@ -346,7 +199,7 @@ class PredicatesPlugin:
 
     # The filter ----------------------------------------------------------------------------
 
-    def filter(self, task: TaskInfo, table: NodeTable, /) -> list[Rejection]:
+    def filter(self, task: TaskInfo, table: TableView, releasing: bool, /) -> list[Rejection]:
         """Rejections of ``task`` on every row of ``table``, in the order of the module table.
 
         Pure with respect to its arguments; reads the plugin's indexes. Empty when every
@@ -360,8 +213,8 @@ class PredicatesPlugin:
         if check is None:
             check = self._resource_check(spec.request, table)
         # Nominations of lower priority and the task's own do not block it (KEP-4832);
-        # releasing room counts while preemption simulates.
-        free = table.free(task.priority, task.uid, check.cols)
+        # the room of pods being evicted counts when asked (a preemptor's view).
+        free = table.free(task.priority, task.uid, check.cols, releasing=releasing)
         short = free < check.need
         short_any: BoolVector = np.logical_or.reduce(short, axis=1)
         existing = self._existing_anti_rejected(task) if self._anti_rows else None
@@ -379,12 +232,12 @@ class PredicatesPlugin:
             task, table, static, check=check, short=short, short_any=short_any, existing=existing
         )
 
-    def filter_row(self, task: TaskInfo, table: NodeTable, row: int, /) -> bool:
+    def filter_row(self, task: TaskInfo, table: TableView, row: int, releasing: bool, /) -> bool:
         """:meth:`filter` on one row: the static verdict and the resources of that row; pods
         with ports or affinity (or a cluster with anti-affinity pods) take the full path."""
         spec = task.spec
         if spec.host_ports or spec.pod_affinity or spec.pod_anti_affinity or self._anti_rows:
-            return not any(bool(r.nodes[row]) for r in self.filter(task, table))
+            return not any(bool(r.nodes[row]) for r in self.filter(task, table, releasing))
         static = self._statics.get(spec.shape)
         if static is None:
             static = self._static(spec.shape)
@@ -395,10 +248,12 @@ class PredicatesPlugin:
             check = self._resource_check(spec.request, table)
         if check.unknown:
             return False
-        free = table.free_row(task.priority, task.uid, row, check.cols)
+        free = table.free_row(task.priority, task.uid, row, check.cols, releasing=releasing)
         return not bool((free < check.need).any())
 
-    def shortfall(self, task: TaskInfo, table: NodeTable, rows: IndexVector, /) -> IntMatrix:
+    def shortfall(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool, /
+    ) -> IntMatrix:
         """How much of each requested resource each of ``rows`` lacks for ``task`` (the
         resource check of :meth:`filter`); zeros elsewhere. The other checks (ports,
         affinity) free no countable room, so they add nothing: a lower bound, as the hook
@@ -406,7 +261,7 @@ class PredicatesPlugin:
         check = self._resources.get(task.spec.request)
         if check is None:
             check = self._resource_check(task.spec.request, table)
-        free = table.free(task.priority, task.uid, check.cols, rows)
+        free = table.free(task.priority, task.uid, check.cols, rows, releasing=releasing)
         out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
         out[:, check.cols] = np.maximum(check.need - free, 0)
         return out
@@ -414,7 +269,7 @@ class PredicatesPlugin:
     def _explain(
         self,
         task: TaskInfo,
-        table: NodeTable,
+        table: TableView,
         static: _Static,
         *,
         check: _ResourceCheck,
@@ -489,13 +344,13 @@ class PredicatesPlugin:
         for reason, nodes in checks:
             mine = nodes & ~seen
             if mine.any():
-                rejections.append(Rejection(reason, _frozen(mine), False))
+                rejections.append(Rejection(reason, frozen(mine), False))
                 seen |= mine
-        static = _Static(tuple(rejections), _frozen(seen) if seen.any() else None)
+        static = _Static(tuple(rejections), frozen(seen) if seen.any() else None)
         self._statics[shape] = static
         return static
 
-    def _resource_check(self, request: Resource, table: NodeTable) -> _ResourceCheck:
+    def _resource_check(self, request: Resource, table: TableView) -> _ResourceCheck:
         names = sorted(name for name, amount in request.items() if amount > 0)
         known = [name for name in names if name in table.col]
         cols = np.array([table.col[name] for name in known], dtype=np.intp)
@@ -512,9 +367,9 @@ class PredicatesPlugin:
         return self._table.row[node.name]
 
     @staticmethod
-    def _held_row(task: TaskInfo, table: NodeTable) -> int | None:
+    def _held_row(task: TaskInfo, table: TableView) -> int | None:
         """The row ``task`` itself is held on (its indexes must not count it), if any."""
-        if task.status not in HELD or not task.node_name:
+        if task.status not in COUNTED_FOR_PLUGINS or not task.node_name:
             return None
         row = table.row.get(task.node_name)
         if row is None or task.uid not in table.nodes[row].tasks:
@@ -568,7 +423,8 @@ class PredicatesPlugin:
             counts = np.zeros(len(self._table), dtype=np.int64)
             for row, node in enumerate(self._table.nodes):
                 for other in node.tasks.values():
-                    if other.status in HELD and _matches(selector, namespaces, other):
+                    held = other.status in COUNTED_FOR_PLUGINS
+                    if held and _matches(selector, namespaces, other):
                         counts[row] += 1
             self._matchers[key] = counts
         return counts

@@ -6,15 +6,16 @@ Higher priority first; among equals the older first. The framework appends the n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
-from scheduler.framework.extension_points import HookSet, OrderKey
+from scheduler.framework.extension_points import (
+    JOB_ORDER,
+    TASK_ORDER,
+    HookSet,
+    OrderKey,
+    PluginContext,
+)
 from scheduler.framework.registry import NoArguments
-
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
 
 
 def job_key(job: JobInfo) -> OrderKey:
@@ -31,9 +32,10 @@ class PriorityPlugin:
     def __init__(self, arguments: NoArguments) -> None:
         del arguments
 
-    def open(self, session: Session, hooks: HookSet) -> None:
-        hooks.add_job_order(job_key)
-        hooks.add_task_order(task_key)
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        del context
+        hooks.add(JOB_ORDER, job_key)
+        hooks.add(TASK_ORDER, task_key)
 
-    def close(self, session: Session) -> None:
+    def close(self) -> None:
         pass

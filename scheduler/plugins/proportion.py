@@ -21,31 +21,29 @@ less the others' guarantees, less what is allocated and reserved by inqueue gang
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import ZERO, Resource, ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.framework.extension_points import HookSet, OrderKey, Vote
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS
+from scheduler.framework.extension_points import (
+    JOB_ENQUEUEABLE,
+    ON_ENQUEUE,
+    QUEUE_ALLOCATABLE,
+    QUEUE_ORDER,
+    QUEUE_OVERUSED,
+    HookSet,
+    OrderKey,
+    PluginContext,
+    Vote,
+)
 from scheduler.framework.registry import NoArguments
 
-if TYPE_CHECKING:
-    from scheduler.framework.session import Session
-
 _INF = 1 << 62
-_COUNTED = frozenset(
-    {
-        TaskStatus.ALLOCATED,
-        TaskStatus.BINDING,
-        TaskStatus.BOUND,
-        TaskStatus.RUNNING,
-        TaskStatus.PIPELINED,
-    }
-)
-"""Statuses whose requests count as a queue's allocation."""
 
 
 @dataclass(slots=True)
@@ -127,11 +125,11 @@ class ProportionPlugin:
         del arguments
         self.attrs: dict[str, QueueAttr] = {}
         self.total: Resource = ZERO
-        self._jobs: dict[str, JobInfo] = {}
+        self._jobs: Mapping[str, JobInfo] = {}
 
-    def open(self, session: Session, hooks: HookSet) -> None:
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         total = ZERO
-        for node in session.nodes.values():
+        for node in context.nodes.values():
             if node.ready and not node.unschedulable:
                 total = total + node.allocatable
                 for t in node.tasks.values():
@@ -139,18 +137,18 @@ class ProportionPlugin:
                         total = total - t.request
         total = total.clamp()
         self.total = total
-        self._jobs = session.jobs
-        attrs = {name: QueueAttr(q) for name, q in session.queues.items()}
+        self._jobs = context.jobs
+        attrs = {name: QueueAttr(q) for name, q in context.queues.items()}
         allocated = {name: ResourceSum() for name in attrs}
         demand = {name: ResourceSum() for name in attrs}
-        for job in session.jobs.values():
+        for job in context.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
                 continue
             q_alloc, q_demand = allocated[job.queue], demand[job.queue]
             job_alloc = ResourceSum() if job.has_pod_group else None
             for t in job.tasks.values():
-                if t.status in _COUNTED:
+                if t.status in COUNTED_FOR_PLUGINS:
                     if t.status is TaskStatus.PIPELINED:
                         attr.nominate(t.uid, t.priority, t.request)
                     q_alloc.add(t.request)
@@ -166,11 +164,11 @@ class ProportionPlugin:
             attr.demand = demand[name].result()
         self._share_out(attrs, total)
         self.attrs = attrs
-        hooks.add_queue_order(self.queue_key)
-        hooks.add_queue_allocatable(self.allocatable)
-        hooks.add_queue_overused(self.overused)
-        hooks.add_job_enqueueable(self.enqueueable)
-        hooks.add_on_enqueue(self.enqueued)
+        hooks.add(QUEUE_ORDER, self.queue_key)
+        hooks.add(QUEUE_ALLOCATABLE, self.allocatable)
+        hooks.add(QUEUE_OVERUSED, self.overused)
+        hooks.add(JOB_ENQUEUEABLE, self.enqueueable)
+        hooks.add(ON_ENQUEUE, self.enqueued)
         hooks.add_placement_handlers(self.on_place, self.on_unplace)
 
     def _share_out(self, attrs: dict[str, QueueAttr], total: Resource) -> None:
@@ -205,7 +203,7 @@ class ProportionPlugin:
         for q, a in attrs.items():
             a.deserved = Resource(deserved[q])
 
-    def close(self, session: Session) -> None:
+    def close(self) -> None:
         self.attrs = {}
         self._jobs = {}
 

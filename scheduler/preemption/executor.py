@@ -1,33 +1,41 @@
-"""PreemptionExecutor: the API calls of a preemption, and the gate that holds the preemptor.
+"""PreemptionExecutor: the API calls of a preemption, and the gate that holds the preemptor
+(layer 2).
 
-The loop hands it the Evict and Nominate effects of each cycle (``handle``). For each
-preemptor, at once and synchronously:
+It owns the gates and the backoffs, and shows them to each cycle as a read-only
+:class:`~scheduler.api.snapshot.PreemptionState` (:meth:`PreemptionExecutor.view`, which
+the loop hands to ``cache.snapshot``). It makes API calls and keeps gates, nothing else:
+what the cache assumes of the effects is the loop's business, through the
+:class:`~scheduler.framework.effects.EffectLedger` port, which the executor uses only to
+undo the assumptions of a preemption that failed.
 
-1. the cache marks the victims releasing and the preemptor nominated to its node, so the
-   next cycle already accounts for both;
-2. the preemptor's job is gated: enqueue, allocate and preempt skip it.
+The loop hands it the Evict, Nominate and ClearNomination effects of each cycle, already
+assumed (the victims releasing, the preemptor nominated, lower-priority nominations on
+its node withdrawn: the ledger says which), with ``handle``. For each preemptor, at once:
+
+1. the preemptor's job is gated: enqueue, allocate and preempt skip it.
 
 Then, in a background task of this executor (at most ``concurrency`` at once), or awaited
 inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
 
-3. lower-priority pods nominated to the same node lose their nomination; each victim gets
+2. lower-priority pods nominated to the same node lose their nomination; each victim gets
    the condition ``DisruptionTarget=True`` (reason ``PreemptionByScheduler``), is deleted
    (NotFound counts as done) and gets a ``Preempted`` event; the preemptor gets
    ``status.nominatedNodeName``;
-4. the gate opens when the calls are done and every victim is gone (its deletion seen);
-   the loop is woken and places the preemptor on its nominated node. If deletions are
-   not seen within ``gate_timeout`` seconds of the clock the gate opens anyway, so a
-   missed event never holds a preemptor forever;
-5. if a call fails the gate opens at once, the nomination is reverted in the cache and
-   cleared in the API, victims not yet deleted hold their room again, the job goes back
-   to normal scheduling, and the failure is counted.
+3. the gate opens when the calls are done and every victim is gone (its deletion seen,
+   :meth:`PreemptionExecutor.pod_deleted`); the loop is woken and places the preemptor
+   on its nominated node. If deletions are not seen within ``gate_timeout`` seconds of
+   the clock the gate opens anyway, so a missed event never holds a preemptor forever;
+4. if a call fails the gate opens at once, the nomination is reverted in the cache (the
+   ledger forgets it) and cleared in the API, victims not yet deleted hold their room
+   again, the job goes back to normal scheduling but may not preempt until its backoff
+   ends (1 s, doubling to 60 s), and the failure is counted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -35,10 +43,9 @@ from anyio.abc import TaskGroup
 
 from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, NotFoundError
-from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
-from scheduler.framework.session import Session
+from scheduler.api.snapshot import Backoff, PreemptionState
+from scheduler.api.task import TaskInfo
+from scheduler.framework.effects import ClearNomination, Effect, EffectLedger, Evict, Nominate
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, Event, ObjectRef
@@ -48,10 +55,6 @@ log = get_logger("sluice.preemption")
 PREEMPTION_MESSAGE = "sluice: preempting to accommodate a higher priority pod"
 
 
-def _ref(task: TaskInfo) -> ObjectRef:
-    return ObjectRef("Pod", task.namespace, task.name, task.uid)
-
-
 @dataclass(slots=True)
 class Preemption:
     """One preemptor, its node and its victims, as decided in one cycle."""
@@ -59,6 +62,11 @@ class Preemption:
     preemptor: TaskInfo
     node: str
     victims: list[TaskInfo] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    nomination_effect: Nominate | None = None
+    displaced: list[TaskInfo] = field(default_factory=list)
+    """Lower-priority pods nominated to the node, whose nomination the ledger withdrew."""
+    displaced_slots: list[WriteSlot] = field(default_factory=list)
     gate: Gate | None = None
     """The gate this preemption was counted in (a later one may replace it)."""
     nomination: WriteSlot | None = None
@@ -93,7 +101,7 @@ class PreemptionExecutor:
 
     def __init__(
         self,
-        cache: SchedulerCache,
+        ledger: EffectLedger,
         ports: ClusterPorts,
         metrics: Metrics,
         *,
@@ -102,7 +110,7 @@ class PreemptionExecutor:
         wake: Callable[[], None],
         gate_timeout: float = 60.0,
     ) -> None:
-        self.cache = cache
+        self.ledger = ledger
         self.ports = ports
         self.metrics = metrics
         self.async_enabled = async_enabled
@@ -117,10 +125,16 @@ class PreemptionExecutor:
         self._calls_done.set()
         self.initial_backoff = 1.0
         self.max_backoff = 60.0
-        self._backoffs: dict[str, float] = {}
+        self._delays: dict[str, float] = {}
+        """The last backoff delay of each job whose preemptions failed in a row."""
+        self.backoffs: dict[str, Backoff] = {}
+        """Jobs that may not preempt until ``until`` (a preemption of theirs failed)."""
         self._last_write: dict[str, anyio.Event] = {}
         """Per pod uid, the end of the last ``nominatedNodeName`` write in line."""
-        cache.on_pod_deleted.append(self._pod_deleted)
+
+    def view(self) -> PreemptionState:
+        """The gates and backoffs as the next cycle sees them (a copy, read-only)."""
+        return PreemptionState(frozenset(self.gates), dict(self.backoffs))
 
     @property
     def in_flight(self) -> int:
@@ -131,33 +145,40 @@ class PreemptionExecutor:
         self._tg = tg
 
     @staticmethod
-    def group(effects: list[Effect]) -> list[Preemption]:
-        """Evict and Nominate effects grouped by preemptor, in decision order."""
+    def group(
+        effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]] | None = None
+    ) -> list[Preemption]:
+        """Evict and Nominate effects grouped by preemptor, in decision order, with the
+        nominations each Nominate displaced (by the preemptor's uid)."""
         by_uid: dict[str, Preemption] = {}
         orphans: list[Evict] = []
         for e in effects:
             if isinstance(e, Nominate):
-                by_uid.setdefault(e.task.uid, Preemption(e.task, e.node)).node = e.node
+                p = by_uid.setdefault(e.task.uid, Preemption(e.task, e.node))
+                p.node, p.nomination_effect = e.node, e
+                p.displaced = list((displaced or {}).get(e.task.uid, ()))
         for e in effects:
             if isinstance(e, Evict):
                 if e.preemptor is not None and e.preemptor.uid in by_uid:
                     by_uid[e.preemptor.uid].victims.append(e.task)
+                    by_uid[e.preemptor.uid].evictions.append(e)
                 else:
                     orphans.append(e)
         if orphans:
             raise ValueError(f"evictions without a nominated preemptor: {orphans}")
         return list(by_uid.values())
 
-    async def handle(self, session: Session, effects: list[Effect]) -> None:
-        """Act on one cycle's preemption effects. Called by the loop, in its task."""
-        del session
+    async def handle(
+        self, effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]]
+    ) -> None:
+        """Act on one cycle's preemption effects, which the ledger has already assumed;
+        ``displaced`` names, per preemptor uid, the lower-priority nominations its
+        Nominate withdrew. Called by the loop, in its task, once per cycle."""
         for e in effects:
-            if isinstance(e, ClearNomination):
-                self.cache.forget_nomination(e.task.uid)
-                if self._tg is not None:
-                    self._tg.start_soon(self._clear_nomination, e.task, self._line_up(e.task))
-        for p in self.group(effects):
-            self._assume(p)
+            if isinstance(e, ClearNomination) and self._tg is not None:
+                self._tg.start_soon(self._clear_nomination, e.task, self._line_up(e.task))
+        for p in self.group(effects, displaced):
+            self._gate(p)
             if self.async_enabled:
                 if self._tg is None:
                     raise RuntimeError("preemption executor is not attached to a task group")
@@ -171,10 +192,8 @@ class PreemptionExecutor:
                     self._running -= 1
                 self._after_calls(p, ok)
 
-    def _assume(self, p: Preemption) -> None:
-        for v in p.victims:
-            self.cache.assume_evict(v.uid)
-        self.cache.assume_nomination(p.preemptor.uid, p.node)
+    def _gate(self, p: Preemption) -> None:
+        """Close (or join) the gate of ``p``'s job and line up its nomination writes."""
         if p.victims:
             self.metrics.preemption_attempts.inc()
             self.metrics.preemption_victims.observe(len(p.victims))
@@ -182,10 +201,10 @@ class PreemptionExecutor:
         gate = self.gates.get(job)
         if gate is None:
             self.gates[job] = gate = Gate(job, set())
-            self.cache.gated.add(job)
-        gate.waiting_for.update(v.uid for v in p.victims if v.uid in self.cache.tasks)
+        gate.waiting_for.update(v.uid for v in p.victims if self.ledger.holds(v.uid))
         gate.calls += 1
         p.gate = gate
+        p.displaced_slots = [self._line_up(t) for t in p.displaced]
         p.nomination = self._line_up(p.preemptor)
 
     def _line_up(self, task: TaskInfo) -> WriteSlot:
@@ -203,7 +222,8 @@ class PreemptionExecutor:
         try:
             if slot.after is not None:
                 await slot.after.wait()
-            await self.ports.status.patch_pod_status(_ref(task), {"nominatedNodeName": node})
+            patch = {"nominatedNodeName": node}
+            await self.ports.status.patch_pod_status(ObjectRef.of_pod(task), patch)
         finally:
             self._release(slot)
 
@@ -253,8 +273,9 @@ class PreemptionExecutor:
             return True
         return False
 
-    def _pod_deleted(self, uid: str) -> None:
-        """Cache listener: a pod's deletion was seen. Runs inside the cache's event."""
+    def pod_deleted(self, uid: str) -> None:
+        """A pod's deletion was seen (the composition root makes this a cache listener;
+        it runs inside the cache's event handling, synchronously)."""
         for gate in list(self.gates.values()):
             if uid in gate.waiting_for:
                 gate.waiting_for.discard(uid)
@@ -263,7 +284,6 @@ class PreemptionExecutor:
     def _open(self, gate: Gate) -> None:
         if self.gates.get(gate.job) is gate:
             del self.gates[gate.job]
-            self.cache.gated.discard(gate.job)
             gate.gone.set()
             self.wake()
 
@@ -308,26 +328,17 @@ class PreemptionExecutor:
             return False
         finally:  # whatever happened, the pod's later writes must not wait for this one
             self._release(slot)
-        self._backoffs.pop(p.preemptor.job_id, None)
+        self._delays.pop(p.preemptor.job_id, None)
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
         return True
 
     async def _clear_lower_nominations(self, p: Preemption) -> None:
-        node = self.cache.nodes.get(p.node)
-        if node is None:
-            return
-        lower = [
-            t
-            for t in node.tasks.values()
-            if t.status is TaskStatus.PIPELINED
-            and t.uid != p.preemptor.uid
-            and t.priority < p.preemptor.priority
-        ]
-        for t in lower:
-            self.cache.forget_nomination(t.uid)
+        """Clear, in the API, the nominations the ledger withdrew for ``p`` (each in its
+        place in that pod's line of writes)."""
+        for t, slot in zip(p.displaced, p.displaced_slots, strict=True):
             with contextlib.suppress(NotFoundError):
-                await self._write_nomination(t, None, self._line_up(t))
+                await self._write_nomination(t, None, slot)
 
     async def _evict_all(self, p: Preemption, done: set[str]) -> None:
         """Evict the victims of ``p`` at once (as kube-scheduler does), adding each one
@@ -353,7 +364,7 @@ class PreemptionExecutor:
             raise failures[0]
 
     async def _evict(self, p: Preemption, victim: TaskInfo) -> None:
-        ref = _ref(victim)
+        ref = ObjectRef.of_pod(victim)
         condition = {
             "type": L.DISRUPTION_TARGET,
             "status": "True",
@@ -363,12 +374,12 @@ class PreemptionExecutor:
         try:
             await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
         except NotFoundError:
-            self._pod_deleted(victim.uid)
+            self.pod_deleted(victim.uid)
             return
         try:
             await self.ports.evictor.evict(ref)
         except NotFoundError:
-            self._pod_deleted(victim.uid)
+            self.pod_deleted(victim.uid)
             return
         except ApiError:
             # The pod stays: it must not stay marked as about to be disrupted.
@@ -381,7 +392,7 @@ class PreemptionExecutor:
                 "Preempted",
                 f"Preempted by pod {p.preemptor.key} on node {p.node}",
                 action="Preempting",
-                related=_ref(p.preemptor),
+                related=ObjectRef.of_pod(p.preemptor),
             )
         )
 
@@ -411,13 +422,14 @@ class PreemptionExecutor:
             node=p.node,
             error=str(exc),
         )
-        for v in p.victims:
-            if v.uid not in done:
-                self.cache.forget_evict(v.uid)
+        for e in p.evictions:
+            if e.task.uid not in done:
+                self.ledger.forget(e)
                 gate = self.gates.get(p.preemptor.job_id)
                 if gate is not None:
-                    gate.waiting_for.discard(v.uid)
-        self.cache.forget_nomination(p.preemptor.uid)
+                    gate.waiting_for.discard(e.task.uid)
+        if p.nomination_effect is not None:
+            self.ledger.forget(p.nomination_effect)
         if self._tg is not None:
             self._tg.start_soon(self._clear_nomination, p.preemptor, self._line_up(p.preemptor))
             self._back_off(p.preemptor.job_id, f"the last preemption failed: {exc}")
@@ -426,19 +438,21 @@ class PreemptionExecutor:
         """Keep ``job`` from preempting for a while after a failure (1 s, doubling to
         ``max_backoff``), so a call that keeps failing is not retried in a tight loop.
         It is still scheduled normally meanwhile."""
-        delay = min(self.max_backoff, self._backoffs.get(job, self.initial_backoff / 2) * 2)
-        self._backoffs[job] = delay
-        self.cache.preempt_backoff[job] = f"{why}; preemption retried in {delay:g}s"
+        delay = min(self.max_backoff, self._delays.get(job, self.initial_backoff / 2) * 2)
+        self._delays[job] = delay
+        backoff = Backoff(why, delay, self.ports.clock.now() + delay)
+        self.backoffs[job] = backoff
         assert self._tg is not None
-        self._tg.start_soon(self._lift_backoff, job, delay, name=f"backoff {job}")
+        self._tg.start_soon(self._lift_backoff, job, backoff, name=f"backoff {job}")
 
-    async def _lift_backoff(self, job: str, delay: float) -> None:
+    async def _lift_backoff(self, job: str, backoff: Backoff) -> None:
         self._running += 1
         try:
-            await self.ports.clock.sleep(delay)
+            await self.ports.clock.sleep(backoff.delay)
         finally:
             self._running -= 1
-        self.cache.preempt_backoff.pop(job, None)
+        if self.backoffs.get(job) is backoff:
+            del self.backoffs[job]
         self.wake()
 
     async def _clear_nomination(self, task: TaskInfo, slot: WriteSlot) -> None:

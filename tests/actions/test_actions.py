@@ -10,6 +10,7 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.api.job import PodGroupPhase
+from scheduler.api.snapshot import PreemptionState
 from scheduler.api.task import TaskStatus
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.framework.effects import Bind, SetPhase
@@ -37,7 +38,7 @@ def run(
     cycle of the loop does."""
     session = cached_session(objects, config=config)
     if gated:
-        session.snapshot.gated = gated
+        session.snapshot.preemption = PreemptionState(gated=gated)
     for action in session.resolved.actions:
         action.execute(session)
     return session

@@ -20,10 +20,11 @@ import pytest
 import yaml
 
 from scheduler import app
-from scheduler.actions.preempt import Candidate, PreemptAction, PreemptArguments, pdb_violations
+from scheduler.actions.preempt import PreemptAction, PreemptArguments
+from scheduler.actions.victims import Candidate, pdb_violations
 from scheduler.api import labels as L
 from scheduler.api.selectors import parse_label_selector
-from scheduler.api.snapshot import DisruptionBudget
+from scheduler.api.snapshot import DisruptionBudget, PreemptionState
 from scheduler.api.task import TaskStatus
 from scheduler.config import (
     SchedulerConfiguration,
@@ -78,7 +79,7 @@ def decide(
     """One cycle's decisions (the actions of ``config``) on ``objects``."""
     session = cached_session(objects, config=config)
     if gated:
-        session.snapshot.gated = gated
+        session.snapshot.preemption = PreemptionState(gated=gated)
     for action in session.resolved.actions:
         action.execute(session)
     return session
@@ -580,7 +581,7 @@ def test_when_every_delete_fails_the_preemptor_ends_pending_and_not_nominated() 
     assert low is not None and not low["metadata"].get("deletionTimestamp")
     task = next(t for t in sim.cache.tasks.values() if t.name == "high")
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
-    assert sim.cache.gated == set()
+    assert sim.loop.preemption is not None and not sim.loop.preemption.view().gated
     errors = sim.loop.metrics.registry.get_sample_value(
         "scheduler_preemption_goroutines_execution_total", {"result": "error"}
     )

@@ -1,4 +1,4 @@
-"""The preempt action's candidate search: :func:`rank_bound` and the branch and bound over it.
+"""The victim search's candidates: :func:`kube_rank_bound` and the branch and bound over it.
 
 The search may skip the simulation of a candidate node only when its bound shows that
 the node cannot rank first. The properties check, on generated clusters, that every
@@ -15,7 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.actions.preempt import Candidate, PreemptAction, PreemptArguments, rank_bound
+from scheduler.actions.victims import (
+    Candidate,
+    LowerPriority,
+    SearchArguments,
+    VictimSearch,
+)
+from scheduler.actions.victims import kube_rank_bound as rank_bound
 from scheduler.api import labels as L
 from scheduler.api.task import TaskInfo
 from scheduler.config import parse_configuration
@@ -109,19 +115,18 @@ def clusters(draw: st.DrawFn) -> list[Obj]:
 
 def _search(session: Session) -> tuple[Candidate | None, list[tuple[Any, Candidate]]]:
     """The action's choice, and (bound, candidate) for every candidate node simulated."""
-    action = PreemptAction(PreemptArguments())
+    search = VictimSearch(SearchArguments(), LowerPriority())
     task = task_of(session, "preemptor")
-    queue = session.queues[session.jobs[task.job_id].queue]
     fit = session.fit(task)
     every = []
     with session.statement() as stmt:
-        chosen = action._best_candidate(session, stmt, queue, task, fit)
+        chosen = search.best(session, stmt, task, fit)
         rows = [int(r) for r in np.flatnonzero(fit.candidates() | fit.feasible)]
-        bounds = {n.name: bound for _, bound, n, _ in action._bounded(session, task, rows)}
+        bounds = {n.name: bound for _, (bound, n, _) in search.bounded(session, task, rows)}
         for row in rows:
             n = session.table.nodes[row]
-            possible = action._possible_victims(session, task, n)
-            cand = action._simulate(session, stmt, queue, task, n, possible) if possible else None
+            possible = search.policy.possible(session, task, n)
+            cand = search.simulate(session, stmt, task, n, possible) if possible else None
             if cand is not None:
                 every.append((bounds.get(n.name), cand))
     return chosen, every
@@ -160,13 +165,13 @@ def test_identical_nodes_take_one_simulation(monkeypatch: pytest.MonkeyPatch) ->
     objects.append(pod("preemptor", cpu="3", memory=None, priority=10))
     session = cached_session(objects, config=PREEMPT)
     calls: list[str] = []
-    simulate = PreemptAction._simulate
+    simulate = VictimSearch.simulate
 
-    def counted(self: PreemptAction, *args: Any) -> Candidate | None:
-        calls.append(args[4].name)
+    def counted(self: VictimSearch, *args: Any) -> Candidate | None:
+        calls.append(args[3].name)
         return simulate(self, *args)
 
-    monkeypatch.setattr(PreemptAction, "_simulate", counted)
+    monkeypatch.setattr(VictimSearch, "simulate", counted)
     chosen, _ = _search(session)
     assert chosen is not None
     assert (chosen.node.name, len(chosen.victims)) == ("n00", 3)
@@ -183,17 +188,17 @@ def _window_choice(priorities: list[int], window: int) -> tuple[list[str], str |
         objects += [node(f"n{i:02d}", cpu="2"), _running(f"p{i}", f"n{i:02d}", "2", prio, i % 60)]
     objects.append(pod("preemptor", cpu="2", memory=None, priority=5))
     session = cached_session(objects, config=PREEMPT)
-    args = PreemptArguments(
+    args = SearchArguments(
         minCandidateNodesPercentage=0,
         minCandidateNodesAbsolute=window,
         maxCandidateNodes=window,
     )
     task = task_of(session, "preemptor")
-    queue = session.queues[session.jobs[task.job_id].queue]
     fit = session.fit(task)
-    window_nodes = [n.name for _, n, _ in PreemptAction(args)._window(session, task, fit)]
+    window = VictimSearch(args, LowerPriority()).window(session, task, fit)
+    window_nodes = [n.name for _, n, _ in window]
     with session.statement() as stmt:
-        best = PreemptAction(args)._best_candidate(session, stmt, queue, task, fit)
+        best = VictimSearch(args, LowerPriority()).best(session, stmt, task, fit)
     return window_nodes, best.node.name if best else None
 
 

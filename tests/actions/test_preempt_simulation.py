@@ -1,4 +1,5 @@
-"""The preempt action's simulation on one node (:meth:`PreemptAction._simulate`).
+"""The victim search's simulation on one node (:meth:`VictimSearch.simulate`), as preempt
+uses it.
 
 Every possible victim is evicted, the preemptor must then fit (node and queue), and the
 victims are re-added one at a time: pods whose eviction breaks a PodDisruptionBudget
@@ -21,9 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.actions.preempt import PreemptAction, PreemptArguments, pdb_violations
+from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch, pdb_violations
 from scheduler.api import labels as L
-from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.config import parse_configuration
 from scheduler.framework.effects import Evict, Nominate
@@ -221,26 +221,25 @@ class RecordingStatement(Statement):
         super().undo(task)
 
 
-class RecordingPreempt(PreemptAction):
-    """The action, remembering the victims of the re-add loop (before :meth:`_bundle`
-    adds the rest of the gangs they break)."""
+class RecordingSearch(VictimSearch):
+    """The preempt search, remembering the victims of the re-add loop (before
+    :meth:`bundle` adds the rest of the gangs they break)."""
 
     def __init__(self) -> None:
-        super().__init__(PreemptArguments())
+        super().__init__(SearchArguments(), LowerPriority())
         self.loop_victims: list[TaskInfo] | None = None
 
-    def _bundle(
+    def bundle(
         self, session: Session, stmt: Statement, task: TaskInfo, victims: list[TaskInfo]
     ) -> list[TaskInfo]:
         self.loop_victims = list(victims)
-        return super()._bundle(session, stmt, task, victims)
+        return super().bundle(session, stmt, task, victims)
 
 
 def literal_victims(  # noqa: PLR0917
     session: Session,
     stmt: Statement,
-    action: PreemptAction,
-    queue: QueueInfo,
+    search: VictimSearch,
     task: TaskInfo,
     node: str,
     order: list[TaskInfo],
@@ -253,18 +252,18 @@ def literal_victims(  # noqa: PLR0917
     try:
         removed: set[str] = set()
         for v in reversed(order):
-            if action._fits(session, queue, task, node):
+            if search.policy.fits(session, task, node):
                 break
             stmt.evict(v, "literal", preemptor=task)
             removed.add(v.uid)
-        if not action._fits(session, queue, task, node):
+        if not search.policy.fits(session, task, node):
             return None
         victims = []
         for v in order:
             if v.uid not in removed:
                 continue
             stmt.undo(v)
-            if not action._fits(session, queue, task, node):
+            if not search.policy.fits(session, task, node):
                 stmt.evict(v, "literal", preemptor=task)
                 victims.append(v)
         return victims or None
@@ -353,20 +352,19 @@ def test_the_simulation_chooses_as_the_literal_procedure(objects: list[Obj]) -> 
     share): the pods the literal procedure never removes are all re-added by the code
     too, each onto a subset of a state where the preemptor fits."""
     session = cached_session(objects, config=PREEMPT)
-    action = RecordingPreempt()
+    action = RecordingSearch()
     task = task_of(session, "preemptor")
-    queue = session.queues[session.jobs[task.job_id].queue]
     n1 = session.nodes["n1"]
-    possible = action._possible_victims(session, task, n1)
+    possible = action.policy.possible(session, task, n1)
     before = session_dump(session)
     stmt = RecordingStatement(session)
     with stmt:
-        cand = action._simulate(session, stmt, queue, task, n1, possible)
+        cand = action.simulate(session, stmt, task, n1, possible)
         assert session_dump(session) == before, "the simulation left the session changed"
         readd = list(stmt.undone)
         # if the simulation never reached its re-add loop, any order removes them all
         order = readd or sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
-        oracle = literal_victims(session, stmt, action, queue, task, "n1", order)
+        oracle = literal_victims(session, stmt, action, task, "n1", order)
         assert session_dump(session) == before
     assert sorted(t.uid for t in order) == sorted(t.uid for t in possible)
 
@@ -387,6 +385,6 @@ def test_the_simulation_chooses_as_the_literal_procedure(objects: list[Obj]) -> 
         return
     assert cand is not None and action.loop_victims is not None
     assert [t.uid for t in action.loop_victims] == [t.uid for t in oracle]
-    # the rest of the candidate's victims are what _bundle added: members of a gang
+    # the rest of the candidate's victims are what bundle added: members of a gang
     assert [t.uid for t in cand.victims[: len(oracle)]] == [t.uid for t in oracle]
     assert all(session.jobs[t.job_id].has_pod_group for t in cand.victims[len(oracle) :])

@@ -188,7 +188,7 @@ def test_assume_bind_then_the_bound_event() -> None:
     cache.handle("Pod", "MODIFIED", bound(phase="Pending"))
     assert cache.tasks["default/p"].status is TaskStatus.BOUND
     assert used(cache) == ONE  # not twice
-    cache.forget("default/p")  # too late to forget: the pod is bound
+    cache.forget_bind("default/p")  # too late to forget: the pod is bound
     assert cache.tasks["default/p"].status is TaskStatus.BOUND
 
 
@@ -197,7 +197,7 @@ def test_forget_after_a_failed_bind_returns_the_pod_to_pending() -> None:
     woken: list[int] = []
     cache.on_change = lambda: woken.append(1)
     cache.assume_bind("default/p", "n1")
-    cache.forget("default/p")
+    cache.forget_bind("default/p")
     task = cache.tasks["default/p"]
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
     assert used(cache) == Resource()

@@ -38,9 +38,10 @@ def test_free_counts_nominations_by_priority(
     priority: int, uid: str, releasing: bool, expected: list[int]
 ) -> None:
     t = table()
-    t.count_releasing = releasing
     cols = np.array([t.col["cpu"]])
-    assert t.free(priority, uid, cols)[:, 0].tolist() == expected
+    assert t.free(priority, uid, cols, releasing=releasing)[:, 0].tolist() == expected
     rows = np.array([2, 0])
-    assert t.free(priority, uid, cols, rows)[:, 0].tolist() == [expected[2], expected[0]]
-    assert [int(t.free_row(priority, uid, r, cols)[0]) for r in range(3)] == expected
+    free = t.free(priority, uid, cols, rows, releasing=releasing)
+    assert free[:, 0].tolist() == [expected[2], expected[0]]
+    by_row = [int(t.free_row(priority, uid, r, cols, releasing=releasing)[0]) for r in range(3)]
+    assert by_row == expected

@@ -13,9 +13,24 @@ import pytest
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
-from scheduler.framework.extension_points import HookSet, Vote
+from scheduler.framework.extension_points import (
+    JOB_ENQUEUEABLE,
+    JOB_ORDER,
+    JOB_PIPELINED,
+    JOB_READY,
+    JOB_STARVING,
+    JOB_VALID,
+    NODE_SCORER,
+    QUEUE_ALLOCATABLE,
+    QUEUE_OVERUSED,
+    VICTIMS,
+    HookSet,
+    PluginContext,
+    Vote,
+)
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.session import Session, cluster_capacity, nodes_to_score, open_session
+from scheduler.framework.status import SUCCESS, Status
 from tests.builders import default_registry, node, pod, session_with, snapshot_of, task_of
 
 
@@ -72,34 +87,41 @@ def fake(name: str, answers: Answers) -> PluginSpec:
         def __init__(self, arguments: object) -> None:
             self.name = name
 
-        def open(self, session: Session, hooks: HookSet) -> None:
+        def open(self, context: PluginContext, hooks: HookSet) -> None:
             a = answers
             if a.valid is not None:
-                hooks.add_job_valid(a.valid)
+                valid = a.valid
+                hooks.add(JOB_VALID, lambda job: _status(valid(job)))
             if a.ready is not None:
-                hooks.add_job_ready(lambda job, v=a.ready: v)
+                hooks.add(JOB_READY, lambda job, v=a.ready: _status(None if v else "not ready"))
             if a.pipelined is not None:
-                hooks.add_job_pipelined(lambda job, v=a.pipelined: v)
+                hooks.add(
+                    JOB_PIPELINED, lambda job, v=a.pipelined: _status(None if v else "not yet")
+                )
             if a.starving is not None:
-                hooks.add_job_starving(lambda job, v=a.starving: v)
+                hooks.add(JOB_STARVING, lambda job, v=a.starving: v)
             if a.enqueue is not None:
-                hooks.add_job_enqueueable(lambda job, v=a.enqueue: v)
+                hooks.add(JOB_ENQUEUEABLE, lambda job, v=a.enqueue: v)
             if a.allocatable is not None:
-                hooks.add_queue_allocatable(lambda q, t, v=a.allocatable: v)
+                hooks.add(QUEUE_ALLOCATABLE, lambda q, t, v=a.allocatable: v)
             if a.overused is not None:
-                hooks.add_queue_overused(lambda q, v=a.overused: v)
+                hooks.add(QUEUE_OVERUSED, lambda q, v=a.overused: v)
             if a.victims is not None:
                 fn = a.victims
-                hooks.add_preemptable(lambda p, cands: fn(list(cands)))
+                hooks.add(VICTIMS, lambda p, cands: fn(list(cands)))
             if a.job_key is not None:
-                hooks.add_job_order(a.job_key)
+                hooks.add(JOB_ORDER, a.job_key)
             if a.score is not None:
-                hooks.add_node_scorer(a.score)
+                hooks.add(NODE_SCORER, a.score)
 
-        def close(self, session: Session) -> None:
+        def close(self) -> None:
             pass
 
     return PluginSpec(name, Fake)
+
+
+def _status(reason: str | None) -> Status:
+    return SUCCESS if reason is None else Status.unschedulable(reason)
 
 
 def session_of(*tiers: list[Answers], nodes: int = 2, pods: int = 3) -> Session:
@@ -135,7 +157,8 @@ def a_job(session: Session) -> JobInfo:
 )
 def test_job_valid_first_reason_wins(tiers: list[list[Answers]], expected: str | None) -> None:
     session = session_of(*tiers)
-    assert session.job_valid(a_job(session)) == expected
+    status = session.job_valid(a_job(session))
+    assert (None if status.ok else status.message) == expected
 
 
 @pytest.mark.parametrize(
@@ -160,7 +183,11 @@ def test_job_predicates_need_every_plugin(
 ) -> None:
     session = session_of(answers) if answers else session_of()
     job = a_job(session)
-    assert (session.job_ready(job), session.job_pipelined(job), session.job_starving(job)) == (
+    assert (
+        bool(session.job_ready(job)),
+        bool(session.job_pipelined(job)),
+        session.job_starving(job),
+    ) == (
         ready,
         pipelined,
         starving,
@@ -306,7 +333,7 @@ def test_session_owns_the_snapshot_and_reasons_are_recorded() -> None:
     session.record_job_reason(job, "because")
     assert session.task_reasons == {task.uid: "why"}
     assert session.job_reasons == {job.uid: "because"}
-    assert session.bind_annotations(task) == {}
+    assert session.bind_annotations(task, "n1") == {}
     assert not session.is_gated(job)
     session.close()
 

@@ -75,7 +75,9 @@ def job(
     ],
 )
 def test_job_valid(gang: JobInfo, reason: str | None) -> None:
-    assert job_valid(gang) == reason
+    status = job_valid(gang)
+    assert (None if status.ok else status.message) == reason
+    assert status.plugin == ("" if status.ok else "gang")
 
 
 @pytest.mark.parametrize(
@@ -130,8 +132,8 @@ def test_job_valid(gang: JobInfo, reason: str | None) -> None:
 def test_ready_pipelined_starving(
     gang: JobInfo, ready: bool, pipelined: bool, starving: bool
 ) -> None:
-    assert job_ready(gang) is ready
-    assert job_pipelined(gang) is pipelined
+    assert bool(job_ready(gang)) is ready
+    assert bool(job_pipelined(gang)) is pipelined
     assert job_starving(gang) is starving
     assert job_key(gang) == ((1 if ready else 0),)
 
@@ -145,3 +147,20 @@ def test_other_schedulers_pods_are_not_pending_tasks() -> None:
     gang = job(1, [("", P)])
     next(iter(gang.tasks.values())).sluice = False
     assert job_starving(gang) is False
+
+
+@pytest.mark.parametrize(
+    ("gang", "message"),
+    [
+        (job(2, [("", A), ("", P)]), "1/2 tasks of gang default/g can be placed, minMember is 2"),
+        (
+            job(3, [("ps", P), ("worker", A), ("worker", A), ("worker", A)], {"ps": 1}),
+            "0 tasks of role 'ps' of gang default/g can be placed, minTaskMember is 1",
+        ),
+        (job(1, [("", A)]), ""),
+    ],
+    ids=["too-few-placed", "role-short", "ready"],
+)
+def test_not_ready_says_how_many_can_be_placed(gang: JobInfo, message: str) -> None:
+    """The status actions show users (pod reason, PodGroup condition) comes from the plugin."""
+    assert job_ready(gang).message == message

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler.api.errors import ConfigError
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
+from scheduler.framework.extension_points import NODE_SCORER
 from scheduler.framework.node_table import FloatVector
 from scheduler.framework.session import Session
 from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
@@ -231,7 +232,7 @@ def test_zero_weights_disable_scorers(
     session = open_([node("n1")], [], arguments)
     got = {
         reg.hook.__name__: reg.weight  # type: ignore[attr-defined]
-        for reg in session.hooks.node_scorer
+        for reg in session.hooks[NODE_SCORER]
         if reg.plugin == "nodeorder"
     }
     assert got == expected

@@ -14,8 +14,9 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.pod import PodAffinityTerm
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.config import PluginConfig
-from scheduler.framework.session import HELD, Session
+from scheduler.framework.session import Session
 from scheduler.plugins.predicates import (
     EXISTING_ANTI_AFFINITY,
     HOST_PORTS,
@@ -44,8 +45,10 @@ def open_(nodes: Sequence[Obj], pods: Sequence[Obj]) -> Session:
     return session_with(nodes, pods, PREDICATES)
 
 
-def feasible(session: Session, name: str, ns: str = "default") -> list[str]:
-    fit = session.fit(task_of(session, name, ns))
+def feasible(
+    session: Session, name: str, ns: str = "default", *, releasing: bool = False
+) -> list[str]:
+    fit = session.fit(task_of(session, name, ns), releasing=releasing)
     return [session.table.nodes[i].name for i in np.flatnonzero(fit.feasible)]
 
 
@@ -235,7 +238,7 @@ def test_explain(nodes: list[Obj], pods: list[Obj], expected: str) -> None:
 def test_common_pod_gets_an_empty_list() -> None:
     session = open_([node("n1"), node("n2")], [pod("old", node="n1"), pod("p")])
     plugin = next(p for _, p in session.plugins if isinstance(p, PredicatesPlugin))
-    assert plugin.filter(task_of(session, "p"), session.table) == []
+    assert plugin.filter(task_of(session, "p"), session.table, False) == []
 
 
 def test_request_for_a_resource_no_node_has() -> None:
@@ -251,7 +254,8 @@ def test_request_for_a_resource_no_node_has() -> None:
             )
         ],
     )
-    rejections = plugin.filter(task_of(other, "p"), session.table)  # a table without the column
+    # a table without the column
+    rejections = plugin.filter(task_of(other, "p"), session.table, False)
     assert [(r.reason, int(r.nodes.sum())) for r in rejections] == [
         ("Insufficient example.com/fpga", 2)
     ]
@@ -463,8 +467,7 @@ def test_releasing_room_counts_only_while_the_session_says_so() -> None:
     leaving["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     session = open_([node("n1", cpu="2")], [leaving, pod("p", cpu="2")])
     assert feasible(session, "p") == []
-    with session.counting_releasing():
-        assert feasible(session, "p") == ["n1"]
+    assert feasible(session, "p", releasing=True) == ["n1"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -800,7 +803,8 @@ def test_rejections_are_resolvable_as_documented() -> None:
         [DB, pod("p", cpu="2", affinity=pod_anti_affinity(term({"app": "db"}, ZONE)))],
     )
     plugin = next(p for _, p in session.plugins if isinstance(p, PredicatesPlugin))
-    got = {r.reason: r.resolvable for r in plugin.filter(task_of(session, "p"), session.table)}
+    rejections = plugin.filter(task_of(session, "p"), session.table, False)
+    got = {r.reason: r.resolvable for r in rejections}
     assert got == {UNSCHEDULABLE: False, insufficient("cpu"): True, POD_ANTI_AFFINITY: True}
 
 
@@ -830,7 +834,12 @@ PORT_CHOICES = [
 
 
 def _held_elsewhere(nodes: Sequence[NodeInfo], me: TaskInfo) -> list[tuple[NodeInfo, TaskInfo]]:
-    return [(n, t) for n in nodes for t in n.tasks.values() if t.status in HELD and t.uid != me.uid]
+    return [
+        (n, t)
+        for n in nodes
+        for t in n.tasks.values()
+        if t.status in COUNTED_FOR_PLUGINS and t.uid != me.uid
+    ]
 
 
 def _in_domain(a: NodeInfo, b: NodeInfo, key: str) -> bool:

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.config import PluginConfig
-from scheduler.framework import tiers
 from tests.builders import node, pod, session_with, task_of
 
 CPUS = st.sampled_from(["100m", "500m", "1", "2", "3"])
@@ -47,10 +46,11 @@ def test_row_filter_matches_the_full_filter(
     pods.append(pod("new", cpu=want, priority=5, **extra))
     session = session_with(node_objs, pods, [PluginConfig("predicates")])
     task = task_of(session, "new")
-    session.table.count_releasing = releasing
-    feasible = session.fit(task).feasible
+    feasible = session.fit(task, releasing=releasing).feasible
     for row in range(len(session.table)):
-        assert tiers.passes_row(session.hooks, task, session.table, row) == bool(feasible[row])
+        assert session.fits_on(task, session.table.nodes[row].name, releasing=releasing) == bool(
+            feasible[row]
+        )
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,11 +70,10 @@ def test_shortfall_is_what_the_resource_check_lacks(
     session = session_with(node_objs, pods, [PluginConfig("predicates")])
     task = task_of(session, "new")
     table = session.table
-    table.count_releasing = releasing
     rows = np.arange(len(table))
-    lacking = session.shortfall(task, rows)
-    feasible = session.fit(task).feasible
+    lacking = session.shortfall(task, rows, releasing=releasing)
+    feasible = session.fit(task, releasing=releasing).feasible
     for row in rows:
         assert (not lacking[row].any()) == bool(feasible[row])
         table.idle[row] += lacking[row]
-        assert tiers.passes_row(session.hooks, task, table, int(row))
+        assert session.fits_on(task, table.nodes[int(row)].name, releasing=releasing)

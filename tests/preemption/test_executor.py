@@ -9,7 +9,7 @@ session would hold them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.api.errors import NotFoundError, ServerError
+from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
@@ -75,15 +76,25 @@ class Rig:
         return out
 
     async def handle(self, effects: list[Effect]) -> None:
-        """Hand ``effects`` to the executor as the loop does (it ignores the session)."""
-        await self.executor.handle(None, effects)  # type: ignore[arg-type]
+        """Hand ``effects`` to the executor as the loop does: each assumed through the
+        ledger (the cache) in order, then the calls handed on."""
+        displaced: dict[str, Sequence[TaskInfo]] = {}
+        for e in effects:
+            withdrawn = self.cache.assume(e)
+            if withdrawn:
+                displaced[e.task.uid] = withdrawn
+        await self.executor.handle(effects, displaced)
+
+    def snapshot(self) -> Snapshot:
+        """The next cycle's snapshot, as the loop takes it (with the executor's view)."""
+        return self.cache.snapshot(preemption=self.executor.view())
 
     def delete(self, name: str) -> None:
         """Feed the cache the DELETED event of pod ``default/name``."""
         self.cache.handle("Pod", "DELETED", self.objects[name])
 
     def gated(self, name: str) -> bool:
-        return self.cache.tasks[f"default/{name}"].job_id in self.cache.gated
+        return self.cache.tasks[f"default/{name}"].job_id in self.executor.view().gated
 
     def job(self, name: str) -> str:
         return self.task(name).job_id
@@ -113,6 +124,7 @@ def rig(
         wake=lambda: wakes.append(clock.now()),
         gate_timeout=gate_timeout,
     )
+    cache.on_pod_deleted.append(executor.pod_deleted)
     named = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
     return Rig(cache, cluster, metrics, executor, wakes, named)
 
@@ -183,8 +195,8 @@ def test_cache_assumes_and_gate_closes_before_any_call() -> None:
             "n1",
         )
         # the next cycle's snapshot already accounts for both
-        snap = r.cache.snapshot()
-        assert r.job("high") in snap.gated
+        snap = r.snapshot()
+        assert r.job("high") in snap.preemption.gated
         n1 = snap.nodes["n1"]
         assert n1.releasing.to_dict().get("cpu") == 2000
         assert n1.nominated.to_dict().get("cpu") == 2000
@@ -231,7 +243,7 @@ def test_gate_opens_only_when_the_last_victims_deletion_is_seen() -> None:
         assert r.wakes == []
         r.delete("low-b")
         assert not r.gated("high")
-        assert r.cache.gated == set()
+        assert r.executor.view().gated == frozenset()
         assert r.executor.gates == {}
         assert len(r.wakes) == 1
         high = r.live("high")
@@ -316,15 +328,15 @@ def test_failed_delete_opens_the_gate_reverts_and_clears_the_nomination() -> Non
         assert r.executions("success") == 0
         assert [e.reason for e in r.cluster.events] == []
         # nothing of the preemption is left in the next snapshot
-        snap = r.cache.snapshot()
-        assert snap.gated == frozenset()
+        snap = r.snapshot()
+        assert snap.preemption.gated == frozenset()
         assert snap.nodes["n1"].nominated.is_zero()
         assert snap.nodes["n1"].releasing.is_zero()
         # the job may not preempt again for a while (a backoff), then may
-        assert "default/high" in snap.preempt_backoff
+        assert "default/high" in snap.preemption.backoffs
         await anyio.sleep(r.executor.initial_backoff)
         await settle()
-        assert "default/high" not in r.cache.preempt_backoff
+        assert "default/high" not in r.executor.backoffs
         assert r.executor.in_flight == 0
 
     run(body, r)
@@ -516,11 +528,11 @@ def test_preemptor_deleted_while_its_preemption_runs_wedges_nothing() -> None:
         await anyio.sleep(2.0)
         assert r.executions("success") == 1, "NotFound on the preemptor's patch is no failure"
         r.delete("low")
-        assert job not in r.cache.gated
+        assert job not in r.executor.view().gated
         assert r.executor.gates == {}
         await settle()
         assert r.executor.in_flight == 0
-        snap = r.cache.snapshot()
+        snap = r.snapshot()
         assert snap.nodes["n1"].nominated.is_zero()
         assert snap.nodes["n1"].tasks == {}
 
@@ -535,7 +547,7 @@ def test_preemptor_deleted_and_victim_never_seen_gone_gate_times_out() -> None:
         job = r.job("high")
         r.delete("high")
         await anyio.sleep(10.5)
-        assert job not in r.cache.gated
+        assert job not in r.executor.view().gated
         assert r.executor.in_flight == 0
 
     run(body, r)
@@ -627,7 +639,7 @@ def test_clear_nomination_effect() -> None:
         assert high is not None and high.status is TaskStatus.PENDING
         await settle()
         assert r.cluster.calls == [("patch", "high", {"nominatedNodeName": None})]
-        assert r.cache.gated == set()
+        assert r.executor.view().gated == frozenset()
 
     run(body, r)
 

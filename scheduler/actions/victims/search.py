@@ -1,0 +1,268 @@
+"""The victim search shared by the evicting actions (preempt; reclaim) (layer 2).
+
+For a task that cannot be placed, :meth:`VictimSearch.make_room` nominates it to a node,
+evicting what it takes there, inside the caller's statement:
+
+1. if a node has room now, or room being freed by earlier evictions, the task is
+   nominated there (pipelined) with no new victims;
+2. otherwise candidate nodes are those where the task fails only for reasons that
+   removing pods can fix (resources, pod count, host ports, anti-affinity), and those
+   where it fits but its queue lacks room; of the N such nodes, taken from a start that
+   moves on each time, the first ``k`` (:meth:`SearchArguments.candidates`) are looked at,
+   and those with possible victims (the policy's :meth:`~.policy.VictimPolicy.possible`)
+   able to free what the task lacks are evaluated; while none has, the search looks
+   further, so a node that could be freed is never missed;
+3. on each candidate, on the session itself inside the statement (:meth:`simulate`):
+   every possible victim is evicted and the task must then fit (the policy's
+   :meth:`~.policy.VictimPolicy.fits`); then the victims are re-added one at a time, most
+   important first (pods whose eviction would violate a PodDisruptionBudget, then members
+   of running gangs with no member to spare, before the others), and each one that still
+   lets the task fit stays. Every removal and re-add goes through ``Session.move``, so
+   every plugin with state (devices, ports, affinity, queue usage) follows, and a re-added
+   pod returns exactly where it was. A gang left below its minMember loses its other
+   evictable members too (:meth:`bundle`). The node is rolled back;
+4. the candidates rank by the policy's :meth:`~.policy.VictimPolicy.rank`; the best one's
+   evictions are applied and the task is nominated to that node.
+
+Step 3 is the costly one, so it runs on the candidates in the order of the policy's cheap
+lower bound of their rank, and stops as soon as the best rank found is below the next
+bound. The chosen node is the one an evaluation of every candidate would choose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.actions.victims.candidates import Candidate, RankKey, pdb_violations
+from scheduler.actions.victims.policy import VictimPolicy
+from scheduler.api.node import NodeInfo
+from scheduler.api.task import TaskInfo
+from scheduler.api.task_states import EVICTABLE
+from scheduler.framework.fit import Fit
+from scheduler.framework.session import Session
+from scheduler.framework.statement import Statement
+
+CHUNK = 64
+"""Fewest rows :meth:`VictimSearch.window` bounds at once while it looks for more."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchArguments:
+    """How many candidate nodes a search looks at (``actionArguments.<action>``), as
+    kube-scheduler's DefaultPreemption arguments."""
+
+    minCandidateNodesPercentage: int = 10
+    minCandidateNodesAbsolute: int = 100
+    maxCandidateNodes: int = 1000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.minCandidateNodesPercentage <= 100:
+            raise ValueError("minCandidateNodesPercentage must be within 0..100")
+        if self.minCandidateNodesAbsolute < 1:
+            raise ValueError("minCandidateNodesAbsolute must be at least 1")
+        if self.maxCandidateNodes < self.minCandidateNodesAbsolute:
+            raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
+
+    def candidates(self, total: int) -> int:
+        """``k = clamp(total * percentage / 100, absolute, max)``, at most ``total``."""
+        n = total * self.minCandidateNodesPercentage // 100
+        return min(total, max(n, self.minCandidateNodesAbsolute), self.maxCandidateNodes)
+
+
+Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]
+"""A node worth evaluating: the lower bound of its rank, the node, its possible victims."""
+
+
+def in_full_gang(session: Session, task: TaskInfo) -> bool:
+    """Is ``task`` a member of a running gang that has no member to spare?"""
+    job = session.jobs.get(task.job_id)
+    return (
+        job is not None
+        and job.has_pod_group
+        and job.min_member > 1
+        and job.placed_count() <= job.min_member
+    )
+
+
+class VictimSearch:
+    """One per evicting action; lives as long as the action (its window start moves on
+    from cycle to cycle). Synchronous; every method leaves the session as it found it,
+    except :meth:`make_room`, which records its decisions in the caller's statement."""
+
+    def __init__(self, arguments: SearchArguments, policy: VictimPolicy) -> None:
+        self.args = arguments
+        self.policy = policy
+        self._start = 0
+
+    def make_room(self, session: Session, stmt: Statement, task: TaskInfo) -> bool:
+        """Nominate ``task`` somewhere, evicting what it takes, in ``stmt``. False when no
+        node could be freed for it (the task's reason then says so)."""
+        queue = session.queues[session.jobs[task.job_id].queue]
+        fit = session.fit(task)
+        if fit.any and session.queue_allocatable(queue, task):
+            node = session.select_node(task, fit)
+            if node is not None:
+                stmt.pipeline(task, node.name)
+                return True
+        future = session.fit(task, releasing=True)
+        node = session.select_node(task, future) if future.any else None
+        if node is not None and session.queue_allocatable(queue, task):
+            stmt.pipeline(task, node.name)
+            return True
+        best = self.best(session, stmt, task, fit)
+        if best is None:
+            base = session.task_reasons.get(task.uid) or fit.explain()
+            session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
+            return False
+        for victim in best.victims:
+            stmt.evict(victim, self.policy.reason, preemptor=task)
+        stmt.pipeline(task, best.node.name)
+        return True
+
+    def best(self, session: Session, stmt: Statement, task: TaskInfo, fit: Fit) -> Candidate | None:
+        """The best-ranked candidate for ``task`` (``fit``: its verdict now), by branch and
+        bound over the policy's rank bound."""
+        bounded = self.window(session, task, fit)
+        bounded.sort(key=lambda b: b[0])
+        best: Candidate | None = None
+        best_rank: RankKey | None = None
+        for bound, node, possible in bounded:
+            if best_rank is not None and best_rank < bound:
+                break  # every candidate left ranks at or above its bound
+            cand = self.simulate(session, stmt, task, node, possible)
+            if cand is None:
+                continue
+            rank = self.policy.rank(cand)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = cand, rank
+        return best
+
+    def window(self, session: Session, task: TaskInfo, fit: Fit) -> list[Bounded]:
+        """The candidates to evaluate for ``task``: :meth:`bounded` entries of nodes taken
+        in row order from a start that moves on each time, until ``k`` of them could be
+        freed, with ``k`` from :meth:`SearchArguments.candidates` of the number of nodes
+        where eviction could help. Past the first ``k`` nodes (or :data:`CHUNK`), it looks
+        on only while none has been found: a node that could be freed is never missed,
+        and a burst of preemptions that has used up most nodes does not make each later
+        preemptor walk the whole cluster."""
+        # Nodes that fit already are candidates too: there the queue's room is what lacks,
+        # and evicting pods of the same queue frees it.
+        rows = np.flatnonzero(fit.candidates() | fit.feasible)
+        if len(rows) == 0:
+            return []
+        k = self.args.candidates(len(rows))
+        pos = int(np.searchsorted(rows, self._start % len(session.table)))
+        rows = np.concatenate((rows[pos:], rows[:pos]))
+        found: list[tuple[int, Bounded]] = []
+        looked = 0
+        while looked < len(rows) and len(found) < k and not (found and looked >= k):
+            chunk = [int(r) for r in rows[looked : looked + max(k - len(found), CHUNK)]]
+            found.extend(self.bounded(session, task, chunk))
+            looked += len(chunk)
+        last = found[k - 1][0] if len(found) >= k else int(rows[looked - 1])
+        self._start = last + 1
+        return [entry for _, entry in found[:k]]
+
+    def bounded(
+        self, session: Session, task: TaskInfo, rows: list[int]
+    ) -> list[tuple[int, Bounded]]:
+        """(row, (bound, node, possible victims)) of each of ``rows`` that may take
+        ``task`` by eviction, in the order of ``rows``, with what each lacks as the
+        simulation counts it (releasing room free)."""
+        table = session.table
+        nodes = [table.nodes[row] for row in rows]
+        possible = [self.policy.possible(session, task, node) for node in nodes]
+        with_victims = [i for i, p in enumerate(possible) if p]
+        if not with_victims:
+            return []
+        lacking = session.shortfall(task, np.array([rows[i] for i in with_victims]), releasing=True)
+        out = []
+        for i, need in zip(with_victims, lacking.tolist(), strict=True):
+            room = [table.amounts(t.request) for t in possible[i]]
+            bound = self.policy.rank_bound(nodes[i].name, possible[i], room, need)
+            if bound is not None:
+                out.append((rows[i], (bound, nodes[i], possible[i])))
+        return out
+
+    def simulate(
+        self,
+        session: Session,
+        stmt: Statement,
+        task: TaskInfo,
+        node: NodeInfo,
+        possible: list[TaskInfo],
+    ) -> Candidate | None:
+        """Victims among ``possible`` on ``node`` for ``task``, or None. Leaves the
+        session as it found it."""
+        # whether each one's gang has no member to spare, as it stands before any removal
+        full = {t.uid: in_full_gang(session, t) for t in possible}
+        fits = self.policy.fits
+        cp = stmt.checkpoint()
+        try:
+            for v in possible:
+                stmt.evict(v, "simulated", preemptor=task)
+            if not fits(session, task, node.name):
+                return None
+            # Most important first; among them, pods whose eviction breaks a budget, then
+            # pods whose eviction breaks a running gang, so they are the likeliest to be
+            # spared.
+            ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+            breaks = dict(
+                zip(
+                    (t.uid for t in ordered),
+                    pdb_violations(ordered, session.snapshot.budgets),
+                    strict=True,
+                )
+            )
+            ordered.sort(key=lambda t: (not breaks[t.uid], not full[t.uid]))
+            victims = []
+            for v in ordered:
+                stmt.undo(v)
+                if not fits(session, task, node.name):
+                    stmt.evict(v, "simulated", preemptor=task)
+                    victims.append(v)
+            if not victims:
+                return None
+            victims.extend(self.bundle(session, stmt, task, victims))
+            violations = sum(pdb_violations(victims, session.snapshot.budgets))
+            return Candidate(node, tuple(victims), violations)
+        finally:
+            stmt.rollback(cp)
+
+    def bundle(
+        self, session: Session, stmt: Statement, task: TaskInfo, victims: list[TaskInfo]
+    ) -> list[TaskInfo]:
+        """The rest of every gang the victims break: a gang is the unit of eviction.
+
+        A running gang left below its minMember cannot make progress and only holds room,
+        so its other members (wherever they run) go with it, if they may be evicted for
+        ``task``. They are evicted in the statement like the others.
+        """
+        extra: list[TaskInfo] = []
+        seen = {v.uid for v in victims}
+        for job_id in sorted({v.job_id for v in victims}):
+            job = session.jobs.get(job_id)
+            if job is None or not job.has_pod_group or job_id == task.job_id:
+                continue
+            if job.placed_count() >= job.min_member:
+                continue  # still whole without the victims
+            members = [
+                t
+                for t in job.tasks.values()
+                if t.status in EVICTABLE
+                and t.uid not in seen
+                and t.sluice
+                and t.priority < task.priority
+            ]
+            for t in session.victims(task, members):
+                stmt.evict(t, "simulated", preemptor=task)
+                extra.append(t)
+                seen.add(t.uid)
+        return extra
+
+
+def with_sentence(reason: str, more: str) -> str:
+    """``reason`` followed by the sentence ``more``."""
+    return f"{reason}{' ' if reason.endswith('.') else '. '}{more}"

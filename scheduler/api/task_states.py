@@ -1,0 +1,40 @@
+"""Named sets of task statuses, in one place (layer 0).
+
+Each set says what the tasks in it hold or count for; code tests membership in these
+instead of listing statuses. See :class:`~scheduler.api.task.TaskStatus` for the state
+machine.
+"""
+
+from __future__ import annotations
+
+from scheduler.api.task import TaskStatus as S
+
+USES_NODE = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING})
+"""Tasks that take their node's resources (``node.used``), those leaving included."""
+
+HOLDS_ROOM = USES_NODE - {S.RELEASING}
+"""Tasks that take their node's resources and are not being evicted (a queue's
+allocation, as its status reports it)."""
+
+ON_NODE = USES_NODE | {S.PIPELINED}
+"""Tasks with a node: placed there, or nominated to it (``task.node_name`` is set)."""
+
+COUNTED_FOR_PLUGINS = HOLDS_ROOM | {S.PIPELINED}
+"""Tasks a plugin's state counts (queue usage, devices, ports, affinity): placed and not
+leaving, or nominated. Placement handlers fire when a task enters or leaves this set."""
+
+COUNTS_FOR_GANG = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.SUCCEEDED})
+"""Tasks that count toward a gang's readiness (minMember)."""
+
+ALIVE = frozenset(set(S) - {S.FAILED, S.UNKNOWN})
+"""Tasks that are valid members of a gang (not failed)."""
+
+EVICTABLE = frozenset({S.BOUND, S.RUNNING})
+"""Tasks the scheduler may choose as victims (bound in the API, not already leaving)."""
+
+BOUND_IN_API = frozenset({S.BINDING, S.BOUND, S.RUNNING})
+"""Tasks whose node is written in the API (or being written): their annotations are
+final, nothing more is written on them before binding."""
+
+UNFINISHED = USES_NODE | {S.PENDING, S.PIPELINED}
+"""Tasks that keep a PodGroup from being Completed."""

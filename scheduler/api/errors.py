@@ -86,6 +86,7 @@ class PluginError(SluiceError):
         self.point = point
         self.cause = cause
         super().__init__(f"plugin {plugin!r} failed in {point}: {type(cause).__name__}: {cause}")
+        self.__cause__ = cause  # chained even where it is built apart from its raise
 
 
 class ApiError(SluiceError):

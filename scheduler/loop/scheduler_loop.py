@@ -145,8 +145,9 @@ class SchedulingLoop:
 
     @property
     def in_flight(self) -> int:
-        """Background calls not finished yet."""
-        busy = self.binds.in_flight + self.writes.in_flight
+        """Background calls not finished yet, and backoffs still to end (something will
+        change when they do)."""
+        busy = self.binds.in_flight + self.writes.in_flight + len(self.job_errors.view())
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
     @property

@@ -1,0 +1,174 @@
+"""The error boundary (issue 9 point 3): a plugin that raises for one pod.
+
+A job whose attempt raises is rolled back; its pods say ``SchedulerError`` naming the
+plugin; it backs off; every other job of the cycle is scheduled as usual. Something that
+raises outside any one job (a plugin's ``open``, a job order, a rollback that fails)
+throws the whole cycle away, and the loop goes on. Tested on a session (the actions
+alone), and on the embedded cluster through the real loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler import app
+from scheduler.api.errors import PluginError, SessionCorruptedError
+from scheduler.api.task import TaskStatus
+from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
+from scheduler.framework.effects import Bind
+from scheduler.framework.session import Session, open_session
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import Arrival, Scenario
+from tests import faulty
+from tests.builders import cache_with, node, pod, pod_group, queue, task_of
+
+Obj = dict[str, Any]
+DEFAULT = SchedulerConfiguration()
+
+
+def config(point: str) -> SchedulerConfiguration:
+    """The default configuration with ``faulty`` (raising at ``point``) in the first tier."""
+    first, *rest = DEFAULT.tiers
+    arguments = {"point": point}
+    tiers = (TierConfig((*first.plugins, PluginConfig("faulty", arguments))), *rest)
+    return SchedulerConfiguration(actions=DEFAULT.actions, tiers=tiers)
+
+
+def registry() -> Any:
+    r = app.builtin_registry()
+    faulty.register(r)
+    return r
+
+
+def cluster(*extra: Obj) -> list[Obj]:
+    return [
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        pod("good-1", cpu="1", memory=None),
+        pod("bad", cpu="1", memory=None),
+        pod("good-2", cpu="1", memory=None),
+        *extra,
+    ]
+
+
+def decide(point: str, objects: list[Obj]) -> Session:
+    """One cycle's actions on ``objects`` with ``faulty`` raising at ``point`` (not closed)."""
+    cache = cache_with(*objects)
+    session = open_session(cache.snapshot(), registry().resolve(config(point)))
+    for action in session.resolved.actions:
+        action.execute(session)
+    return session
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["filter", "onPlace", "jobReady", "jobValid", "bindAnnotations"],
+)
+def test_a_plugin_raising_for_one_job_fails_that_job_only(point: str) -> None:
+    session = decide(point, cluster())
+    bound = sorted(e.task.name for e in session.effects if isinstance(e, Bind))
+    assert bound == ["good-1", "good-2"]
+    bad = task_of(session, "bad")
+    assert (bad.status, bad.node_name) == (TaskStatus.PENDING, "")
+    assert list(session.job_errors) == [bad.job_id]
+    exc = session.job_errors[bad.job_id]
+    assert isinstance(exc, PluginError)
+    assert (exc.plugin, exc.point) == ("faulty", point)
+    assert isinstance(exc.__cause__, faulty.Boom)
+    reason = session.job_reasons[bad.job_id]
+    assert reason == f"SchedulerError: plugin 'faulty' failed in {point}: boom in {point}"
+    assert bad.job_id in session.error_jobs
+    # the session is consistent after the rollback: the node table counts the two binds
+    used = {n.name: n.used.to_dict().get("cpu", 0) for n in session.nodes.values()}
+    assert sum(used.values()) == 2000
+
+
+def test_a_failing_gang_member_rolls_back_the_whole_gang() -> None:
+    gang = [
+        pod_group("g", min_member=2),
+        pod("g-ok", cpu="1", memory=None, group="g"),
+        pod("bad-g", cpu="1", memory=None, group="g"),
+    ]
+    session = decide("onPlace", cluster(*gang))
+    bound = sorted(e.task.name for e in session.effects if isinstance(e, Bind))
+    assert bound == ["good-1", "good-2"]
+    ok = task_of(session, "g-ok")
+    assert (ok.status, ok.node_name) == (TaskStatus.PENDING, "")
+
+
+@pytest.mark.parametrize(
+    ("point", "objects", "error"),
+    [
+        ("open", cluster(), PluginError),
+        ("jobOrder", cluster(), PluginError),
+        # a gang that cannot fit is rolled back, and the rollback itself raises
+        (
+            "onUnplace",
+            [
+                node("n1", cpu="2"),
+                pod_group("g", min_member=3),
+                *(pod(name, cpu="1", memory=None, group="g") for name in ("bad-1", "g-2", "g-3")),
+            ],
+            SessionCorruptedError,
+        ),
+    ],
+    ids=["plugin-open", "job-order", "failed-rollback"],
+)
+def test_failures_outside_one_job_fail_the_cycle(
+    point: str, objects: list[Obj], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        decide(point, objects)
+
+
+# Through the loop, on the embedded cluster ----------------------------------------------------
+
+
+def simulate(
+    point: str, objects: list[Obj], cycles: int, *, later: Obj | None = None
+) -> Simulation:
+    arrivals = [Arrival(0.0, o, "test") for o in [queue("default"), *objects]]
+    if later is not None:  # keeps the run going: something is still to come
+        arrivals.append(Arrival(60.0, later, "test"))
+    scenario = Scenario(arrivals=arrivals)
+    resolved = registry().resolve(config(point))
+    sim = Simulation(
+        scenario,
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        max_cycles=cycles,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    return sim
+
+
+def sample(sim: Simulation, name: str, **labels: str) -> float:
+    return sim.loop.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_the_loop_schedules_the_others_and_backs_the_failing_job_off() -> None:
+    sim = simulate("filter", cluster(), cycles=12)
+    result = sim.result
+    assert sorted(result.bindings) == ["default/good-1", "default/good-2"]
+    assert result.pending["default/bad"].startswith("SchedulerError: plugin 'faulty'")
+    stored = sim.store.try_get("Pod", "default", "bad")
+    assert stored is not None
+    [scheduled] = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "SchedulerError")
+    events, _ = sim.store.list("Event", "default")
+    failed = [e for e in events if e.get("reason") == "FailedScheduling"]
+    assert any("plugin 'faulty' failed in filter" in e.get("note", "") for e in failed)
+    # 12 cycles, one a second: attempts at 0 s, then after backoffs of 1, 2, 4 s
+    attempts = sample(sim, "scheduler_schedule_attempts_total", result="error", profile="sluice")
+    assert attempts == 4
+    assert sample(sim, "sluice_cycle_failures_total", where="open") == 0
+
+
+def test_a_cycle_that_fails_whole_is_thrown_away_and_the_loop_goes_on() -> None:
+    sim = simulate("open", cluster(), cycles=5, later=pod("late"))
+    assert sim.result.cycles == 5
+    assert sim.result.bindings == {}
+    assert sample(sim, "sluice_cycle_failures_total", where="open") == 5

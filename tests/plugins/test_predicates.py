@@ -16,6 +16,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.config import PluginConfig
+from scheduler.framework.node_labels import NodeLabelIndex
 from scheduler.framework.session import Session
 from scheduler.plugins.predicates import (
     EXISTING_ANTI_AFFINITY,
@@ -28,7 +29,6 @@ from scheduler.plugins.predicates import (
     UNSCHEDULABLE,
     UNSCHEDULABLE_TAINT,
     UNTOLERATED_TAINT,
-    NodeLabelIndex,
     PredicatesPlugin,
     insufficient,
 )

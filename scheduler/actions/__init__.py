@@ -6,6 +6,8 @@ from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
+from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.victims import SearchArguments
 from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, SetPhase
 from scheduler.framework.registry import ActionSpec, Registry
 
@@ -20,6 +22,14 @@ def register_builtin(registry: Registry) -> None:
             PreemptAction,
             PreemptArguments,
             emits=frozenset({Evict, Nominate, ClearNomination}),
+        )
+    )
+    registry.add_action(
+        ActionSpec(
+            "reclaim",
+            ReclaimAction,
+            SearchArguments,
+            emits=frozenset({Evict, Nominate}),
         )
     )
     registry.add_action(ActionSpec("backfill", BackfillAction, emits=frozenset({Bind})))

@@ -3,6 +3,7 @@ the per-job error boundary."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -76,6 +77,19 @@ def eligible(session: Session, job: JobInfo, *, need_inqueue: bool = True) -> bo
     if queue is None:
         session.record_job_reason(job, f"queue {job.queue!r} does not exist")
         return False
+    tree = session.queue_tree
+    closed = tree.closed.get(job.queue)
+    if closed is not None:
+        session.record_job_reason(job, f"queue {job.queue!r} is closed: {closed}")
+        return False
+    if not tree.is_leaf(job.queue):
+        children = ", ".join(tree.children[job.queue])
+        session.record_job_reason(
+            job,
+            f"queue {job.queue!r} has child queues ({children}); "
+            "pods and PodGroups must name a leaf queue",
+        )
+        return False
     if queue.state != "Open":
         session.record_job_reason(job, f"queue {job.queue!r} is {queue.state}")
         return False
@@ -90,24 +104,45 @@ def eligible(session: Session, job: JobInfo, *, need_inqueue: bool = True) -> bo
     return False
 
 
-def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[TaskInfo]) -> bool:
+class Placed(enum.Enum):
+    """What :func:`place_job` did."""
+
+    COMMITTED = "committed"
+    SHORT_OF_SHARE = "short of share"
+    """Not committed, and some task lacked room in its queue's share (not a node)."""
+    NOT_PLACED = "not placed"
+
+
+def place_job(
+    session: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    tasks: list[TaskInfo],
+    *,
+    borrow: bool = False,
+) -> Placed:
     """Try to place ``tasks`` of ``job``; commit only if the job is then ready.
 
     A task nominated to a node is tried there first. Tasks that find no node record
     why. If the job is not ready at the end, every decision is rolled back and the job
-    records why (the plugins' readiness status). Returns True when something was
-    committed. Raises what the plugins raise (callers wrap it in :func:`job_boundary`).
+    records why (the plugins' readiness status). With ``borrow``, a task its queue's share
+    has no room for may go beyond it where the plugins allow (room no queue below its
+    share could use). Raises what the plugins raise (callers wrap it in
+    :func:`job_boundary`).
     """
     with session.statement() as stmt:
         first_reason = ""
+        short_of_share = False
         for task in session.order_tasks(tasks):
-            reason = _place_task(session, stmt.allocate, queue, task)
+            reason, share = _place_task(session, stmt.allocate, queue, task, borrow=borrow)
+            short_of_share |= share
             if reason:
                 first_reason = first_reason or f"{task.key}: {reason}"
         ready = session.job_ready(job)
         if stmt.operations and ready:
             stmt.commit()
-            return True
+            session.job_reasons.pop(job.uid, None)  # a first round's reason no longer holds
+            return Placed.COMMITTED
         if not ready and not session.job_pipelined(job):
             msg = ready.message or f"gang {job.uid} is not ready"
             if first_reason:
@@ -116,32 +151,41 @@ def place_job(session: Session, queue: QueueInfo, job: JobInfo, tasks: list[Task
             session.record_job_reason(job, msg)
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, msg)
-        return False
+        return Placed.SHORT_OF_SHARE if short_of_share else Placed.NOT_PLACED
 
 
 def _place_task(
-    session: Session, allocate: Callable[[TaskInfo, str], None], queue: QueueInfo, task: TaskInfo
-) -> str:
-    if not session.queue_allocatable(queue, task):
+    session: Session,
+    allocate: Callable[[TaskInfo, str], None],
+    queue: QueueInfo,
+    task: TaskInfo,
+    *,
+    borrow: bool,
+) -> tuple[str, bool]:
+    """Place ``task`` in the statement: ("", ...) when placed, else (why, whether its
+    queue's share is what lacked)."""
+    if not session.queue_allocatable(queue, task) and not (
+        borrow and session.queue_borrowable(queue, task)
+    ):
         fit = session.fit(task)  # failing path only: say so if no node could take it anyway
-        reason = (
-            fit.explain()
-            if not fit.any
-            else f"queue {queue.name!r} has no room left within its share"
-        )
+        if not fit.any:
+            reason = fit.explain()
+            session.record_task_reason(task, reason)
+            return reason, False
+        reason = f"queue {queue.name!r} has no room left within its share"
         session.record_task_reason(task, reason)
-        return reason
+        return reason, True
     if task.status is TaskStatus.PIPELINED and session.fits_on(task, task.node_name):
         allocate(task, task.node_name)
-        return ""
+        return "", False
     if task.nominated_node in session.nodes and session.fits_on(task, task.nominated_node):
         allocate(task, task.nominated_node)
-        return ""
+        return "", False
     fit = session.fit(task)
     node = session.select_node(task, fit)
     if node is None:
         reason = fit.explain()
         session.record_task_reason(task, reason)
-        return reason
+        return reason, False
     allocate(task, node.name)
-    return ""
+    return "", False

@@ -17,7 +17,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import Taint, parse_pod_spec
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import Resource
+from scheduler.api.resource import Resource, parse_limits
 from scheduler.api.selectors import parse_label_selector
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -156,15 +156,7 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
         phase = PodGroupPhase(status.get("phase", "Pending"))
     except ValueError:
         phase = PodGroupPhase.PENDING
-    conditions = tuple(
-        (
-            str(c.get("type", "")),
-            str(c.get("status", "")),
-            str(c.get("reason", "")),
-            str(c.get("message", "")),
-        )
-        for c in status.get("conditions") or ()
-    )
+    conditions = conditions_of(status)
     return JobInfo(
         uid=f"{ns}/{meta['name']}",
         namespace=ns,
@@ -183,6 +175,20 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
         topology=topology,
         pod_group_uid=str(meta.get("uid") or ""),
         conditions=conditions,
+    )
+
+
+def conditions_of(status: Mapping[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+    """A status's conditions as (type, status, reason, message) tuples."""
+    return tuple(
+        (
+            str(c.get("type", "")),
+            str(c.get("status", "")),
+            str(c.get("reason", "")),
+            str(c.get("message", "")),
+        )
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
     )
 
 
@@ -206,21 +212,23 @@ def queue_from_object(q: Obj) -> QueueInfo:
     spec = q.get("spec") or {}
     where = ref({"kind": "Queue", "metadata": meta})
 
-    def opt(field: str) -> Resource | None:
-        raw = spec.get(field)
-        return None if raw is None else Resource.parse(raw, obj=where, field=f"spec.{field}")
+    def limits(name: str) -> dict[str, int] | None:
+        raw = spec.get(name)
+        return None if raw is None else parse_limits(raw, obj=where, field=f"spec.{name}")
 
+    status = q.get("status") or {}
     return QueueInfo(
         name=str(meta["name"]),
         weight=int(spec.get("weight", 1)),
-        capability=opt("capability"),
-        deserved=opt("deserved"),
-        guarantee=opt("guarantee") or Resource(),
+        capability=limits("capability"),
+        deserved=limits("deserved"),
+        guarantee=Resource.parse(spec.get("guarantee"), obj=where, field="spec.guarantee"),
         reclaimable=bool(spec.get("reclaimable", True)),
         priority=int(spec.get("priority", 0)),
         parent=str(spec.get("parent") or ""),
-        state=str((q.get("status") or {}).get("state") or "Open"),
+        state=str(status.get("state") or "Open"),
         uid=str(meta.get("uid") or ""),
+        conditions=conditions_of(status),
     )
 
 

@@ -42,6 +42,19 @@ def canonical_amount(name: str, value: object, *, obj: str = "", field: str = ""
     return amount
 
 
+def parse_limits(raw: object, *, obj: str = "", field: str = "") -> dict[str, int]:
+    """A map of resource name to canonical amount, keeping explicit zeros (a limit of 0
+    closes that resource, where a missing name is unbounded). For queue limits."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise QuantityError(obj, field, "must be a map of resource name to quantity")
+    return {
+        str(name): canonical_amount(str(name), v, obj=obj, field=f"{field}.{name}")
+        for name, v in raw.items()
+    }
+
+
 class Resource(Mapping[str, int]):
     """An immutable vector of resource amounts. Missing names read as 0."""
 

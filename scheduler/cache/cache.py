@@ -85,6 +85,8 @@ class SchedulerCache:
         self.pod_group_objects: dict[str, Obj] = {}
         self.queues: dict[str, QueueInfo] = {}
         self._queue_specs: dict[str, object] = {}
+        self.queue_objects: dict[str, Obj] = {}
+        """The Queue objects as last seen (their status is what the reporter diffs)."""
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[str, Obj] = {}
         self.topologies: dict[str, TopologyInfo] = {}
@@ -314,8 +316,10 @@ class SchedulerCache:
         if event == "DELETED":
             self.queues.pop(name, None)
             self._queue_specs.pop(name, None)
+            self.queue_objects.pop(name, None)
             return True
         self.queues[name] = queue_from_object(obj)
+        self.queue_objects[name] = obj
         old_spec = self._queue_specs.get(name)
         self._queue_specs[name] = obj.get("spec")
         state_changed = (obj.get("status") or {}).get("state", "Open") != "Open"

@@ -32,7 +32,7 @@ FEATURE_GATES: Mapping[str, bool] = {
 }
 """Every known feature gate and its default."""
 
-DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "backfill")
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,15 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class Evict:
+    """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``); ``reason`` is
+    ``preempted`` (a lower-priority pod of the same queue) or ``reclaimed`` (a pod of a
+    queue above its share)."""
+
     task: TaskInfo
     node: str
     reason: str
     preemptor: TaskInfo | None = None
+    queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)

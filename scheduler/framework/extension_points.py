@@ -25,7 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
-from scheduler.api.queue import QueueInfo
+from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.node_table import (
@@ -184,6 +184,19 @@ class QueueAllocatable(Protocol):
         ...
 
 
+class QueueBorrowable(Protocol):
+    def __call__(self, queue: QueueInfo, task: TaskInfo, /) -> bool:
+        """May ``task`` go beyond ``queue``'s deserved share, into room that no queue below
+        its share could use (asked by allocate after every queue had its chance)?"""
+        ...
+
+
+class QueueShareOf(Protocol):
+    def __call__(self, queue: QueueInfo, /) -> QueueShare | None:
+        """``queue``'s deserved and allocated share this cycle, or None (not known here)."""
+        ...
+
+
 class QueueOverused(Protocol):
     def __call__(self, queue: QueueInfo, /) -> bool:
         """Has ``queue`` used all it deserves?"""
@@ -208,6 +221,17 @@ class VictimFilter(Protocol):
 
         Returns the subset it allows, never a task outside ``candidates``.
         """
+        ...
+
+
+class ReclaimFilter(Protocol):
+    def __call__(
+        self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo], /
+    ) -> Sequence[TaskInfo]:
+        """Which of ``candidates`` (pods of other queues, in the order the reclaim search
+        prefers them) may be evicted for ``reclaimer``, taken in that order: a plugin that
+        counts queue usage keeps a prefix-like subset, stopping each queue at its share.
+        Returns a subsequence of ``candidates``."""
         ...
 
 
@@ -254,6 +278,8 @@ class Rule(enum.Enum):
     LARGEST = "the largest of every plugin's answers, element by element"
     WEIGHTED_SUM = "the weighted sum of every scorer"
     FIRST_TIER_INTERSECTION = "the intersection of the answers of the first tier with one"
+    CHAIN = "every plugin, in order, keeps a subsequence of what the ones before it kept"
+    FIRST_ANSWER = "the first answer that is not None (tier, then plugin order)"
     NOTIFY = "every handler, in registration order (undo: in reverse)"
     MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
 
@@ -285,8 +311,11 @@ ROW_FILTER: Point[RowFilter] = Point("rowFilter", Rule.EVERY_FILTER)
 SHORTFALL: Point[Shortfall] = Point("shortfall", Rule.LARGEST)
 NODE_SCORER: Point[NodeScorer] = Point("score", Rule.WEIGHTED_SUM)
 QUEUE_ALLOCATABLE: Point[QueueAllocatable] = Point("queueAllocatable", Rule.ALL_AGREE)
+QUEUE_BORROWABLE: Point[QueueBorrowable] = Point("queueBorrowable", Rule.ALL_AGREE, default=False)
 QUEUE_OVERUSED: Point[QueueOverused] = Point("queueOverused", Rule.ANY)
+QUEUE_SHARE: Point[QueueShareOf] = Point("queueShare", Rule.FIRST_ANSWER)
 VICTIMS: Point[VictimFilter] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
+RECLAIMABLE: Point[ReclaimFilter] = Point("reclaimable", Rule.CHAIN)
 ON_ENQUEUE: Point[JobHandler] = Point("onEnqueue", Rule.NOTIFY)
 ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)

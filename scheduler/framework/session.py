@@ -13,6 +13,7 @@ read-only handle on its table, nodes, jobs and queues.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,8 @@ import numpy as np
 from scheduler.api.errors import AllocationError, PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
-from scheduler.api.queue import QueueInfo
+from scheduler.api.queue import QueueInfo, QueueShare
+from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
@@ -42,8 +44,11 @@ from scheduler.framework.extension_points import (
     ON_PLACE,
     ON_UNPLACE,
     QUEUE_ALLOCATABLE,
+    QUEUE_BORROWABLE,
     QUEUE_ORDER,
     QUEUE_OVERUSED,
+    QUEUE_SHARE,
+    RECLAIMABLE,
     ROW_FILTER,
     SHORTFALL,
     TASK_ORDER,
@@ -139,6 +144,8 @@ class Session:
         self.job_errors: dict[str, Exception] = {}
         """Jobs whose attempt failed this cycle (a plugin raised), with what was raised.
         Their statements were rolled back; no action tries them again this cycle."""
+        self.queue_shares: dict[str, QueueShare] = {}
+        """Each queue's share at the end of the cycle (:meth:`record_queue_shares`)."""
         self.error_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
@@ -180,6 +187,20 @@ class Session:
         """The loop's clock when this cycle began."""
         return self.snapshot.now
 
+    @functools.cached_property
+    def queue_tree(self) -> QueueTree:
+        """The hierarchy of the session's queues (built on first use)."""
+        return queue_tree(self.queues)
+
+    def record_queue_shares(self) -> None:
+        """Ask every queue's share (deserved, allocated) now, for what users see after the
+        cycle (queue status, metrics): called by the loop after the actions, before the
+        plugins close."""
+        for name, queue in self.queues.items():
+            share = self.queue_share(queue)
+            if share is not None:
+                self.queue_shares[name] = share
+
     # Questions actions ask -------------------------------------------------------------
 
     def ask(self, point: Point[Any], *args: Any) -> Any:
@@ -209,6 +230,20 @@ class Session:
 
     def queue_overused(self, queue: QueueInfo) -> bool:
         return tiers.any_yes(self.hooks[QUEUE_OVERUSED], queue)
+
+    def queue_borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``task`` go beyond ``queue``'s share into room nobody below theirs could use?"""
+        return tiers.all_agree(self.hooks[QUEUE_BORROWABLE], QUEUE_BORROWABLE.default, queue, task)
+
+    def queue_share(self, queue: QueueInfo) -> QueueShare | None:
+        """``queue``'s deserved and allocated share this cycle (None without a plugin)."""
+        return tiers.first_answer(self.hooks[QUEUE_SHARE], queue)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Which of ``candidates`` (pods of other queues, most reclaimable first) may be
+        evicted for ``reclaimer``: the plugins' victim filter, then their reclaim budgets."""
+        allowed = self.victims(reclaimer, candidates)
+        return tiers.chain(self.hooks[RECLAIMABLE], reclaimer, allowed)
 
     def victims(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         return tiers.first_tier_intersection(self.hooks[VICTIMS], preemptor, candidates)

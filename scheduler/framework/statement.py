@@ -43,6 +43,7 @@ class _Op:
     prev_node: str
     reason: str = ""
     preemptor: TaskInfo | None = None
+    queue: str = ""
 
 
 class Statement:
@@ -87,9 +88,14 @@ class Statement:
         op = _Op("pipeline", task, node, task.status, task.node_name)
         self._record(op, TaskStatus.PIPELINED, node)
 
-    def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
-        """Mark a task on a node as releasing: its room will be freed."""
-        op = _Op("evict", task, task.node_name, task.status, task.node_name, reason, preemptor)
+    def evict(
+        self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None, queue: str = ""
+    ) -> None:
+        """Mark a task on a node as releasing: its room will be freed (for ``preemptor``,
+        of queue ``queue``)."""
+        op = _Op(
+            "evict", task, task.node_name, task.status, task.node_name, reason, preemptor, queue
+        )
         self._record(op, TaskStatus.RELEASING, task.node_name)
 
     def unpipeline(self, task: TaskInfo) -> None:
@@ -176,6 +182,6 @@ class Statement:
             elif op.kind == "unpipeline":
                 effects.append(ClearNomination(op.task, op.node))
             else:
-                effects.append(Evict(op.task, op.node, op.reason, op.preemptor))
+                effects.append(Evict(op.task, op.node, op.reason, op.preemptor, op.queue))
         self._session.effects.extend(effects)
         return effects

@@ -18,6 +18,9 @@ LARGEST                  shortfall: the largest of every plugin's, per row and c
 WEIGHTED_SUM             node score: weighted sum of every scorer
 FIRST_TIER_INTERSECTION  victims: intersection of the answers of the first tier that has a
                          plugin
+CHAIN                    reclaimable: each plugin, in order, keeps a subsequence of what the
+                         plugins before it kept (stateful plugins cut the ordered list)
+FIRST_ANSWER             queue share: the first answer that is not None
 NOTIFY                   job and placement handlers: all, in registration order; on undo
                          (unplace), in reverse order
 MERGE                    bind annotations: the union in plugin order; the first plugin to
@@ -227,6 +230,32 @@ def first_tier_intersection(
     return allowed
 
 
+def chain(
+    regs: Sequence[Registration[Callable[[TaskInfo, Sequence[TaskInfo]], Sequence[TaskInfo]]]],
+    subject: TaskInfo,
+    candidates: Sequence[TaskInfo],
+) -> list[TaskInfo]:
+    kept: list[TaskInfo] = list(candidates)
+    for reg in regs:
+        try:
+            allowed = {t.uid for t in reg.hook(subject, kept)}
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+        kept = [t for t in kept if t.uid in allowed]
+    return kept
+
+
+def first_answer(regs: Sequence[Registration[Callable[..., T | None]]], *args: Any) -> T | None:
+    for reg in regs:
+        try:
+            answer = reg.hook(*args)
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+        if answer is not None:
+            return answer
+    return None
+
+
 def notify(regs: Sequence[Registration[Callable[..., None]]], *args: Any) -> None:
     for reg in regs:
         try:
@@ -278,6 +307,10 @@ def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
         return weighted_score(regs, *args)
     if rule is Rule.FIRST_TIER_INTERSECTION:
         return first_tier_intersection(regs, *args)
+    if rule is Rule.CHAIN:
+        return chain(regs, *args)
+    if rule is Rule.FIRST_ANSWER:
+        return first_answer(regs, *args)
     if rule is Rule.NOTIFY:
         return notify(regs, *args)
     if rule is Rule.MERGE:

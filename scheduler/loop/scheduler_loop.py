@@ -31,6 +31,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
+from scheduler.api.resource import CPU
 from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
 from scheduler.api.task import TaskInfo
 from scheduler.api.task import TaskStatus as TaskState
@@ -134,6 +135,8 @@ class SchedulingLoop:
         """Where every effect is assumed, and forgotten when its call fails."""
         self.job_errors = JobErrors(self.metrics)
         self._pending_series: set[str] = set()
+        self._share_series: set[tuple[str, str]] = set()
+        """(queue, resource) with a ``scheduler_queue_deserved``/``_allocated`` series."""
         """Queues with a ``scheduler_pending_pods`` series."""
         self.freeze_heap = False
         """After the first cycle, collect and :func:`gc.freeze` what is alive (see
@@ -257,6 +260,7 @@ class SchedulingLoop:
         await self._apply(report)
         self.status.report(session)
         self._report_pending()
+        self._report_queue_shares(session)
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
@@ -293,6 +297,8 @@ class SchedulingLoop:
                 ta = time.perf_counter()
                 action.execute(session)
                 self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
+            where = "queue shares"
+            session.record_queue_shares()
             where = "close"
             session.close()
         except Exception as exc:
@@ -330,6 +336,24 @@ class SchedulingLoop:
         for queue, n in pending.items():
             self.metrics.pending_pods.labels(queue).set(n)
         self._pending_series = set(pending)
+
+    def _report_queue_shares(self, session: Session) -> None:
+        """Set ``scheduler_queue_deserved`` and ``scheduler_queue_allocated`` per queue and
+        resource (CPU in cores); series of queues or resources that went are removed."""
+        series: set[tuple[str, str]] = set()
+        for queue, share in session.queue_shares.items():
+            for gauge, amounts in (
+                (self.metrics.queue_deserved, share.deserved),
+                (self.metrics.queue_allocated, share.allocated),
+            ):
+                for resource in set(share.deserved) | set(share.allocated):
+                    amount = amounts[resource]
+                    gauge.labels(queue, resource).set(amount / 1000 if resource == CPU else amount)
+            series.update((queue, r) for r in set(share.deserved) | set(share.allocated))
+        for gone in self._share_series - series:
+            self.metrics.queue_deserved.remove(*gone)
+            self.metrics.queue_allocated.remove(*gone)
+        self._share_series = series
 
     async def _apply(self, report: CycleReport) -> None:
         """Assume every effect of the cycle, in decision order, and hand the calls on."""

@@ -7,12 +7,15 @@ submits only the changes to a background pool: an unchanged cluster costs no API
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api import labels as L
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.queue import QueueShare
+from scheduler.api.queue_tree import QueueTree
 from scheduler.api.resource import ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
@@ -86,28 +89,69 @@ def pod_group_status(
     }
 
 
+CLOSED = "Closed"
+"""The condition a queue gets while the scheduler keeps it closed (its hierarchy is wrong)."""
+
+
 def queue_status(
-    name: str, jobs: list[JobInfo], state: str, phases: dict[str, PodGroupPhase]
+    name: str,
+    tree: QueueTree,
+    *,
+    state: str,
+    jobs: Mapping[str, Sequence[JobInfo]],
+    phases: Mapping[str, PodGroupPhase],
+    share: QueueShare | None = None,
+    observed: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``status`` of queue ``name``; ``phases`` are the jobs' phases this cycle."""
-    del name
+    """The ``status`` of queue ``name``: its state, what it holds (``allocated``: placed and
+    not leaving, summed over its leaves), what it deserves this cycle, its jobs by phase
+    (summed over its leaves), and, while its place in the hierarchy is wrong, state Closed
+    with a ``Closed`` condition saying why. A queue the scheduler closed opens again once
+    the hierarchy is fixed; a state set by someone else is kept."""
+    closed = tree.closed.get(name)
+    leaves = [name] if closed is not None else tree.leaves(name)
     total = ResourceSum()
-    counts = {PodGroupPhase.PENDING: 0, PodGroupPhase.INQUEUE: 0, PodGroupPhase.RUNNING: 0}
-    for job in jobs:
-        for t in job.tasks.values():
-            if t.status in HOLDS_ROOM:
-                total.add(t.request)
-        phase = phases.get(job.uid) or job_phase(job)
-        if phase in counts:
-            counts[phase] += 1
-    allocated = total.result()
+    counts: Counter[PodGroupPhase] = Counter()
+    for leaf in leaves:
+        for job in jobs.get(leaf, ()):
+            for t in job.tasks.values():
+                if t.status in HOLDS_ROOM:
+                    total.add(t.request)
+            counts[phases.get(job.uid) or job_phase(job)] += 1
+    conditions: list[dict[str, str]] = []
+    if closed is not None:
+        state = "Closed"
+        conditions.append(
+            {
+                "type": CLOSED,
+                "status": "True",
+                "reason": "InvalidHierarchy",
+                "message": f"queue {name!r} is closed: {closed}",
+            }
+        )
+    elif any(c.get("type") == CLOSED for c in (observed or {}).get("conditions") or ()):
+        state = "Open"  # closed by the scheduler, and now valid again
     return {
         "state": state,
-        "allocated": allocated.to_quantities(),
+        "allocated": total.result().to_quantities(),
+        "deserved": share.deserved.to_quantities() if share is not None else {},
         "pending": counts[PodGroupPhase.PENDING],
         "inqueue": counts[PodGroupPhase.INQUEUE],
         "running": counts[PodGroupPhase.RUNNING],
+        "conditions": conditions,
     }
+
+
+def with_removals(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """``new`` as a JSON merge patch over ``old``: keys of maps that ``old`` has and
+    ``new`` has not are set to null, so they go (a merge patch otherwise keeps them)."""
+    out: dict[str, Any] = dict(new)
+    for key, value in old.items():
+        if key not in new:
+            out[key] = None
+        elif isinstance(value, Mapping) and isinstance(new[key], Mapping):
+            out[key] = with_removals(new[key], value)
+    return out
 
 
 def _comparable(status: Mapping[str, Any]) -> object:
@@ -209,23 +253,34 @@ class StatusReporter:
             )
 
     def _report_queues(self, session: Session, phases: dict[str, PodGroupPhase]) -> None:
-        by_queue: dict[str, list[JobInfo]] = {name: [] for name in session.queues}
         pending: dict[str, int] = dict.fromkeys(session.queues, 0)
+        by_queue: dict[str, list[JobInfo]] = {}
         for job in session.jobs.values():
-            if job.queue in by_queue:
-                by_queue[job.queue].append(job)
+            if job.queue in pending:
+                by_queue.setdefault(job.queue, []).append(job)
                 pending[job.queue] += sum(
                     1 for t in job.tasks.values() if t.status is TaskStatus.PENDING and t.sluice
                 )
         self.pending_by_queue = pending
-        for name, jobs in by_queue.items():
-            queue = session.queues[name]
-            status = queue_status(name, jobs, queue.state, phases)
+        tree = session.queue_tree
+        for name, queue in session.queues.items():
+            observed = (self._cache.queue_objects.get(name) or {}).get("status") or {}
+            share = session.queue_shares.get(name)
+            status = queue_status(
+                name,
+                tree,
+                state=queue.state,
+                jobs=by_queue,
+                phases=phases,
+                share=share,
+                observed=observed,
+            )
             key = _comparable(status)
-            if self._queue_status.get(name) == key:
+            if self._queue_status.get(name, _comparable(observed)) == key:
                 continue
             self._queue_status[name] = key
-            self._write(ObjectRef.of_queue(queue), status, self._queue_status, name)
+            patch = with_removals(status, observed)
+            self._write(ObjectRef.of_queue(queue), patch, self._queue_status, name)
 
     def _write(
         self, ref: ObjectRef, status: dict[str, Any], memo: dict[str, object], key: str

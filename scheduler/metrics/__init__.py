@@ -70,6 +70,23 @@ class Metrics:
             "Total preemption attempts in the cluster.",
             registry=r,
         )
+        self.reclaim_attempts = Counter(
+            "scheduler_reclaim_attempts_total",
+            "Total reclaims: evictions of pods of queues above their share for a queue below.",
+            registry=r,
+        )
+        self.queue_deserved = Gauge(
+            "scheduler_queue_deserved",
+            "A queue's deserved share, by resource (cpu in cores, memory in bytes).",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_allocated = Gauge(
+            "scheduler_queue_allocated",
+            "What a queue holds (placed or nominated), by resource (cpu in cores).",
+            ["queue", "resource"],
+            registry=r,
+        )
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims",
             "Number of selected preemption victims.",

@@ -1,32 +1,47 @@
-"""The ``proportion`` plugin (layer 2): each queue's fair share of the cluster.
+"""The ``proportion`` plugin (layer 2): each queue's fair share of the cluster, down the tree.
 
-At session open every queue gets a *deserved* share, per resource dimension:
+At session open every queue of the tree (:mod:`scheduler.api.queue_tree`) gets a
+*deserved* share, per resource dimension:
 
-1. the cluster's capacity is that of ready, schedulable nodes;
-2. a queue's demand is what it has allocated plus what its pending tasks request;
-3. a queue with an explicit ``deserved`` gets min(deserved, demand, capability);
-4. each queue first gets min(guarantee, demand); the guarantees of the others are
-   reserved, so a queue can never be given what another is guaranteed;
-5. the rest is water-filled by weight: every round each unsatisfied queue receives
-   ``remaining * weight / total weight``, capped by its demand and its capability, and
-   queues that reach their cap leave; rounds repeat until nothing is left or nobody
-   can take more.
+1. the cluster's capacity is that of ready, schedulable nodes, less the pods of other
+   schedulers;
+2. a leaf queue's demand is what it has allocated plus what its pending tasks request;
+   a parent's is the sum of its children's; each is capped by the queue's
+   ``capability`` (a ``capability`` of 0 closes the resource);
+3. a queue's floor is its ``guarantee``, and at least the sum of its children's floors:
+   a guarantee is reserved all the way up;
+4. from the root down, a parent's share is split among its children: a child with an
+   explicit ``deserved`` gets min(deserved, demand); the others get their floor first
+   (the others' floors are never given away), then the rest by weight, each capped by its
+   demand and by what its siblings' floors leave, in rounds until nothing is left
+   (:func:`water_fill`).
 
-Then: queues are ordered by their dominant share (allocated / deserved); a task is
-allocatable when the queue's allocation plus the task stays within its deserved share;
-a PodGroup is enqueueable when its ``minResources`` fits the queue's room (capability,
-less the others' guarantees, less what is allocated and reserved by inqueue gangs).
+Then, for the actions:
+
+- queues are ordered by priority, then by their dominant share (allocated / deserved);
+- a task is *allocatable* while its queue's allocation plus the task stays within its
+  deserved share; a queue is *overused* once its allocation covers its deserved share;
+- a task may *borrow* beyond its queue's share from room no queue below its share could
+  use (the allocate action asks after every queue had its chance): up to the capabilities
+  of the queue and its ancestors, never into other queues' unused floors; what a queue
+  holds above its share is the first to be reclaimed;
+- a PodGroup is *enqueueable* when its ``minResources`` fits the queue's limit (the
+  capabilities on its path, less the floors of every other queue);
+- of the candidates for reclaim, in the order given, those whose queue (and every
+  ancestor below the reclaiming queue's branch) stays at or above its share and its
+  guarantee without them, and is ``reclaimable``, are allowed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
-from scheduler.api.queue import QueueInfo
+from scheduler.api.queue import QueueInfo, QueueShare
+from scheduler.api.queue_tree import ROOT, queue_tree
 from scheduler.api.resource import ZERO, Resource, ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
@@ -34,8 +49,11 @@ from scheduler.framework.extension_points import (
     JOB_ENQUEUEABLE,
     ON_ENQUEUE,
     QUEUE_ALLOCATABLE,
+    QUEUE_BORROWABLE,
     QUEUE_ORDER,
     QUEUE_OVERUSED,
+    QUEUE_SHARE,
+    RECLAIMABLE,
     HookSet,
     OrderKey,
     PluginContext,
@@ -50,12 +68,14 @@ _INF = 1 << 62
 class QueueAttr:
     queue: QueueInfo
     allocated: Resource = ZERO
+    """Placed or nominated, summed over the leaves below (for a parent)."""
     demand: Resource = ZERO
     reserved: Resource = ZERO
     """minResources not yet allocated of the queue's Inqueue gangs."""
     deserved: Resource = ZERO
+    floor: Resource = ZERO
     limit: dict[str, int] = field(default_factory=dict)
-    """Per dimension: capability, less the guarantees of the other queues."""
+    """Per dimension: the capabilities on the path, less the floors of every other queue."""
     nominated: dict[str, tuple[int, Resource]] = field(default_factory=dict)
     """Nominated tasks of the queue (uid -> priority, request), counted in ``allocated``."""
     nominated_priorities: Counter[int] = field(default_factory=Counter)
@@ -73,15 +93,21 @@ class QueueAttr:
                 del self.nominated_priorities[held[0]]
 
     def share(self) -> float:
-        worst = 0.0
-        for name, used in self.allocated.items():
-            d = self.deserved[name]
-            if d <= 0:
-                if used > 0:
-                    return float("inf")
-                continue
-            worst = max(worst, used / d)
-        return worst
+        return dominant_share(self.allocated, self.deserved)
+
+
+def dominant_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
+    """The largest ratio of ``allocated`` to ``deserved`` over the resources allocated
+    (inf when something is allocated that nothing is deserved of)."""
+    worst = 0.0
+    for name, used in allocated.items():
+        d = deserved.get(name, 0)
+        if d <= 0:
+            if used > 0:
+                return float("inf")
+            continue
+        worst = max(worst, used / d)
+    return worst
 
 
 def water_fill(
@@ -124,8 +150,12 @@ class ProportionPlugin:
     def __init__(self, arguments: NoArguments) -> None:
         del arguments
         self.attrs: dict[str, QueueAttr] = {}
+        """Every queue of the tree (parents included), by name."""
+        self.tree = queue_tree({})
         self.total: Resource = ZERO
         self._jobs: Mapping[str, JobInfo] = {}
+        self._paths: dict[str, tuple[str, ...]] = {}
+        """Each queue and its ancestors, bottom up."""
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         total = ZERO
@@ -135,77 +165,151 @@ class ProportionPlugin:
                 for t in node.tasks.values():
                     if not t.sluice:  # pods of other schedulers hold capacity no queue owns
                         total = total - t.request
-        total = total.clamp()
-        self.total = total
+        self.total = total = total.clamp()
         self._jobs = context.jobs
-        attrs = {name: QueueAttr(q) for name, q in context.queues.items()}
+        self.tree = tree = queue_tree(context.queues)
+        attrs = {name: QueueAttr(context.queues[name]) for name in tree.top_down()}
+        self._paths = {name: (name, *tree.ancestors(name)) for name in attrs}
         allocated = {name: ResourceSum() for name in attrs}
         demand = {name: ResourceSum() for name in attrs}
         for job in context.jobs.values():
-            attr = attrs.get(job.queue)
-            if attr is None:
+            path = self._paths.get(job.queue)
+            if path is None:
                 continue
-            q_alloc, q_demand = allocated[job.queue], demand[job.queue]
             job_alloc = ResourceSum() if job.has_pod_group else None
             for t in job.tasks.values():
                 if t.status in COUNTED_FOR_PLUGINS:
                     if t.status is TaskStatus.PIPELINED:
-                        attr.nominate(t.uid, t.priority, t.request)
-                    q_alloc.add(t.request)
-                    q_demand.add(t.request)
+                        attrs[job.queue].nominate(t.uid, t.priority, t.request)
+                    for q in path:
+                        allocated[q].add(t.request)
+                        demand[q].add(t.request)
                     if job_alloc is not None:
                         job_alloc.add(t.request)
                 elif t.status is TaskStatus.PENDING and t.sluice:
-                    q_demand.add(t.request)
+                    for q in path:
+                        demand[q].add(t.request)
             if job_alloc is not None and job.phase is PodGroupPhase.INQUEUE:
+                attr = attrs[job.queue]
                 attr.reserved = attr.reserved + (job.min_resources - job_alloc.result()).clamp()
         for name, attr in attrs.items():
             attr.allocated = allocated[name].result()
             attr.demand = demand[name].result()
-        self._share_out(attrs, total)
         self.attrs = attrs
+        self._share_out(total)
         hooks.add(QUEUE_ORDER, self.queue_key)
         hooks.add(QUEUE_ALLOCATABLE, self.allocatable)
+        hooks.add(QUEUE_BORROWABLE, self.borrowable)
         hooks.add(QUEUE_OVERUSED, self.overused)
+        hooks.add(QUEUE_SHARE, self.queue_share)
         hooks.add(JOB_ENQUEUEABLE, self.enqueueable)
         hooks.add(ON_ENQUEUE, self.enqueued)
+        hooks.add(RECLAIMABLE, self.reclaimable)
         hooks.add_placement_handlers(self.on_place, self.on_unplace)
 
-    def _share_out(self, attrs: dict[str, QueueAttr], total: Resource) -> None:
-        guarantees = ZERO
-        for a in attrs.values():
-            guarantees = guarantees + a.queue.guarantee
+    # Deserved shares --------------------------------------------------------------------
+
+    def _share_out(self, total: Resource) -> None:
+        attrs = self.attrs
         names = set(total)
         for a in attrs.values():
             names.update(a.demand)
         deserved: dict[str, dict[str, int]] = {q: {} for q in attrs}
+        floors: dict[str, dict[str, int]] = {q: {} for q in attrs}
         for r in sorted(names):
-            demands: dict[str, int] = {}
-            floors: dict[str, int] = {}
-            weights: dict[str, int] = {}
-            fixed = 0
-            for q, a in attrs.items():
-                others = guarantees[r] - a.queue.guarantee[r]
-                cap = total[r] - others
-                if a.queue.capability is not None and r in a.queue.capability:
-                    cap = min(cap, a.queue.capability[r])
-                a.limit[r] = max(cap, 0)
-                want = min(a.demand[r], a.limit[r])
-                if a.queue.deserved is not None and r in a.queue.deserved:
-                    deserved[q][r] = min(a.queue.deserved[r], want)
-                    fixed += deserved[q][r]
-                    continue
-                demands[q] = want
-                floors[q] = a.queue.guarantee[r]
-                weights[q] = a.queue.weight
-            for q, n in water_fill(max(total[r] - fixed, 0), demands, weights, floors).items():
-                deserved[q][r] = n
+            capped = self._capped_demands(r)
+            floor = self._floors(r)
+            for q in attrs:
+                floors[q][r] = floor[q]
+            self._fill(ROOT, total[r], r, capped, floor, deserved)
         for q, a in attrs.items():
             a.deserved = Resource(deserved[q])
+            a.floor = Resource(floors[q])
+        for q, a in attrs.items():
+            a.limit = {r: self._limit(q, r, total[r]) for r in sorted(names)}
+
+    def _capped_demands(self, r: str) -> dict[str, int]:
+        """Each queue's demand of ``r`` (a parent's: its children's), capped by its
+        capability, bottom up."""
+        out: dict[str, int] = {}
+        for q in reversed(list(self.tree.top_down())):
+            a = self.attrs[q]
+            kids = self.tree.children.get(q, ())
+            want = sum(out[c] for c in kids) if kids else a.demand[r]
+            cap = a.queue.capability
+            if cap is not None and r in cap:
+                want = min(want, cap[r])
+            out[q] = want
+        return out
+
+    def _floors(self, r: str) -> dict[str, int]:
+        """Each queue's floor of ``r``: its guarantee, and at least its children's."""
+        out: dict[str, int] = {}
+        for q in reversed(list(self.tree.top_down())):
+            kids = self.tree.children.get(q, ())
+            out[q] = max(self.attrs[q].queue.guarantee[r], sum(out[c] for c in kids))
+        return out
+
+    def _fill(  # noqa: PLR0917
+        self,
+        parent: str,
+        amount: int,
+        r: str,
+        capped: dict[str, int],
+        floor: dict[str, int],
+        deserved: dict[str, dict[str, int]],
+    ) -> None:
+        """Split ``amount`` of ``r`` among ``parent``'s children, then recurse."""
+        kids = self.tree.children.get(parent, ())
+        if not kids:
+            return
+        floors_total = sum(floor[c] for c in kids)
+        demands: dict[str, int] = {}
+        floors: dict[str, int] = {}
+        weights: dict[str, int] = {}
+        fixed = 0
+        for c in kids:
+            queue = self.attrs[c].queue
+            want = min(capped[c], max(amount - (floors_total - floor[c]), 0))
+            if queue.deserved is not None and r in queue.deserved:
+                deserved[c][r] = min(queue.deserved[r], want)
+                fixed += deserved[c][r]
+                continue
+            demands[c] = want
+            floors[c] = floor[c]
+            weights[c] = queue.weight
+        for c, n in water_fill(max(amount - fixed, 0), demands, weights, floors).items():
+            deserved[c][r] = n
+        for c in kids:
+            self._fill(c, deserved[c][r], r, capped, floor, deserved)
+
+    def _limit(self, q: str, r: str, total: int) -> int:
+        """The capabilities on ``q``'s path, less every other queue's floor of ``r``."""
+        limit = total - self._others_floors(q, r)
+        for name in self._paths[q]:
+            cap = self.attrs[name].queue.capability
+            if cap is not None and r in cap:
+                limit = min(limit, cap[r])
+        return max(limit, 0)
+
+    def _others_floors(self, q: str, r: str, *, unused: bool = False) -> int:
+        """The floors of ``r`` of every queue beside ``q``'s path (its siblings and its
+        ancestors' siblings); with ``unused``, only the part they do not use."""
+        out = 0
+        for name in self._paths[q]:
+            parent = self.tree.parents.get(name, ROOT)
+            for sib in self.tree.children.get(parent, ()):
+                if sib != name:
+                    a = self.attrs[sib]
+                    out += max(a.floor[r] - a.allocated[r], 0) if unused else a.floor[r]
+        return out
 
     def close(self) -> None:
         self.attrs = {}
         self._jobs = {}
+        self._paths = {}
+
+    # Read-only views (tests, other plugins) -----------------------------------------------
 
     def deserved(self, queue: str) -> Resource:
         return self.attrs[queue].deserved
@@ -213,9 +317,17 @@ class ProportionPlugin:
     def allocated(self, queue: str) -> Resource:
         return self.attrs[queue].allocated
 
+    # Hooks ----------------------------------------------------------------------------
+
     def queue_key(self, queue: QueueInfo) -> OrderKey:
         attr = self.attrs.get(queue.name)
         return (-queue.priority, attr.share() if attr else float("inf"))
+
+    def queue_share(self, queue: QueueInfo) -> QueueShare | None:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return None
+        return QueueShare(attr.deserved, attr.allocated, attr.share())
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """Room in the queue's deserved share for ``task``. A nominated task is already
@@ -234,6 +346,27 @@ class ProportionPlugin:
                     after = after - req
         deserved = attr.deserved
         return all(after[r] <= deserved[r] for r in task.request)
+
+    def borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``task`` go beyond its queue's share, into room nobody below its share
+        could use: within the capabilities of the queue and its ancestors, and leaving
+        every other queue's unused floor free."""
+        attr = self.attrs.get(queue.name)
+        if attr is None or queue.state != "Open":
+            return False
+        req = task.request
+        for name in self._paths[queue.name]:
+            a = self.attrs[name]
+            cap = a.queue.capability
+            if cap is not None and any(
+                r in cap and a.allocated[r] + n > cap[r] for r, n in req.items()
+            ):
+                return False
+        for r, n in req.items():
+            used = sum(self.attrs[t].allocated[r] for t in self.tree.children.get(ROOT, ()))
+            if used + n + self._others_floors(queue.name, r, unused=True) > self.total[r]:
+                return False
+        return True
 
     def overused(self, queue: QueueInfo) -> bool:
         attr = self.attrs.get(queue.name)
@@ -257,19 +390,53 @@ class ProportionPlugin:
         if attr is not None:
             attr.reserved = attr.reserved + job.min_resources
 
+    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Of ``candidates`` (in the order given), those that may be evicted for
+        ``reclaimer``, a pod of another queue: taking each, after those kept before it,
+        leaves its queue, and every ancestor below the branch it shares with the
+        reclaimer's queue, at or above its share (dominant share 1) and its guarantee,
+        and none of them says ``reclaimable: false``."""
+        job = self._jobs.get(reclaimer.job_id)
+        mine = self._paths.get(job.queue, ()) if job is not None else ()
+        taken: dict[str, ResourceSum] = {}
+        out: list[TaskInfo] = []
+        for t in candidates:
+            owner = self._jobs.get(t.job_id)
+            path = self._paths.get(owner.queue) if owner is not None else None
+            if not path or path[0] in mine:
+                continue
+            below = [q for q in path if q not in mine]
+            if all(self._may_give(q, taken.get(q), t.request) for q in below):
+                out.append(t)
+                for q in below:
+                    taken.setdefault(q, ResourceSum()).add(t.request)
+        return out
+
+    def _may_give(self, q: str, taken: ResourceSum | None, request: Resource) -> bool:
+        a = self.attrs[q]
+        if not a.queue.reclaimable:
+            return False
+        left = a.allocated - (taken.result() if taken is not None else ZERO) - request
+        if any(n < a.queue.guarantee[r] for r, n in left.items() if r in a.queue.guarantee):
+            return False
+        return dominant_share(left, a.deserved) >= 1.0
+
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
-        attr = self._attr_of(task)
-        if attr is not None:
+        path = self._path_of(task)
+        for q in path:
+            attr = self.attrs[q]
             attr.allocated = attr.allocated + task.request
-            if task.status is TaskStatus.PIPELINED:
-                attr.nominate(task.uid, task.priority, task.request)
+        if path and task.status is TaskStatus.PIPELINED:
+            self.attrs[path[0]].nominate(task.uid, task.priority, task.request)
 
     def on_unplace(self, task: TaskInfo, node: NodeInfo) -> None:
-        attr = self._attr_of(task)
-        if attr is not None:
+        path = self._path_of(task)
+        for q in path:
+            attr = self.attrs[q]
             attr.allocated = attr.allocated - task.request
-            attr.unnominate(task.uid)
+        if path:
+            self.attrs[path[0]].unnominate(task.uid)
 
-    def _attr_of(self, task: TaskInfo) -> QueueAttr | None:
+    def _path_of(self, task: TaskInfo) -> tuple[str, ...]:
         job = self._jobs.get(task.job_id)
-        return self.attrs.get(job.queue) if job is not None else None
+        return self._paths.get(job.queue, ()) if job is not None else ()

@@ -53,6 +53,26 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 log = get_logger("sluice.preemption")
 
 PREEMPTION_MESSAGE = "sluice: preempting to accommodate a higher priority pod"
+RECLAIM_MESSAGE = "sluice: reclaiming resources for queue {queue!r}, which is below its share"
+
+
+def _is_reclaim(p: Preemption) -> bool:
+    return any(e.reason == "reclaimed" for e in p.evictions)
+
+
+def disruption_message(p: Preemption) -> str:
+    """The ``DisruptionTarget`` condition's message on ``p``'s victims."""
+    if _is_reclaim(p):
+        return RECLAIM_MESSAGE.format(queue=p.evictions[0].queue)
+    return PREEMPTION_MESSAGE
+
+
+def preempted_message(p: Preemption) -> str:
+    """The ``Preempted`` event's message on ``p``'s victims."""
+    if _is_reclaim(p):
+        queue = p.evictions[0].queue
+        return f"Reclaimed by queue {queue!r} for pod {p.preemptor.key} on node {p.node}"
+    return f"Preempted by pod {p.preemptor.key} on node {p.node}"
 
 
 @dataclass(slots=True)
@@ -195,7 +215,10 @@ class PreemptionExecutor:
     def _gate(self, p: Preemption) -> None:
         """Close (or join) the gate of ``p``'s job and line up its nomination writes."""
         if p.victims:
-            self.metrics.preemption_attempts.inc()
+            if _is_reclaim(p):
+                self.metrics.reclaim_attempts.inc()
+            else:
+                self.metrics.preemption_attempts.inc()
             self.metrics.preemption_victims.observe(len(p.victims))
         job = p.preemptor.job_id
         gate = self.gates.get(job)
@@ -369,7 +392,7 @@ class PreemptionExecutor:
             "type": L.DISRUPTION_TARGET,
             "status": "True",
             "reason": L.REASON_PREEMPTION,
-            "message": PREEMPTION_MESSAGE,
+            "message": disruption_message(p),
         }
         try:
             await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
@@ -390,7 +413,7 @@ class PreemptionExecutor:
                 ref,
                 "Normal",
                 "Preempted",
-                f"Preempted by pod {p.preemptor.key} on node {p.node}",
+                preempted_message(p),
                 action="Preempting",
                 related=ObjectRef.of_pod(p.preemptor),
             )

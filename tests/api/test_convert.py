@@ -344,11 +344,13 @@ def test_queue_from_object() -> None:
         )
     )
     assert (info.name, info.weight, info.priority, info.parent) == ("q", 3, 2, "root")
-    assert info.capability == Resource({"cpu": 4000})
-    assert info.deserved == Resource({"cpu": 2000})
+    assert info.capability == {"cpu": 4000}
+    assert info.deserved == {"cpu": 2000}
     assert info.guarantee == Resource({"cpu": 1000})
     assert info.reclaimable is False
     assert info.state == "Open"
+    closed = queue_from_object(queue("z", capability={"cpu": "0", "memory": "1Gi"}))
+    assert closed.capability == {"cpu": 0, "memory": 1 << 30}, "an explicit 0 is kept"
     bare = queue_from_object(queue("b"))
     assert (bare.weight, bare.capability, bare.deserved, bare.guarantee) == (
         1,

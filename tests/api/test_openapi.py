@@ -696,7 +696,13 @@ def test_check_clears_the_namespace_of_cluster_scoped_kinds() -> None:
     ("kind", "plural", "short", "namespaced", "columns"),
     [
         ("PodGroup", "podgroups", "pg", True, ["Phase", "MinMember", "Running", "Queue", "Age"]),
-        ("Queue", "queues", "q", False, ["Weight", "State", "Parent", "Age"]),
+        (
+            "Queue",
+            "queues",
+            "q",
+            False,
+            ["Weight", "Parent", "Deserved", "Allocated", "State", "Age"],
+        ),
         ("Topology", "topologies", "topo", False, ["Levels", "Age"]),
     ],
     ids=["podgroup", "queue", "topology"],

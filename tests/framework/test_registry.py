@@ -120,9 +120,9 @@ def test_resolve_builds_typed_arguments() -> None:
     ("fields", "field", "message"),
     [
         (
-            {"actions": ["enqueue", "reclaim"]},
+            {"actions": ["enqueue", "shuffle"]},
             "actions[1]",
-            "unknown action 'reclaim'; known: allocate, backfill, enqueue",
+            "unknown action 'shuffle'; known: allocate, backfill, enqueue",
         ),
         (
             {"tiers": tiers({"name": "gang"}, {"name": "binpack"})},

@@ -19,6 +19,8 @@ from scheduler.actions.preempt import NO_VICTIMS
 from scheduler.api import labels as L
 from scheduler.api.convert import task_from_pod
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.queue import QueueInfo
+from scheduler.api.queue_tree import queue_tree
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.logging import quiet
 from scheduler.loop.status import job_phase, pod_group_status, queue_status, rfc3339
@@ -404,8 +406,17 @@ def _held_cpu() -> str:
 def test_queue_status(
     jobs: list[JobInfo], phases: dict[str, PodGroupPhase], state: str, expected: Obj
 ) -> None:
-    status = queue_status("q", jobs, state, phases)
-    assert set(status) == {"state", "allocated", "pending", "inqueue", "running"}
+    tree = queue_tree({"q": QueueInfo("q")})
+    status = queue_status("q", tree, state=state, jobs={"q": jobs}, phases=phases)
+    assert set(status) == {
+        "state",
+        "allocated",
+        "deserved",
+        "pending",
+        "inqueue",
+        "running",
+        "conditions",
+    }
     assert status["state"] == state
     assert {k: status[k] for k in expected} == expected
 

@@ -17,12 +17,13 @@ from scheduler.actions.victims.candidates import (
     kube_rank_bound,
     pdb_violations,
 )
-from scheduler.actions.victims.policy import LowerPriority, VictimPolicy
+from scheduler.actions.victims.policy import LowerPriority, QueueReclaim, VictimPolicy
 from scheduler.actions.victims.search import SearchArguments, VictimSearch, with_sentence
 
 __all__ = [
     "Candidate",
     "LowerPriority",
+    "QueueReclaim",
     "RankKey",
     "SearchArguments",
     "VictimPolicy",

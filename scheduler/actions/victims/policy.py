@@ -42,12 +42,20 @@ class VictimPolicy(Protocol):
         as free, and its queue allow it?"""
         ...
 
-    def rank(self, candidate: Candidate) -> RankKey:
+    def allowed(
+        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
+        """Which of ``candidates`` (members of a gang the victims break, elsewhere) may go
+        with them, as the session stands (the victims already evicted in it)."""
+        ...
+
+    def rank(self, session: Session, candidate: Candidate) -> RankKey:
         """Smaller is better."""
         ...
 
     def rank_bound(
         self,
+        session: Session,
         node: str,
         possible: Sequence[TaskInfo],
         room: Sequence[Sequence[int]],
@@ -57,6 +65,15 @@ class VictimPolicy(Protocol):
         ``possible`` (what each frees: ``room``; what the node lacks: ``need``), or None
         when they cannot free ``need`` at all."""
         ...
+
+
+def fits_within_share(session: Session, preemptor: TaskInfo, node: str) -> bool:
+    """Would ``preemptor`` be placed on ``node`` once the pods being evicted there are gone,
+    within its queue's deserved share?"""
+    job = session.jobs[preemptor.job_id]
+    return session.fits_on(preemptor, node, releasing=True) and session.queue_allocatable(
+        session.queues[job.queue], preemptor
+    )
 
 
 class LowerPriority:
@@ -80,20 +97,102 @@ class LowerPriority:
             out.append(t)
         return session.victims(preemptor, out)
 
-    def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
-        job = session.jobs[preemptor.job_id]
-        return session.fits_on(preemptor, node, releasing=True) and session.queue_allocatable(
-            session.queues[job.queue], preemptor
-        )
+    def allowed(
+        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
+        return session.victims(preemptor, candidates)
 
-    def rank(self, candidate: Candidate) -> RankKey:
+    def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
+        return fits_within_share(session, preemptor, node)
+
+    def rank(self, session: Session, candidate: Candidate) -> RankKey:
         return kube_rank(candidate)
 
     def rank_bound(
         self,
+        session: Session,
         node: str,
         possible: Sequence[TaskInfo],
         room: Sequence[Sequence[int]],
         need: Sequence[int],
     ) -> RankKey | None:
         return kube_rank_bound(node, possible, room, need)
+
+
+class QueueReclaim:
+    """The reclaim action's policy (Volcano's reclaim): victims are pods of other queues
+    that hold more than their deserved share, as far as the plugins' reclaim budgets allow
+    (never taking a queue below its share or its guarantee, never from a queue that is not
+    ``reclaimable``), whatever their priority; the reclaiming queue must stay within its
+    own share. Candidates whose victims come from the queue furthest above its share rank
+    first; then as kube-scheduler ranks them (lower priorities first)."""
+
+    reason = "reclaimed"
+    nothing_helps = "reclaim: no other queue holds more than its share of what this pod needs."
+
+    def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        mine = session.jobs[preemptor.job_id].queue
+        shares = _Shares(session)
+        out = []
+        for t in node.tasks.values():
+            if t.status not in EVICTABLE or not t.sluice:
+                continue
+            owner = session.jobs.get(t.job_id)
+            if owner is None or owner.queue == mine or shares.of(owner.queue) <= 1.0:
+                continue
+            out.append(t)
+        out.sort(
+            key=lambda t: (
+                -shares.of(session.jobs[t.job_id].queue),
+                t.priority,
+                -t.start_time,
+                t.key,
+            )
+        )
+        return session.reclaimable(preemptor, out)
+
+    def allowed(
+        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
+        return session.reclaimable(preemptor, candidates)
+
+    def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
+        return fits_within_share(session, preemptor, node)
+
+    def rank(self, session: Session, candidate: Candidate) -> RankKey:
+        shares = _Shares(session)
+        least_over = min(shares.of(session.jobs[v.job_id].queue) for v in candidate.victims)
+        pdb, *rest = kube_rank(candidate)
+        return (pdb, -least_over, *rest)
+
+    def rank_bound(
+        self,
+        session: Session,
+        node: str,
+        possible: Sequence[TaskInfo],
+        room: Sequence[Sequence[int]],
+        need: Sequence[int],
+    ) -> RankKey | None:
+        bound = kube_rank_bound(node, possible, room, need)
+        if bound is None:
+            return None
+        shares = _Shares(session)
+        most_over = max(shares.of(session.jobs[t.job_id].queue) for t in possible)
+        pdb, *rest = bound
+        return (pdb, -most_over, *rest)
+
+
+class _Shares:
+    """Queue shares as the session says them now, looked up once per queue."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._known: dict[str, float] = {}
+
+    def of(self, queue: str) -> float:
+        share = self._known.get(queue)
+        if share is None:
+            info = self._session.queues.get(queue)
+            found = self._session.queue_share(info) if info is not None else None
+            share = self._known[queue] = found.share if found is not None else 0.0
+        return share

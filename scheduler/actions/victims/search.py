@@ -117,7 +117,7 @@ class VictimSearch:
             session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
             return False
         for victim in best.victims:
-            stmt.evict(victim, self.policy.reason, preemptor=task)
+            stmt.evict(victim, self.policy.reason, preemptor=task, queue=queue.name)
         stmt.pipeline(task, best.node.name)
         return True
 
@@ -134,7 +134,7 @@ class VictimSearch:
             cand = self.simulate(session, stmt, task, node, possible)
             if cand is None:
                 continue
-            rank = self.policy.rank(cand)
+            rank = self.policy.rank(session, cand)
             if best_rank is None or rank < best_rank:
                 best, best_rank = cand, rank
         return best
@@ -181,7 +181,7 @@ class VictimSearch:
         out = []
         for i, need in zip(with_victims, lacking.tolist(), strict=True):
             room = [table.amounts(t.request) for t in possible[i]]
-            bound = self.policy.rank_bound(nodes[i].name, possible[i], room, need)
+            bound = self.policy.rank_bound(session, nodes[i].name, possible[i], room, need)
             if bound is not None:
                 out.append((rows[i], (bound, nodes[i], possible[i])))
         return out
@@ -256,7 +256,7 @@ class VictimSearch:
                 and t.sluice
                 and t.priority < task.priority
             ]
-            for t in session.victims(task, members):
+            for t in self.policy.allowed(session, task, members):
                 stmt.evict(t, "simulated", preemptor=task)
                 extra.append(t)
                 seen.add(t.uid)

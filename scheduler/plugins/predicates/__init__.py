@@ -32,7 +32,8 @@ node counts of ``Fit.explain()`` then add up as kube-scheduler's do, and
 
 Room is ``TableView.free``: idle less the nominations that block the task (its own and
 those of lower priority do not, as in KEP-4832), plus the room of pods being evicted when
-the filter is asked with ``releasing`` (a preemptor's view). The other checks do not count the task itself where it is already held.
+the filter is asked with ``releasing`` (a preemptor's view). The other checks do not
+count the task itself where it is already held.
 
 Costs. The four static checks depend only on the pod's ``spec.shape`` and on node labels,
 taints and flags, which do not change within a session: they are computed once per shape

@@ -1,0 +1,94 @@
+"""The ``reclaim`` action (layer 2): queues below their share take back room from queues
+above theirs.
+
+For each starving job (its gang not pipelined, tasks waiting) of a queue below its
+deserved share, queues in the order of their share (the most starved first) and jobs in
+job order, the shared victim search (:class:`~scheduler.actions.victims.VictimSearch`
+with the :class:`~scheduler.actions.victims.QueueReclaim` policy) nominates each pending
+task to a node, evicting there pods of other queues that hold more than their share, as
+far as the plugins' reclaim budgets allow. Across queues priority does not decide; among
+the victims, lower priority goes first. A job's evictions are committed only if the whole
+gang is then pipelined. The executor runs the calls as for a preemption (gate,
+nominations, ``DisruptionTarget``, events, metrics, the feature gate).
+
+No ping-pong: the victims' queues stay at or above their share, so they cannot reclaim
+back what they lost (a queue reclaims only while below its share).
+"""
+
+from __future__ import annotations
+
+from scheduler.actions.common import eligible, for_each_job, waiting_tasks
+from scheduler.actions.preempt import backoff_reason
+from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch, with_sentence
+from scheduler.api.job import JobInfo
+from scheduler.api.task import TaskStatus
+from scheduler.framework.session import Session
+
+NOTHING_TO_RECLAIM = QueueReclaim.nothing_helps
+
+
+class ReclaimAction:
+    name = "reclaim"
+
+    def __init__(self, arguments: SearchArguments) -> None:
+        self.args = arguments
+        self.search = VictimSearch(arguments, QueueReclaim())
+
+    def execute(self, session: Session) -> None:
+        if not self._any_queue_above_share(session):
+            return  # nothing to take back from anyone: no search, no reason added
+        jobs = []
+        for job in session.jobs.values():
+            tasks = waiting_tasks(job)
+            if not (
+                any(t.status is TaskStatus.PENDING for t in tasks)
+                and not all(t.spec.best_effort for t in tasks)
+                and session.job_starving(job)
+                and self._below_share(session, job)
+                and eligible(session, job)
+            ):
+                continue
+            jobs.append(job)
+        by_queue: dict[str, list[JobInfo]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.queue, []).append(job)
+        queues = sorted(by_queue, key=lambda q: session.queue_key(session.queues[q]))
+        ordered = [job for q in queues for job in session.order_jobs(by_queue[q])]
+        for_each_job(session, ordered, self._reclaim_for)
+
+    @staticmethod
+    def _any_queue_above_share(session: Session) -> bool:
+        for queue in session.queues.values():
+            share = session.queue_share(queue)
+            if share is not None and share.share > 1.0 and queue.reclaimable:
+                return True
+        return False
+
+    @staticmethod
+    def _below_share(session: Session, job: JobInfo) -> bool:
+        queue = session.queues.get(job.queue)
+        share = session.queue_share(queue) if queue is not None else None
+        return share is not None and share.share < 1.0
+
+    def _reclaim_for(self, session: Session, job: JobInfo) -> None:
+        if not self._below_share(session, job):
+            return  # reclaims for jobs before it brought the queue to its share
+        backoff = session.snapshot.preemption.backoffs.get(job.uid)
+        if backoff is not None:
+            for t in waiting_tasks(job):
+                base = session.task_reasons.get(t.uid, "")
+                session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
+            return
+        found_none = False
+        with session.statement() as stmt:
+            pending = [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
+            for task in session.order_tasks(pending):
+                if task.preemption_policy == "Never":
+                    continue
+                found_none |= not self.search.make_room(session, stmt, task)
+            if stmt.operations and session.job_pipelined(job):
+                stmt.commit()
+                return
+        reason = session.job_reasons.get(job.uid)
+        if found_none and reason:
+            session.record_job_reason(job, with_sentence(reason, NOTHING_TO_RECLAIM))

@@ -262,9 +262,15 @@ def queue(
     guarantee: Mapping[str, str] | None = None,
     priority: int = 0,
     state: str | None = None,
+    parent: str | None = None,
+    reclaimable: bool | None = None,
 ) -> Obj:
     """A Queue (cluster-scoped)."""
     spec: Obj = {"weight": weight}
+    if parent is not None:
+        spec["parent"] = parent
+    if reclaimable is not None:
+        spec["reclaimable"] = reclaimable
     for key, value in (
         ("capability", capability),
         ("deserved", deserved),

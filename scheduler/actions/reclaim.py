@@ -60,7 +60,7 @@ class ReclaimAction:
     def _any_queue_above_share(session: Session) -> bool:
         for queue in session.queues.values():
             share = session.queue_share(queue)
-            if share is not None and share.share > 1.0 and queue.reclaimable:
+            if share is not None and share.share > 1.0:
                 return True
         return False
 

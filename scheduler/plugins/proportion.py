@@ -9,7 +9,7 @@ At session open every queue of the tree (:mod:`scheduler.api.queue_tree`) gets a
    a parent's is the sum of its children's; each is capped by the queue's
    ``capability`` (a ``capability`` of 0 closes the resource);
 3. a queue's floor is its ``guarantee``, and at least the sum of its children's floors:
-   a guarantee is reserved all the way up;
+   a guarantee is reserved all the way up, whether the queue asks for it now or not;
 4. from the root down, a parent's share is split among its children: a child with an
    explicit ``deserved`` gets min(deserved, demand); the others get their floor first
    (the others' floors are never given away), then the rest by weight, each capped by its
@@ -278,7 +278,10 @@ class ProportionPlugin:
             demands[c] = want
             floors[c] = floor[c]
             weights[c] = queue.weight
-        for c, n in water_fill(max(amount - fixed, 0), demands, weights, floors).items():
+        # A floor its queue does not ask for now is still reserved: nobody else gets it.
+        withheld = sum(max(floor[c] - capped[c], 0) for c in kids)
+        shared = max(amount - fixed - withheld, 0)
+        for c, n in water_fill(shared, demands, weights, floors).items():
             deserved[c][r] = n
         for c in kids:
             self._fill(c, deserved[c][r], r, capped, floor, deserved)

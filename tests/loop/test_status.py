@@ -522,3 +522,61 @@ def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
     # set when the message last changed, on the clock of the run
     assert isinstance(sim.clock, VirtualClock)
     assert condition["lastTransitionTime"] == rfc3339(sim.clock.epoch + sim.origin + since)
+
+
+# queue_status in a hierarchy -----------------------------------------------------------------
+
+TREE = queue_tree(
+    {
+        "eng": QueueInfo("eng"),
+        "eng-a": QueueInfo("eng-a", parent="eng"),
+        "eng-b": QueueInfo("eng-b", parent="eng"),
+        "orphan": QueueInfo("orphan", parent="gone"),
+    }
+)
+OURS = {"conditions": [{"type": "Closed", "status": "True", "reason": "InvalidHierarchy"}]}
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "observed", "expected"),
+    [
+        pytest.param(
+            "eng",
+            "Open",
+            {},
+            {"state": "Open", "allocated": {"cpu": "3", "pods": "2"}, "running": 2},
+            id="a parent sums its leaves",
+        ),
+        pytest.param(
+            "orphan",
+            "Open",
+            {},
+            {"state": "Closed", "conditions": ["Closed"]},
+            id="closed while its parent is missing",
+        ),
+        pytest.param(
+            "eng-a",
+            "Closed",
+            OURS,
+            {"state": "Open", "conditions": []},
+            id="opens again once the scheduler's reason is gone",
+        ),
+        pytest.param(
+            "eng-a",
+            "Closed",
+            {},
+            {"state": "Closed", "conditions": []},
+            id="a state someone else set is kept",
+        ),
+    ],
+)
+def test_queue_status_in_a_tree(name: str, state: str, observed: Obj, expected: Obj) -> None:
+    jobs = {
+        "eng-a": [job([S.RUNNING], name="a", cpus=["1"])],
+        "eng-b": [job([S.RUNNING], name="b", cpus=["2"])],
+    }
+    status = queue_status(name, TREE, state=state, jobs=jobs, phases={}, observed=observed)
+    got = {k: status[k] for k in expected}
+    if "conditions" in got:
+        got["conditions"] = [c["type"] for c in got["conditions"]]
+    assert got == expected

@@ -128,7 +128,9 @@ class QueueReclaim:
     first; then as kube-scheduler ranks them (lower priorities first)."""
 
     reason = "reclaimed"
-    nothing_helps = "reclaim: no other queue holds more than its share of what this pod needs."
+    nothing_helps = (
+        "reclaim: no queue above its share has pods whose eviction makes room for this one."
+    )
 
     def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         mine = session.jobs[preemptor.job_id].queue

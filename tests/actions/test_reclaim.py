@@ -1,0 +1,287 @@
+"""The reclaim action (issue 11 points 3-5), through the real loop on the embedded cluster.
+
+Scenarios in tests/scenarios/reclaim_*.yaml show the choices (Volcano's reclaim cases);
+here: what users see of a reclaim (the victim's event and condition, the queues' status
+and metrics), and, on generated clusters with arrivals and departures over time, the
+invariants: no ping-pong between queues, evictions bounded, no queue taken below its
+guarantee by a reclaim, no queue above its capability.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import app
+from scheduler.api import labels as L
+from scheduler.api.resource import Resource, ResourceSum
+from scheduler.api.task_states import HOLDS_ROOM
+from scheduler.framework.effects import Evict
+from scheduler.logging import quiet
+from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import load_scenario
+
+Obj = dict[str, Any]
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
+
+
+def simulate(objects: list[Obj], *, on_cycle: Any = None, until: float | None = None) -> Simulation:
+    quiet()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        scenario = load_scenario([str(path)])
+    resolved = app.resolve()
+    sim = Simulation(
+        scenario,
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        on_cycle=on_cycle,
+        until=until,
+        max_cycles=600,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    return sim
+
+
+def scenario_objects(name: str) -> list[Obj]:
+    docs = yaml.safe_load_all((SCENARIOS / name).read_text())
+    return [d for d in docs if d and d.get("kind") != "Expectation"]
+
+
+def test_what_users_see_of_a_reclaim() -> None:
+    sim = simulate(scenario_objects("reclaim_low_priority_from_high.yaml"))
+    events, _ = sim.store.list("Event", "default")
+    notes = [
+        e["note"] for e in events if e["regarding"]["name"] == "a-1" and e["reason"] == "Preempted"
+    ]
+    assert notes == ["Reclaimed by queue 'b' for pod default/b-0 on node n1"]
+    metrics = sim.loop.metrics.registry
+    assert metrics.get_sample_value("scheduler_reclaim_attempts_total") == 1
+    assert metrics.get_sample_value("scheduler_preemption_attempts_total") == 0
+    assert (
+        metrics.get_sample_value("scheduler_queue_deserved", {"queue": "b", "resource": "cpu"})
+        == 1.0
+    )
+    assert (
+        metrics.get_sample_value("scheduler_queue_allocated", {"queue": "b", "resource": "cpu"})
+        == 1.0
+    )
+    for name in ("a", "b"):
+        q = sim.store.try_get("Queue", None, name)
+        assert q is not None
+        assert q["status"]["deserved"]["cpu"] == "1", q["status"]
+        assert q["status"]["allocated"]["cpu"] == "1", q["status"]
+
+
+def test_a_queue_whose_parent_is_deleted_is_closed_and_says_why() -> None:
+    objects: list[Obj] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"}},
+        },
+        {
+            "apiVersion": L.API_VERSION,
+            "kind": "Queue",
+            "metadata": {"name": "p", "annotations": {"sim.sluice.dev/departure": "5s"}},
+            "spec": {"weight": 1},
+        },
+        {
+            "apiVersion": L.API_VERSION,
+            "kind": "Queue",
+            "metadata": {"name": "orphan"},
+            "spec": {"parent": "p"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "late",
+                "namespace": "default",
+                "labels": {L.QUEUE_LABEL: "orphan"},
+                "annotations": {"sim.sluice.dev/arrival": "8s"},
+            },
+            "spec": {"schedulerName": "sluice", "containers": [{"name": "c"}]},
+        },
+    ]
+    sim = simulate(objects, until=20.0)
+    queue = sim.store.try_get("Queue", None, "orphan")
+    assert queue is not None
+    status = queue["status"]
+    assert status["state"] == "Closed"
+    [condition] = status["conditions"]
+    assert (condition["type"], condition["reason"]) == ("Closed", "InvalidHierarchy")
+    assert condition["message"] == "queue 'orphan' is closed: its parent queue 'p' does not exist"
+    assert sim.result.pending["default/late"] == (
+        "queue 'orphan' is closed: its parent queue 'p' does not exist"
+    )
+
+
+# Invariants over time ------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    objects: list[Obj]
+    pods: int
+    capability: dict[str, int]
+    guarantee: dict[str, int]
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    """2-3 nodes of 4 CPU; queues a, b (and c) of weight 1-3, one sometimes with a CPU
+    guarantee or capability; 4-14 pods of 1 or 2 CPU, each arriving at 0-40 s in a random
+    queue, some running for 10-60 s (then they succeed and leave room), priorities 0-3."""
+    nodes = draw(st.integers(2, 3))
+    objects: list[Obj] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"n{i}"},
+            "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "20"}},
+        }
+        for i in range(nodes)
+    ]
+    names = ["a", "b", "c"][: draw(st.integers(2, 3))]
+    capability: dict[str, int] = {}
+    guarantee: dict[str, int] = {}
+    for q in names:
+        spec: Obj = {"weight": draw(st.integers(1, 3))}
+        extra = draw(st.sampled_from(["", "", "guarantee", "capability"]))
+        if extra == "guarantee":
+            guarantee[q] = draw(st.sampled_from([1, 2]))
+            spec["guarantee"] = {"cpu": str(guarantee[q])}
+        elif extra == "capability":
+            capability[q] = draw(st.sampled_from([2, 3, 4]))
+            spec["capability"] = {"cpu": str(capability[q])}
+        objects.append(
+            {"apiVersion": L.API_VERSION, "kind": "Queue", "metadata": {"name": q}, "spec": spec}
+        )
+    count = draw(st.integers(4, 14))
+    for i in range(count):
+        annotations = {"sim.sluice.dev/arrival": f"{draw(st.integers(0, 40))}s"}
+        if draw(st.booleans()):
+            annotations["sim.sluice.dev/run-for"] = f"{draw(st.integers(10, 60))}s"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"p{i}",
+                    "namespace": "default",
+                    "labels": {L.QUEUE_LABEL: draw(st.sampled_from(names))},
+                    "annotations": annotations,
+                },
+                "spec": {
+                    "schedulerName": "sluice",
+                    "priority": draw(st.integers(0, 3)),
+                    "terminationGracePeriodSeconds": draw(st.sampled_from([0, 5])),
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {"requests": {"cpu": draw(st.sampled_from(["1", "2"]))}},
+                        }
+                    ],
+                },
+            }
+        )
+    return World(objects, count, capability, guarantee)
+
+
+@dataclass
+class Watch:
+    """What the checks after every cycle saw."""
+
+    sim: Simulation | None = None
+    world: World | None = None
+    reclaims: list[tuple[float, str, str]] = field(default_factory=list)
+    """(time, victim queue, reclaiming queue) of every reclaim decided."""
+    changes: list[float] = field(default_factory=list)
+    """Times something outside the scheduler changed (arrival, departure, completion)."""
+    problems: list[str] = field(default_factory=list)
+
+    def queue_of(self, job_id: str) -> str:
+        assert self.sim is not None
+        job = self.sim.cache.pod_groups.get(job_id)
+        if job is not None:
+            return job.queue
+        task = self.sim.cache.tasks.get(job_id)
+        labels = (task.labels or {}) if task is not None else {}
+        return labels.get(L.QUEUE_LABEL, L.DEFAULT_QUEUE)
+
+    def held(self) -> dict[str, Resource]:
+        assert self.sim is not None
+        sums: dict[str, ResourceSum] = {}
+        for t in self.sim.cache.tasks.values():
+            if t.status in HOLDS_ROOM:
+                sums.setdefault(self.queue_of(t.job_id), ResourceSum()).add(t.request)
+        return {q: s.result() for q, s in sums.items()}
+
+    def __call__(self, report: CycleReport, fresh: list[dict[str, Any]]) -> None:
+        assert self.sim is not None and self.world is not None
+        for e in fresh:
+            if e["event"] in ("arrive", "depart", "completed"):
+                self.changes.append(e["t"])
+        held = self.held()
+        taken: dict[str, ResourceSum] = {}
+        for e in report.effects:
+            if isinstance(e, Evict) and e.reason == "reclaimed" and e.preemptor is not None:
+                victim = self.queue_of(e.task.job_id)
+                self.reclaims.append((report.started, victim, e.queue))
+                taken.setdefault(victim, ResourceSum()).add(e.task.request)
+        for q, total in taken.items():
+            after = held.get(q, Resource())["cpu"]
+            before = after + total.result()["cpu"]
+            floor = self.world.guarantee.get(q, 0) * 1000
+            if before >= floor > after:
+                self.problems.append(f"t={report.started}: reclaim took {q} below its guarantee")
+        for q, cap in self.world.capability.items():
+            if held.get(q, Resource())["cpu"] > cap * 1000:
+                self.problems.append(f"t={report.started}: {q} above its capability {cap}")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds())
+def test_reclaim_invariants(world: World) -> None:
+    watch = Watch(world=world)
+    quiet()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        path.write_text(yaml.safe_dump_all(world.objects, sort_keys=False))
+        scenario = load_scenario([str(path)])
+    resolved = app.resolve()
+    sim = Simulation(
+        scenario,
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        on_cycle=watch,
+        until=300.0,
+        max_cycles=600,
+    )
+    watch.sim = sim  # the checks read the simulation's cache after every cycle
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+
+    assert watch.problems == []
+    # Evictions are bounded: a pod is evicted at most once, and only pods that arrived.
+    assert len(sim.result.evictions) <= world.pods
+    # No ping-pong: a reclaim from A for B is never followed by one from B for A with
+    # nothing changed outside the scheduler in between.
+    last: dict[tuple[str, str], float] = {}
+    for t, victim, reclaimer in watch.reclaims:
+        back = last.get((reclaimer, victim))
+        if back is not None:
+            assert any(back <= c <= t for c in watch.changes), (
+                f"{reclaimer} reclaimed from {victim} at {back}, then {victim} from "
+                f"{reclaimer} at {t}, with nothing changed in between"
+            )
+        last[(victim, reclaimer)] = t

@@ -21,13 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import http_workload, preemption
+from bench import http_workload, preemption, reclaim
 from bench.workloads import DEFAULTS, Workload, run
 
-WORKLOADS: dict[str, Any] = {**DEFAULTS, **preemption.WORKLOADS, **http_workload.WORKLOADS}
+WORKLOADS: dict[str, Any] = {
+    **DEFAULTS,
+    **preemption.WORKLOADS,
+    **reclaim.WORKLOADS,
+    **http_workload.WORKLOADS,
+}
 GROUPS = {
     "all": list(WORKLOADS),
     "preemption": list(preemption.WORKLOADS),
+    "queues": list(reclaim.WORKLOADS),
     "http": list(http_workload.WORKLOADS),
 }
 
@@ -63,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _workload(args: argparse.Namespace, name: str) -> Workload | preemption.PreemptionWorkload:
+def _workload(
+    args: argparse.Namespace, name: str
+) -> Workload | preemption.PreemptionWorkload | reclaim.ReclaimWorkload:
     w = WORKLOADS[name]
     changes: dict[str, Any] = {}
     for field in ("nodes", "pods", "running"):
@@ -88,6 +96,8 @@ def _child(args: argparse.Namespace) -> int:
 
     if isinstance(w, preemption.PreemptionWorkload):
         figures = preemption.run(w, wrap=wrap)
+    elif isinstance(w, reclaim.ReclaimWorkload):
+        figures = reclaim.run(w, wrap=wrap)
     elif w.name in http_workload.WORKLOADS:
         figures = http_workload.run(w, wrap=wrap)
     else:
@@ -97,7 +107,7 @@ def _child(args: argparse.Namespace) -> int:
         _print_profile(profiler, w.name)
     sys.stdout.write(json.dumps(figures) + "\n")
     sys.stdout.flush()
-    return 0 if figures["unbound"] == 0 and not figures.get("failures") else 1
+    return 0 if not figures.get("unbound") and not figures.get("failures") else 1
 
 
 def _print_profile(profiler: cProfile.Profile, name: str) -> None:

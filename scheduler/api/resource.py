@@ -92,6 +92,12 @@ class Resource(Mapping[str, int]):
     def get(self, name: str, default: int = 0) -> int:  # type: ignore[override]
         return self._v.get(name, default)
 
+    @property
+    def amounts(self) -> Mapping[str, int]:
+        """The non-zero amounts as a plain mapping (read-only by contract): the fastest
+        way to read many entries in a hot loop."""
+        return self._v
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._v)
 

@@ -149,6 +149,8 @@ class Session:
         self.error_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
+        self.version = 0
+        """Moves so far: what a cache of session-derived values is keyed on."""
         self._next_start = 0
         self._score_count = nodes_to_score(
             len(self.table), self.config.percentage_of_nodes_to_score
@@ -337,6 +339,7 @@ class Session:
         caller's statement rolls back.
         """
         prev_status, prev_node = task.status, task.node_name
+        self.version += 1
         self.snapshot.touched_tasks.add(task.uid)
         failed: PluginError | None = None
         if task.node_name:

@@ -401,7 +401,8 @@ class ProportionPlugin:
         and none of them says ``reclaimable: false``."""
         job = self._jobs.get(reclaimer.job_id)
         mine = self._paths.get(job.queue, ()) if job is not None else ()
-        taken: dict[str, ResourceSum] = {}
+        left: dict[str, dict[str, int]] = {}
+        """What each queue still holds once the candidates kept so far are taken."""
         out: list[TaskInfo] = []
         for t in candidates:
             owner = self._jobs.get(t.job_id)
@@ -409,20 +410,39 @@ class ProportionPlugin:
             if not path or path[0] in mine:
                 continue
             below = [q for q in path if q not in mine]
-            if all(self._may_give(q, taken.get(q), t.request) for q in below):
+            request = t.request
+            holds = []
+            for q in below:
+                h = left.get(q)
+                if h is None:
+                    h = left[q] = self.attrs[q].allocated.to_dict()
+                holds.append(h)
+            if all(self._may_give(q, h, request) for q, h in zip(below, holds, strict=True)):
                 out.append(t)
-                for q in below:
-                    taken.setdefault(q, ResourceSum()).add(t.request)
+                for h in holds:
+                    for r, n in request.items():
+                        h[r] = h.get(r, 0) - n
         return out
 
-    def _may_give(self, q: str, taken: ResourceSum | None, request: Resource) -> bool:
+    def _may_give(self, q: str, holds: dict[str, int], request: Resource) -> bool:
+        """Can queue ``q``, holding ``holds``, give up ``request`` and stay at or above its
+        share (dominant share 1) and its guarantee?"""
         a = self.attrs[q]
         if not a.queue.reclaimable:
             return False
-        left = a.allocated - (taken.result() if taken is not None else ZERO) - request
-        if any(n < a.queue.guarantee[r] for r, n in left.items() if r in a.queue.guarantee):
-            return False
-        return dominant_share(left, a.deserved) >= 1.0
+        guarantee = a.queue.guarantee.amounts
+        deserved = a.deserved.amounts
+        req = request.amounts
+        share_ok = False
+        for r, held in holds.items():
+            taken = req.get(r, 0)
+            after = held - taken
+            if taken and after < guarantee.get(r, 0):
+                return False
+            d = deserved.get(r, 0)
+            if (d <= 0 < after) or (0 < d <= after):
+                share_ok = True
+        return share_ok
 
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)

@@ -195,7 +195,7 @@ def _window_choice(priorities: list[int], window: int) -> tuple[list[str], str |
     )
     task = task_of(session, "preemptor")
     fit = session.fit(task)
-    window = VictimSearch(args, LowerPriority()).window(session, task, fit)
+    window, _ = VictimSearch(args, LowerPriority()).window(session, task, fit)
     window_nodes = [n.name for _, n, _ in window]
     with session.statement() as stmt:
         best = VictimSearch(args, LowerPriority()).best(session, stmt, task, fit)

@@ -32,9 +32,19 @@ class VictimPolicy(Protocol):
         """The sentence added to a pod's reason when no node can be freed for it."""
         ...
 
+    def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
+        """Could any eviction anywhere help ``preemptor``? A cheap, conservative answer (no
+        means no); the search asks it before walking the nodes."""
+        ...
+
     def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
-        """The tasks on ``node`` that may be evicted for ``preemptor``, the plugins' victim
-        filter applied."""
+        """The tasks on ``node`` that may be evicted for ``preemptor``, every plugin's
+        filter applied, in the order the policy would take them."""
+        ...
+
+    def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        """A cheap superset of :meth:`possible` (the same when that is cheap): what the
+        window counts and bounds nodes by, on many nodes per search."""
         ...
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
@@ -84,6 +94,36 @@ class LowerPriority:
     reason = "preempted"
     nothing_helps = "preemption: no node has lower-priority pods whose eviction makes room."
 
+    def __init__(self) -> None:
+        self._lowest: tuple[Session, int, dict[str, int]] | None = None
+
+    def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
+        """Is some evictable pod of the preemptor's queue (or job) of lower priority?"""
+        lowest = self._lowest_priorities(session)
+        job = session.jobs.get(preemptor.job_id)
+        queue = f"queue:{job.queue}" if job is not None else ""
+        limit = preemptor.priority
+        return lowest.get(queue, limit) < limit or lowest.get(preemptor.job_id, limit) < limit
+
+    def _lowest_priorities(self, session: Session) -> dict[str, int]:
+        """The lowest priority of the evictable pods of each queue (``queue:<name>``) and
+        each job, as the session began: evictions only remove candidates, so it stays a
+        lower bound for the whole cycle."""
+        cached = self._lowest
+        if cached is not None and cached[0] is session:
+            return cached[2]
+        lowest: dict[str, int] = {}
+        for job in session.jobs.values():
+            q = f"queue:{job.queue}"
+            for t in job.tasks.values():
+                if t.status in EVICTABLE and t.sluice:
+                    if t.priority < lowest.get(q, t.priority + 1):
+                        lowest[q] = t.priority
+                    if t.priority < lowest.get(job.uid, t.priority + 1):
+                        lowest[job.uid] = t.priority
+        self._lowest = (session, session.version, lowest)
+        return lowest
+
     def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         job = session.jobs.get(preemptor.job_id)
         queue = job.queue if job is not None else ""
@@ -96,6 +136,9 @@ class LowerPriority:
                 continue
             out.append(t)
         return session.victims(preemptor, out)
+
+    def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        return self.possible(session, preemptor, node)
 
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
@@ -132,26 +175,47 @@ class QueueReclaim:
         "reclaim: no queue above its share has pods whose eviction makes room for this one."
     )
 
-    def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
-        mine = session.jobs[preemptor.job_id].queue
+    def __init__(self) -> None:
+        self._shares: tuple[Session, int, _Shares] | None = None
+
+    def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
+        del preemptor  # the reclaim action asks first whether any queue is above its share
+        return True
+
+    def shares(self, session: Session) -> _Shares:
+        """The queues' shares as the session stands now (cached until the next move)."""
+        cached = self._shares
+        if cached is not None and cached[0] is session and cached[1] == session.version:
+            return cached[2]
         shares = _Shares(session)
-        out = []
+        self._shares = (session, session.version, shares)
+        return shares
+
+    def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        """:meth:`candidates`, as far as the plugins' reclaim budgets allow."""
+        return session.reclaimable(preemptor, self.candidates(session, preemptor, node))
+
+    def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+        """Pods of other queues above their share, the queue furthest above first, then
+        lower priority, then younger; those the plugins protect left out (the reclaim
+        budgets are not asked: :meth:`possible`)."""
+        mine = session.jobs[preemptor.job_id].queue
+        shares = self.shares(session)
+        keyed: list[tuple[float, int, float, str, TaskInfo]] = []
         for t in node.tasks.values():
             if t.status not in EVICTABLE or not t.sluice:
                 continue
             owner = session.jobs.get(t.job_id)
-            if owner is None or owner.queue == mine or shares.of(owner.queue) <= 1.0:
+            if owner is None or owner.queue == mine:
                 continue
-            out.append(t)
-        out.sort(
-            key=lambda t: (
-                -shares.of(session.jobs[t.job_id].queue),
-                t.priority,
-                -t.start_time,
-                t.key,
-            )
-        )
-        return session.reclaimable(preemptor, out)
+            share = shares.of(owner.queue)
+            if share > 1.0:
+                # the queue furthest above its share first, then lower priority, younger
+                keyed.append((-share, t.priority, -t.start_time, t.key, t))
+        if not keyed:
+            return []
+        keyed.sort(key=lambda k: k[:4])
+        return session.victims(preemptor, [k[4] for k in keyed])
 
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
@@ -162,7 +226,7 @@ class QueueReclaim:
         return fits_within_share(session, preemptor, node)
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
-        shares = _Shares(session)
+        shares = self.shares(session)
         least_over = min(shares.of(session.jobs[v.job_id].queue) for v in candidate.victims)
         pdb, *rest = kube_rank(candidate)
         return (pdb, -least_over, *rest)
@@ -178,7 +242,7 @@ class QueueReclaim:
         bound = kube_rank_bound(node, possible, room, need)
         if bound is None:
             return None
-        shares = _Shares(session)
+        shares = self.shares(session)
         most_over = max(shares.of(session.jobs[t.job_id].queue) for t in possible)
         pdb, *rest = bound
         return (pdb, -most_over, *rest)

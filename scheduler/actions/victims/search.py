@@ -124,34 +124,48 @@ class VictimSearch:
     def best(self, session: Session, stmt: Statement, task: TaskInfo, fit: Fit) -> Candidate | None:
         """The best-ranked candidate for ``task`` (``fit``: its verdict now), by branch and
         bound over the policy's rank bound."""
-        bounded = self.window(session, task, fit)
-        bounded.sort(key=lambda b: b[0])
-        best: Candidate | None = None
-        best_rank: RankKey | None = None
-        for bound, node, possible in bounded:
-            if best_rank is not None and best_rank < bound:
-                break  # every candidate left ranks at or above its bound
-            cand = self.simulate(session, stmt, task, node, possible)
-            if cand is None:
-                continue
-            rank = self.policy.rank(session, cand)
-            if best_rank is None or rank < best_rank:
-                best, best_rank = cand, rank
-        return best
+        if not self.policy.may_help(session, task):
+            return None
+        total = int(np.count_nonzero(fit.candidates() | fit.feasible))
+        looked = 0
+        while True:
+            bounded, seen = self.window(session, task, fit)
+            looked += seen
+            bounded.sort(key=lambda b: b[0])
+            best: Candidate | None = None
+            best_rank: RankKey | None = None
+            optimistic = False
+            for bound, node, superset in bounded:
+                if best_rank is not None and best_rank < bound:
+                    break  # every candidate left ranks at or above its bound
+                possible = self.policy.possible(session, task, node)
+                optimistic |= len(possible) < len(superset)
+                cand = self.simulate(session, stmt, task, node, possible) if possible else None
+                if cand is None:
+                    continue
+                rank = self.policy.rank(session, cand)
+                if best_rank is None or rank < best_rank:
+                    best, best_rank = cand, rank
+            # The window counted nodes by a superset of their victims; if that was too
+            # hopeful and nothing was found, look further, so no node that could be
+            # freed is missed.
+            if best is not None or not optimistic or looked >= total:
+                return best
 
-    def window(self, session: Session, task: TaskInfo, fit: Fit) -> list[Bounded]:
-        """The candidates to evaluate for ``task``: :meth:`bounded` entries of nodes taken
-        in row order from a start that moves on each time, until ``k`` of them could be
-        freed, with ``k`` from :meth:`SearchArguments.candidates` of the number of nodes
-        where eviction could help. Past the first ``k`` nodes (or :data:`CHUNK`), it looks
-        on only while none has been found: a node that could be freed is never missed,
-        and a burst of preemptions that has used up most nodes does not make each later
-        preemptor walk the whole cluster."""
+    def window(self, session: Session, task: TaskInfo, fit: Fit) -> tuple[list[Bounded], int]:
+        """The candidates to evaluate for ``task``, and how many nodes were looked at:
+        :meth:`bounded` entries of nodes taken in row order from a start that moves on each
+        time, until ``k`` of them could be freed, with ``k`` from
+        :meth:`SearchArguments.candidates` of the number of nodes where eviction could
+        help. Past the first ``k`` nodes (or :data:`CHUNK`), it looks on only while none has
+        been found: a node that could be freed is never missed, and a burst of preemptions
+        that has used up most nodes does not make each later preemptor walk the whole
+        cluster."""
         # Nodes that fit already are candidates too: there the queue's room is what lacks,
         # and evicting pods of the same queue frees it.
         rows = np.flatnonzero(fit.candidates() | fit.feasible)
         if len(rows) == 0:
-            return []
+            return [], 0
         k = self.args.candidates(len(rows))
         pos = int(np.searchsorted(rows, self._start % len(session.table)))
         rows = np.concatenate((rows[pos:], rows[:pos]))
@@ -163,17 +177,18 @@ class VictimSearch:
             looked += len(chunk)
         last = found[k - 1][0] if len(found) >= k else int(rows[looked - 1])
         self._start = last + 1
-        return [entry for _, entry in found[:k]]
+        return [entry for _, entry in found[:k]], looked
 
     def bounded(
         self, session: Session, task: TaskInfo, rows: list[int]
     ) -> list[tuple[int, Bounded]]:
-        """(row, (bound, node, possible victims)) of each of ``rows`` that may take
+        """(row, (bound, node, candidate victims)) of each of ``rows`` that may take
         ``task`` by eviction, in the order of ``rows``, with what each lacks as the
-        simulation counts it (releasing room free)."""
+        simulation counts it (releasing room free). The candidates are the policy's cheap
+        superset of the possible victims: the bound stays a lower bound."""
         table = session.table
         nodes = [table.nodes[row] for row in rows]
-        possible = [self.policy.possible(session, task, node) for node in nodes]
+        possible = [self.policy.candidates(session, task, node) for node in nodes]
         with_victims = [i for i, p in enumerate(possible) if p]
         if not with_victims:
             return []

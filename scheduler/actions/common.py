@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from scheduler.api.errors import SessionCorruptedError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import CPU, PODS, Resource
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
 
 
@@ -129,12 +131,67 @@ def place_job(
     has no room for may go beyond it where the plugins allow (room no queue below its
     share could use). Raises what the plugins raise (callers wrap it in
     :func:`job_boundary`).
+
+    When the plugins give the job node sets (``SUBSET_NODES``), the whole gang is placed
+    inside the first set where it fits, and nothing of it outside; the set's name is
+    recorded (``session.placed_in``). When no set fits, the pods say why as they would
+    cluster-wide, and the job that no set of its kind has room for its minimum.
     """
+    pending = [t for t in tasks if t.status is TaskStatus.PENDING]
+    subsets = session.node_sets(job, pending, Purpose.ALLOCATE) if pending else None
+    if subsets is None:
+        return _place_in(session, queue, job, tasks, borrow=borrow, within=None)
+    short = False
+    for node_set in subsets.sets:
+        placed = _place_in(session, queue, job, tasks, borrow=borrow, within=node_set)
+        if placed is Placed.COMMITTED:
+            if node_set.name:
+                session.placed_in[job.uid] = node_set.name
+            return placed
+        short |= placed is Placed.SHORT_OF_SHARE
+    reason = f"no {subsets.kind or 'node set'} has room for {gang_size(job, pending)}"
+    session.record_job_reason(job, reason)
+    for t in pending:  # users never see node sets: the pods say what they would anyway
+        fit = session.fit(t)
+        session.record_task_reason(t, fit.explain() if not fit.any else reason)
+    return Placed.SHORT_OF_SHARE if short else Placed.NOT_PLACED
+
+
+def gang_size(job: JobInfo, pending: list[TaskInfo]) -> str:
+    """``4 pods of 2 CPU`` (the gang's minimum still to place, in one shape when its pods
+    are alike), for messages."""
+    count = max(job.min_member - job.placed_count(), 1) if job.has_pod_group else 1
+    count = min(count, len(pending)) or 1
+    shapes = {t.request for t in pending}
+    if len(shapes) == 1:
+        return f"{count} pod{'s' if count > 1 else ''} of {describe(next(iter(shapes)))}"
+    return f"{count} pods"
+
+
+def describe(request: Resource) -> str:
+    """``2 CPU, 4Gi memory``: a request as users read it (the pod count left out)."""
+    quantities = request.to_quantities()
+    parts = [f"{v} CPU" if k == CPU else f"{v} {k}" for k, v in quantities.items() if k != PODS]
+    return ", ".join(parts) or "nothing"
+
+
+def _place_in(
+    session: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    tasks: list[TaskInfo],
+    *,
+    borrow: bool,
+    within: NodeSet | None,
+) -> Placed:
+    """:func:`place_job` on the nodes of ``within`` (None: every node)."""
     with session.statement() as stmt:
         first_reason = ""
         short_of_share = False
         for task in session.order_tasks(tasks):
-            reason, share = _place_task(session, stmt.allocate, queue, task, borrow=borrow)
+            reason, share = _place_task(
+                session, stmt.allocate, queue, task, borrow=borrow, within=within
+            )
             short_of_share |= share
             if reason:
                 first_reason = first_reason or f"{task.key}: {reason}"
@@ -161,9 +218,10 @@ def _place_task(
     task: TaskInfo,
     *,
     borrow: bool,
+    within: NodeSet | None = None,
 ) -> tuple[str, bool]:
-    """Place ``task`` in the statement: ("", ...) when placed, else (why, whether its
-    queue's share is what lacked)."""
+    """Place ``task`` in the statement, on a node of ``within`` (None: any): ("", ...)
+    when placed, else (why, whether its queue's share is what lacked)."""
     if not session.queue_allocatable(queue, task) and not (
         borrow and session.queue_borrowable(queue, task)
     ):
@@ -175,13 +233,21 @@ def _place_task(
         reason = f"queue {queue.name!r} has no room left within its share"
         session.record_task_reason(task, reason)
         return reason, True
-    if task.status is TaskStatus.PIPELINED and session.fits_on(task, task.node_name):
-        allocate(task, task.node_name)
-        return "", False
-    if task.nominated_node in session.nodes and session.fits_on(task, task.nominated_node):
-        allocate(task, task.nominated_node)
-        return "", False
+    rows = session.table.row
+    for nominated in (
+        task.node_name if task.status is TaskStatus.PIPELINED else "",
+        task.nominated_node,
+    ):
+        if (
+            nominated in rows
+            and (within is None or within.rows[rows[nominated]])
+            and session.fits_on(task, nominated)
+        ):
+            allocate(task, nominated)
+            return "", False
     fit = session.fit(task)
+    if within is not None:
+        fit = fit.restricted(within.rows)
     node = session.select_node(task, fit)
     if node is None:
         reason = fit.explain()

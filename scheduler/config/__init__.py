@@ -53,6 +53,7 @@ DEFAULT_TIERS: tuple[TierConfig, ...] = (
             PluginConfig("predicates"),
             PluginConfig("gpushare"),
             PluginConfig("proportion"),
+            PluginConfig("topology"),
             PluginConfig("nodeorder"),
         )
     ),

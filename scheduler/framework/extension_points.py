@@ -28,6 +28,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
+from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import (
     BoolVector,
     FloatVector,
@@ -248,6 +249,19 @@ class BindAnnotations(Protocol):
         ...
 
 
+class SubsetNodes(Protocol):
+    def __call__(
+        self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
+    ) -> Subsets | None:
+        """The sets of ``nodes`` that ``job``'s ``tasks`` (the pending ones; in an
+        eviction, those being evicted too) should be placed in, in order of preference,
+        each within ``nodes``, and what kind of set they are; None when the plugin is not
+        relevant to ``job`` (the sets are then left whole, at no cost); no sets when none
+        can take the gang. For ``Purpose.EVICT``, the best first. Raising makes the job
+        unschedulable this cycle with a SchedulerError naming the plugin."""
+        ...
+
+
 class Plugin(Protocol):
     """A plugin instance lives for one session. ``name`` is its registered name."""
 
@@ -279,6 +293,7 @@ class Rule(enum.Enum):
     WEIGHTED_SUM = "the weighted sum of every scorer"
     FIRST_TIER_INTERSECTION = "the intersection of the answers of the first tier with one"
     CHAIN = "every plugin, in order, keeps a subsequence of what the ones before it kept"
+    LAYERED = "each plugin splits every set the plugins before it produced, in order"
     FIRST_ANSWER = "the first answer that is not None (tier, then plugin order)"
     NOTIFY = "every handler, in registration order (undo: in reverse)"
     MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
@@ -320,6 +335,7 @@ ON_ENQUEUE: Point[JobHandler] = Point("onEnqueue", Rule.NOTIFY)
 ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)
 BIND_ANNOTATIONS: Point[BindAnnotations] = Point("bindAnnotations", Rule.MERGE)
+SUBSET_NODES: Point[SubsetNodes] = Point("subsetNodes", Rule.LAYERED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,10 @@ class Fit:
                 feasible &= ~r.nodes
         return Fit(feasible, groups)
 
+    def restricted(self, rows: BoolVector) -> Fit:
+        """The same verdict with only ``rows`` feasible (a node set)."""
+        return Fit(self.feasible & rows, self.groups)
+
     @property
     def any(self) -> bool:
         return bool(self.feasible.any())

@@ -51,6 +51,7 @@ from scheduler.framework.extension_points import (
     RECLAIMABLE,
     ROW_FILTER,
     SHORTFALL,
+    SUBSET_NODES,
     TASK_ORDER,
     VICTIMS,
     HookSet,
@@ -58,10 +59,14 @@ from scheduler.framework.extension_points import (
     Point,
 )
 from scheduler.framework.fit import Fit
+from scheduler.framework.node_sets import Purpose, Subsets, everything
 from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable, TableView
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.statement import Statement
 from scheduler.framework.status import Status
+from scheduler.logging import get_logger, v
+
+log = get_logger("sluice.session")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -144,6 +149,8 @@ class Session:
         self.job_errors: dict[str, Exception] = {}
         """Jobs whose attempt failed this cycle (a plugin raised), with what was raised.
         Their statements were rolled back; no action tries them again this cycle."""
+        self.placed_in: dict[str, str] = {}
+        """The node set each job committed this cycle was placed in (``rack rb``), by uid."""
         self.queue_shares: dict[str, QueueShare] = {}
         """Each queue's share at the end of the cycle (:meth:`record_queue_shares`)."""
         self.error_jobs: set[str] = set()
@@ -240,6 +247,32 @@ class Session:
     def queue_share(self, queue: QueueInfo) -> QueueShare | None:
         """``queue``'s deserved and allocated share this cycle (None without a plugin)."""
         return tiers.first_answer(self.hooks[QUEUE_SHARE], queue)
+
+    def node_sets(
+        self, job: JobInfo, tasks: Sequence[TaskInfo], purpose: Purpose
+    ) -> Subsets | None:
+        """Where ``job``'s ``tasks`` should be placed, as node sets in order of preference
+        (see :mod:`~scheduler.framework.node_sets`); None when no plugin is relevant to
+        the job: then every node will do."""
+        regs = self.hooks[SUBSET_NODES]
+        if not regs:
+            return None
+        counts: dict[str, int] = {}
+        sets = tiers.layered(regs, job, tasks, everything(len(self.table)), purpose, counts)
+        if sets is not None and v(4):
+            log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
+            if v(7):
+                names = self.table.nodes
+                for s in sets.sets:
+                    rows = np.flatnonzero(s.rows).tolist()
+                    log.info(
+                        "node set",
+                        v=7,
+                        job=job.uid,
+                        set=s.name,
+                        nodes=[names[i].name for i in rows],
+                    )
+        return sets
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """Which of ``candidates`` (pods of other queues, most reclaimable first) may be

@@ -25,6 +25,9 @@ NOTIFY                   job and placement handlers: all, in registration order;
                          (unplace), in reverse order
 MERGE                    bind annotations: the union in plugin order; the first plugin to
                          give a key keeps it
+LAYERED                  node sets: each plugin splits every set the plugins before it
+                         produced (P1, P2; then P1R1, P1R2, P2R1...); a plugin answering
+                         None leaves a set whole; none relevant: None
 =======================  ===================================================================
 
 Every call of a hook is blamed: an exception a hook raises leaves here as a
@@ -57,9 +60,11 @@ from scheduler.framework.extension_points import (
     RowFilter,
     Rule,
     Shortfall,
+    SubsetNodes,
     VictimFilter,
     Vote,
 )
+from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, layer
 from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, TableView
 from scheduler.framework.status import SUCCESS, Status
 
@@ -288,6 +293,32 @@ def merge(
     return out
 
 
+def layered(  # noqa: PLR0917
+    regs: Sequence[Registration[SubsetNodes]],
+    job: JobInfo,
+    tasks: Sequence[TaskInfo],
+    start: NodeSet,
+    purpose: Purpose,
+    counts: dict[str, int] | None = None,
+) -> Subsets | None:
+    """The node sets of ``job`` by :func:`~.node_sets.layer`; ``counts`` (if given)
+    receives how many sets each plugin returned, for the logs."""
+
+    def split_of(reg: Registration[SubsetNodes]) -> Callable[[NodeSet], Subsets | None]:
+        def split(outer: NodeSet) -> Subsets | None:
+            try:
+                answer = reg.hook(job, tasks, outer, purpose)
+            except Exception as exc:
+                raise blame(reg, exc) from exc
+            if answer is not None and counts is not None:
+                counts[reg.plugin] = counts.get(reg.plugin, 0) + len(answer.sets)
+            return answer
+
+        return split
+
+    return layer([(reg.plugin, split_of(reg)) for reg in regs], start)
+
+
 def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
     """Ask ``point`` with ``args``, combining the answers by its rule: how an action asks
     an extension point that the Session has no named method for."""
@@ -317,4 +348,6 @@ def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
         return merge(regs, *args)
     if rule is Rule.EVERY_FILTER:
         return filter_groups(regs, *args)
+    if rule is Rule.LAYERED:
+        return layered(regs, *args)
     raise ValueError(f"extension point {point.name!r}: rule {rule.name} takes no plain ask")

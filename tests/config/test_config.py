@@ -50,6 +50,7 @@ def test_empty_document_gives_the_defaults() -> None:
         "predicates",
         "gpushare",
         "proportion",
+        "topology",
         "nodeorder",
     ]
 

@@ -191,6 +191,7 @@ def test_configmap_holds_the_default_configuration() -> None:
         "predicates",
         "gpushare",
         "proportion",
+        "topology",
         "nodeorder",
     ]
     assert config.gate("SchedulerAsyncPreemption") is True

@@ -86,6 +86,7 @@ def test_resolve_the_defaults() -> None:
         ("predicates", 1),
         ("gpushare", 1),
         ("proportion", 1),
+        ("topology", 1),
         ("nodeorder", 1),
     ]
     nodeorder = resolved.plugins[-1]

@@ -138,7 +138,19 @@ def place_job(
     cluster-wide, and the job that no set of its kind has room for its minimum.
     """
     pending = [t for t in tasks if t.status is TaskStatus.PENDING]
-    subsets = session.node_sets(job, pending, Purpose.ALLOCATE) if pending else None
+    if job.has_pod_group and pending:
+        left = job.min_member - job.placed_count() - (len(tasks) - len(pending))
+        if left > 1 and not session.gang_could_fit(pending, left):
+            asked = {name for t in pending for name in t.request if name != PODS}
+            free = {name: n for name, n in session.free_total().items() if name in asked}
+            reason = (
+                f"the cluster has {describe(Resource(free))} free in all, too little for "
+                f"{gang_size(job, pending)}, the least this gang can start with"
+            )
+            session.record_job_reason(job, reason)
+            _explain_each(session, pending, reason)
+            return Placed.NOT_PLACED
+    subsets = session.node_sets(job, tasks, Purpose.ALLOCATE)
     if subsets is None:
         return _place_in(session, queue, job, tasks, borrow=borrow, within=None)
     short = False
@@ -151,10 +163,22 @@ def place_job(
         short |= placed is Placed.SHORT_OF_SHARE
     reason = f"no {subsets.kind or 'node set'} has room for {gang_size(job, pending)}"
     session.record_job_reason(job, reason)
-    for t in pending:  # users never see node sets: the pods say what they would anyway
-        fit = session.fit(t)
-        session.record_task_reason(t, fit.explain() if not fit.any else reason)
+    _explain_each(session, pending, reason)  # users never see node sets
     return Placed.SHORT_OF_SHARE if short else Placed.NOT_PLACED
+
+
+def _explain_each(session: Session, pending: list[TaskInfo], gang_reason: str) -> None:
+    """Each pod of a gang that was not tried pod by pod says what it would say cluster-wide:
+    why no node can take it alone, or else why the gang cannot go (pods alike share the
+    one answer)."""
+    said: dict[object, str] = {}
+    for t in pending:
+        shape = (t.request, t.spec.shape)
+        text = said.get(shape)
+        if text is None:
+            fit = session.fit(t)
+            text = said[shape] = fit.explain() if not fit.any else gang_reason
+        session.record_task_reason(t, text)
 
 
 def gang_size(job: JobInfo, pending: list[TaskInfo]) -> str:

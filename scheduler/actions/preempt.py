@@ -16,9 +16,9 @@ normally meanwhile).
 from __future__ import annotations
 
 from scheduler.actions.common import eligible, for_each_job, waiting_tasks
-from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch, with_sentence
+from scheduler.actions.evictions import backoff_reason, make_room_for_job
+from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
 from scheduler.api.job import JobInfo
-from scheduler.api.snapshot import Backoff
 from scheduler.api.task import TaskStatus
 from scheduler.framework.session import Session
 
@@ -29,9 +29,7 @@ PreemptArguments = SearchArguments
 """Arguments of the ``preempt`` action (``actionArguments.preempt``): the candidate window."""
 
 
-def backoff_reason(backoff: Backoff) -> str:
-    """What a job backing off after a failed preemption says."""
-    return f"{backoff.reason}; preemption retried in {backoff.delay:g}s"
+__all__ = ["NO_VICTIMS", "PreemptAction", "PreemptArguments", "backoff_reason"]
 
 
 class PreemptAction:
@@ -56,25 +54,7 @@ class PreemptAction:
         for_each_job(session, session.order_jobs(jobs), self._preempt_for)
 
     def _preempt_for(self, session: Session, job: JobInfo) -> None:
-        backoff = session.snapshot.preemption.backoffs.get(job.uid)
-        if backoff is not None:
-            for t in waiting_tasks(job):
-                base = session.task_reasons.get(t.uid, "")
-                session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
-            return
-        found_none = False
-        with session.statement() as stmt:
-            pending = [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
-            for task in session.order_tasks(pending):
-                if task.preemption_policy == "Never":
-                    continue
-                found_none |= not self.search.make_room(session, stmt, task)
-            if stmt.operations and session.job_pipelined(job):
-                stmt.commit()
-                return
-        reason = session.job_reasons.get(job.uid)
-        if found_none and reason:  # the PodGroup's condition says it as its pods do
-            session.record_job_reason(job, with_sentence(reason, NO_VICTIMS))
+        make_room_for_job(session, job, self.search, max_domains=self.args.maxDomains)
 
     def _withdraw_stale(self, session: Session) -> None:
         """A nominated task whose node can no longer take it, even once the victims are

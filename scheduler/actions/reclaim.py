@@ -18,8 +18,8 @@ back what they lost (a queue reclaims only while below its share).
 from __future__ import annotations
 
 from scheduler.actions.common import eligible, for_each_job, waiting_tasks
-from scheduler.actions.preempt import backoff_reason
-from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch, with_sentence
+from scheduler.actions.evictions import make_room_for_job
+from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
 from scheduler.framework.session import Session
@@ -73,22 +73,4 @@ class ReclaimAction:
     def _reclaim_for(self, session: Session, job: JobInfo) -> None:
         if not self._below_share(session, job):
             return  # reclaims for jobs before it brought the queue to its share
-        backoff = session.snapshot.preemption.backoffs.get(job.uid)
-        if backoff is not None:
-            for t in waiting_tasks(job):
-                base = session.task_reasons.get(t.uid, "")
-                session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
-            return
-        found_none = False
-        with session.statement() as stmt:
-            pending = [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
-            for task in session.order_tasks(pending):
-                if task.preemption_policy == "Never":
-                    continue
-                found_none |= not self.search.make_room(session, stmt, task)
-            if stmt.operations and session.job_pipelined(job):
-                stmt.commit()
-                return
-        reason = session.job_reasons.get(job.uid)
-        if found_none and reason:
-            session.record_job_reason(job, with_sentence(reason, NOTHING_TO_RECLAIM))
+        make_room_for_job(session, job, self.search, max_domains=self.args.maxDomains)

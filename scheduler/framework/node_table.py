@@ -94,10 +94,13 @@ class NodeTable:
             self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.releasing: IntMatrix = np.zeros(shape, dtype=np.int64)
+            self.idle_total: IntVector = np.zeros(len(self.columns), dtype=np.int64)
             return
         # Nodes of a cluster share a few shapes: vectors are built once per distinct value.
         self.allocatable = np.array([self.request(n.allocatable) for n in self.nodes])
         self.idle = self.allocatable - np.array([self.request(n.used) for n in self.nodes])
+        self.idle_total = self.idle.sum(axis=0)
+        """The sum of ``idle`` over every row (kept in step by the session)."""
         self.nominated = np.array([self.request(n.nominated) for n in self.nodes])
         self.releasing = np.array([self.request(n.releasing) for n in self.nodes])
         for i, n in enumerate(self.nodes):

@@ -314,6 +314,20 @@ class Session:
         ``task`` can fit there: a lower bound from the filters, for the preemption search."""
         return tiers.largest(self.hooks[SHORTFALL], task, self.table, rows, releasing)
 
+    def gang_could_fit(self, tasks: Sequence[TaskInfo], count: int) -> bool:
+        """Could the ``count`` smallest of ``tasks`` fit in all the free room of the cluster
+        together? One vector comparison once their need is summed: a gang whose minimum
+        fails it cannot fit anywhere, and is not searched (a quick, sound "no")."""
+        table = self.table
+        vectors = sorted((table.request(t.request) for t in tasks), key=lambda v: int(v.sum()))
+        need = np.sum(vectors[: max(count, 1)], axis=0) if vectors else table.idle_total * 0
+        return bool((need <= table.idle_total).all())
+
+    def free_total(self) -> dict[str, int]:
+        """What is free on all the nodes together, per resource."""
+        table = self.table
+        return {name: int(table.idle_total[j]) for j, name in enumerate(table.columns)}
+
     def select_node(self, task: TaskInfo, fit: Fit) -> NodeInfo | None:
         """The best feasible node for ``task``, scoring a sample as kube-scheduler does.
 
@@ -436,10 +450,12 @@ class Session:
         row = table.row[node]
         if sign > 0:
             table.idle[row] += vec
+            table.idle_total += vec
             if status is TaskStatus.RELEASING:
                 table.releasing[row] -= vec
         else:
             table.idle[row] -= vec
+            table.idle_total -= vec
             if status is TaskStatus.RELEASING:
                 table.releasing[row] += vec
 

@@ -131,6 +131,10 @@ class Statement:
                 return
         raise InvariantError(f"no operation recorded for {task.key}")
 
+    def evicted(self) -> list[TaskInfo]:
+        """The tasks this statement evicts so far, in order (before any commit)."""
+        return [op.task for op in self._ops if op.kind == "evict"]
+
     def checkpoint(self) -> int:
         """A mark to roll back to."""
         return len(self._ops)

@@ -75,6 +75,9 @@ class CycleReport:
     task_reasons: dict[str, str] = field(default_factory=dict)
     """Why each still-pending pod is unscheduled, by ``namespace/name``."""
     job_reasons: dict[str, str] = field(default_factory=dict)
+    placements: dict[str, str] = field(default_factory=dict)
+    """The node set (``rack rb``) each pod bound this cycle was placed in, by
+    ``namespace/name``, for the pods of gangs placed in one."""
     job_errors: dict[str, str] = field(default_factory=dict)
     """Jobs whose attempt raised this cycle (rolled back, backing off), with the message."""
     failed: str = ""
@@ -255,6 +258,10 @@ class SchedulingLoop:
                 if reason and t.status is TaskState.PENDING and t.sluice:
                     report.task_reasons[t.key] = reason
         report.job_reasons = dict(session.job_reasons)
+        if session.placed_in:
+            for effect in report.effects:
+                if isinstance(effect, Bind) and effect.task.job_id in session.placed_in:
+                    report.placements[effect.task.key] = session.placed_in[effect.task.job_id]
         report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
         self.job_errors.after_cycle(session, now)
         await self._apply(report)

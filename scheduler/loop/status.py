@@ -51,19 +51,31 @@ def pod_group_status(
     previous: Mapping[str, Any],
     *,
     error: bool = False,
+    placed_in: str = "",
 ) -> dict[str, Any]:
     """The ``status`` of ``job``'s PodGroup; transition times kept when nothing changed.
-    ``error``: ``reason`` is a scheduler error (the condition's reason says SchedulerError)."""
+    ``error``: ``reason`` is a scheduler error (the condition's reason says SchedulerError).
+    ``placed_in``: the node set the gang was placed in this cycle (``rack rb``); the
+    ``Scheduled`` condition says so, and keeps saying so in later cycles."""
     phase = job_phase(job)
     statuses = [t.status for t in job.tasks.values()]
     conditions: list[dict[str, str]] = []
     if phase in (PodGroupPhase.RUNNING, PodGroupPhase.COMPLETED):
+        message = f"{job.min_member} or more pods are placed"
+        if placed_in:
+            message += f" in {placed_in}"
+        else:
+            seen = next(
+                (c for c in previous.get("conditions") or () if c.get("type") == "Scheduled"), None
+            )
+            if seen and str(seen.get("message", "")).startswith(message):
+                message = str(seen["message"])  # where the gang went, said when it was placed
         conditions.append(
             {
                 "type": "Scheduled",
                 "status": "True",
                 "reason": "Scheduled",
-                "message": f"{job.min_member} or more pods are placed",
+                "message": message,
             }
         )
     elif reason:
@@ -238,7 +250,14 @@ class StatusReporter:
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             reason = session.job_reasons.get(job.uid)
             error = job.uid in session.error_jobs
-            status = pod_group_status(job, reason, now, observed, error=error)
+            status = pod_group_status(
+                job,
+                reason,
+                now,
+                observed,
+                error=error,
+                placed_in=session.placed_in.get(job.uid, ""),
+            )
             phases[job.uid] = PodGroupPhase(status["phase"])
             key = _comparable(status)
             if self._group_status.get(job.uid, _comparable(observed)) == key:

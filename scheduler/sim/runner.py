@@ -141,6 +141,8 @@ class Simulation:
         self._on_cycle = on_cycle
         self._fresh: list[dict[str, Any]] = []
         self._reasons: dict[str, str] = {}
+        self._placements: dict[str, str] = {}
+        """The node set each pod decided for binding was placed in (its bind event says)."""
         self._timed_left = 0
         """Arrivals and departures still to come."""
         self._evicted: set[str] = set()
@@ -207,6 +209,9 @@ class Simulation:
         if call.ok:
             if call.kind == "bind" and call.node:
                 self.result.bindings[call.ref.key] = call.node
+                domain = self._placements.pop(call.ref.key, None)
+                if domain:
+                    fields["domain"] = domain
                 self._reasons.pop(call.ref.key, None)
             elif call.ref.key not in self._evicted:
                 self._evicted.add(call.ref.key)
@@ -228,6 +233,7 @@ class Simulation:
                     at -= 1
                 events[at:at] = entries
         self._reasons.update(report.task_reasons)
+        self._placements.update(report.placements)
         if self._on_cycle is not None:
             self._on_cycle(report, self._fresh)
         self._fresh = []

@@ -99,13 +99,23 @@ def test_gang_in_full_or_not_at_all(objects: list[Obj], bound: int, phase: str) 
 
 
 def test_gang_that_does_not_fit_says_why() -> None:
-    session = run([*NODES_2x2, *gang("g", 5, min_member=5)])
-    assert session.job_reasons["default/g"] == (
-        "4/5 tasks of gang default/g can be placed, minMember is 5; "
-        "default/g-4: 0/2 nodes are available: 2 Insufficient cpu."
+    """3 pods of 1500m ask 4.5 CPU in all, more than the 4 CPU free: the gang fails fast,
+    without a search. With pods of 1200m (3.6 CPU in all, but one per node) the search
+    runs and says which pod found no node."""
+    session = run([*NODES_2x2, *gang("g", 3, cpu="1500m", min_member=3)])
+    fast = (
+        "the cluster has 4 CPU free in all, too little for 3 pods of 1500m CPU, "
+        "the least this gang can start with"
     )
-    assert reason(session, "g-4") == "0/2 nodes are available: 2 Insufficient cpu."
-    assert reason(session, "g-0").startswith("4/5 tasks of gang default/g can be placed")
+    assert session.job_reasons["default/g"] == fast
+    assert reason(session, "g-0") == fast
+    session = run([*NODES_2x2, *gang("g", 3, cpu="1200m", min_member=3)])
+    assert session.job_reasons["default/g"] == (
+        "2/3 tasks of gang default/g can be placed, minMember is 3; "
+        "default/g-2: 0/2 nodes are available: 2 Insufficient cpu."
+    )
+    assert reason(session, "g-2") == "0/2 nodes are available: 2 Insufficient cpu."
+    assert reason(session, "g-0").startswith("2/3 tasks of gang default/g can be placed")
 
 
 @pytest.mark.parametrize(
@@ -118,7 +128,7 @@ def test_gang_that_does_not_fit_says_why() -> None:
             0,
             "has 0 pod(s) of role 'ps', fewer than its minTaskMember 1",
         ),
-        (["ps", "worker", "worker"], "3", 0, "minMember is 3"),
+        (["ps", "worker", "worker"], "3", 0, "too little for 3 pods"),
     ],
     ids=["roles-met", "no-ps-pod", "ps-does-not-fit"],
 )

@@ -482,19 +482,14 @@ def latest_events(sim: Simulation, reason: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("extra", "counting", "since"),
+    ("extra", "free", "since"),
     [
-        pytest.param([], "0/1 nodes are available: 1 Insufficient cpu.", 0, id="one node"),
-        pytest.param(
-            [SMALL_NODE_AT_5S],
-            "0/2 nodes are available: 2 Insufficient cpu.",
-            5,
-            id="a second node changes the message",
-        ),
+        pytest.param([], "2 CPU", 0, id="one node"),
+        pytest.param([SMALL_NODE_AT_5S], "2500m CPU", 5, id="a second node changes the message"),
     ],
 )
 def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
-    extra: list[Obj], counting: str, since: int
+    extra: list[Obj], free: str, since: int
 ) -> None:
     sim = simulate([*GANG, *extra])
     group = sim.store.try_get("PodGroup", "default", "gang")
@@ -507,14 +502,16 @@ def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
         "True",
         "Unschedulable",
     )
-    # the gang's count, then the first pod that found no node and why: that pod's own
-    # FailedScheduling message, the counting text completed by the preempt action
-    gang = "2/3 tasks of gang default/gang can be placed, minMember is 3"
+    # the gang fails fast (3 CPU asked, less free in all); each pod fits a node alone, so
+    # each says why the gang cannot go, and the preempt action adds that it cannot help
+    gang = (
+        f"the cluster has {free} free in all, too little for 3 pods of 1 CPU, "
+        "the least this gang can start with"
+    )
     events = latest_events(sim, "FailedScheduling")
-    assert events["w-2"] == f"{counting} {NO_VICTIMS}"
-    assert condition["message"] == f"{gang}; default/w-2: {events['w-2']}"
-    # the pods that could be placed show the gang's message as allocate left it
-    assert events["w-0"] == events["w-1"] == f"{gang}; default/w-2: {counting}"
+    assert condition["message"] == f"{gang}. {NO_VICTIMS}"
+    assert events["w-2"] == f"{gang}. {NO_VICTIMS}"
+    assert events["w-0"] == events["w-1"] == gang
     pods = {p["metadata"]["name"]: p for p in sim.store.list("Pod")[0]}
     for name in ("w-0", "w-1", "w-2"):
         [pod_condition] = pods[name]["status"]["conditions"]

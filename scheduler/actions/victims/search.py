@@ -41,6 +41,8 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.fit import Fit
+from scheduler.framework.node_sets import NodeSet
+from scheduler.framework.node_table import BoolVector
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
@@ -56,6 +58,9 @@ class SearchArguments:
     minCandidateNodesPercentage: int = 10
     minCandidateNodesAbsolute: int = 100
     maxCandidateNodes: int = 1000
+    maxDomains: int = 5
+    """At most this many node sets (domains) tried per gang and cycle, for a gang that
+    must stay in one (a required topology level)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.minCandidateNodesPercentage <= 100:
@@ -64,6 +69,8 @@ class SearchArguments:
             raise ValueError("minCandidateNodesAbsolute must be at least 1")
         if self.maxCandidateNodes < self.minCandidateNodesAbsolute:
             raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
+        if self.maxDomains < 1:
+            raise ValueError("maxDomains must be at least 1")
 
     def candidates(self, total: int) -> int:
         """``k = clamp(total * percentage / 100, absolute, max)``, at most ``total``."""
@@ -96,24 +103,30 @@ class VictimSearch:
         self.policy = policy
         self._start = 0
 
-    def make_room(self, session: Session, stmt: Statement, task: TaskInfo) -> bool:
-        """Nominate ``task`` somewhere, evicting what it takes, in ``stmt``. False when no
-        node could be freed for it (the task's reason then says so)."""
+    def make_room(
+        self, session: Session, stmt: Statement, task: TaskInfo, within: NodeSet | None = None
+    ) -> bool:
+        """Nominate ``task`` somewhere (on a node of ``within``, if given), evicting what
+        it takes, in ``stmt``. False when no node could be freed for it (the task's reason
+        then says so)."""
         queue = session.queues[session.jobs[task.job_id].queue]
-        fit = session.fit(task)
+        whole = session.fit(task)
+        fit = whole.restricted(within.rows) if within is not None else whole
         if fit.any and session.queue_allocatable(queue, task):
             node = session.select_node(task, fit)
             if node is not None:
                 stmt.pipeline(task, node.name)
                 return True
         future = session.fit(task, releasing=True)
+        if within is not None:
+            future = future.restricted(within.rows)
         node = session.select_node(task, future) if future.any else None
         if node is not None and session.queue_allocatable(queue, task):
             stmt.pipeline(task, node.name)
             return True
-        best = self.best(session, stmt, task, fit)
+        best = self.best(session, stmt, task, whole, within)
         if best is None:
-            base = session.task_reasons.get(task.uid) or fit.explain()
+            base = session.task_reasons.get(task.uid) or whole.explain()
             session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
             return False
         for victim in best.victims:
@@ -121,15 +134,23 @@ class VictimSearch:
         stmt.pipeline(task, best.node.name)
         return True
 
-    def best(self, session: Session, stmt: Statement, task: TaskInfo, fit: Fit) -> Candidate | None:
-        """The best-ranked candidate for ``task`` (``fit``: its verdict now), by branch and
-        bound over the policy's rank bound."""
+    def best(
+        self,
+        session: Session,
+        stmt: Statement,
+        task: TaskInfo,
+        fit: Fit,
+        within: NodeSet | None = None,
+    ) -> Candidate | None:
+        """The best-ranked candidate for ``task`` (``fit``: its verdict now, on every
+        node), on a node of ``within`` if given, by branch and bound over the policy's
+        rank bound."""
         if not self.policy.may_help(session, task):
             return None
-        total = int(np.count_nonzero(fit.candidates() | fit.feasible))
+        total = int(np.count_nonzero(self._eligible(fit, within)))
         looked = 0
         while True:
-            bounded, seen = self.window(session, task, fit)
+            bounded, seen = self.window(session, task, fit, within)
             looked += seen
             bounded.sort(key=lambda b: b[0])
             best: Candidate | None = None
@@ -152,7 +173,17 @@ class VictimSearch:
             if best is not None or not optimistic or looked >= total:
                 return best
 
-    def window(self, session: Session, task: TaskInfo, fit: Fit) -> tuple[list[Bounded], int]:
+    @staticmethod
+    def _eligible(fit: Fit, within: NodeSet | None) -> BoolVector:
+        """Rows where evictions could help: those failing only for reasons removing pods
+        can fix, and those that fit already (there the queue's room is what lacks, and
+        evicting pods of the same queue frees it); within ``within``."""
+        rows = fit.candidates() | fit.feasible
+        return rows & within.rows if within is not None else rows
+
+    def window(
+        self, session: Session, task: TaskInfo, fit: Fit, within: NodeSet | None = None
+    ) -> tuple[list[Bounded], int]:
         """The candidates to evaluate for ``task``, and how many nodes were looked at:
         :meth:`bounded` entries of nodes taken in row order from a start that moves on each
         time, until ``k`` of them could be freed, with ``k`` from
@@ -161,9 +192,7 @@ class VictimSearch:
         been found: a node that could be freed is never missed, and a burst of preemptions
         that has used up most nodes does not make each later preemptor walk the whole
         cluster."""
-        # Nodes that fit already are candidates too: there the queue's room is what lacks,
-        # and evicting pods of the same queue frees it.
-        rows = np.flatnonzero(fit.candidates() | fit.feasible)
+        rows = np.flatnonzero(self._eligible(fit, within))
         if len(rows) == 0:
             return [], 0
         k = self.args.candidates(len(rows))

@@ -19,11 +19,13 @@ from scheduler.framework.extension_points import (
     JOB_READY,
     JOB_VALID,
     NODE_FILTER,
+    SUBSET_NODES,
     HookSet,
     OrderKey,
     PluginContext,
     Rejection,
 )
+from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import TableView
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.status import SUCCESS, Status
@@ -37,6 +39,7 @@ POINTS = (
     "bindAnnotations",
     "jobOrder",
     "open",
+    "subsetNodes",
 )
 
 
@@ -86,6 +89,8 @@ class FaultyPlugin:
             hooks.add(BIND_ANNOTATIONS, self.annotations)
         if point == "jobOrder":
             hooks.add(JOB_ORDER, self.job_key)
+        if point == "subsetNodes":
+            hooks.add(SUBSET_NODES, self.subset)
 
     def close(self) -> None:
         pass
@@ -112,6 +117,13 @@ class FaultyPlugin:
         if self._bad_task(task):
             self._raise("bindAnnotations")
         return {}
+
+    def subset(
+        self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
+    ) -> Subsets | None:
+        if self._bad_job(job):
+            self._raise("subsetNodes")
+        return None
 
     def job_key(self, job: JobInfo, /) -> OrderKey:
         if self._bad_job(job):

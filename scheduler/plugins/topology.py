@@ -28,6 +28,7 @@ import numpy as np
 from scheduler.api.job import JobInfo, TopologyConstraint
 from scheduler.api.snapshot import TopologyInfo
 from scheduler.api.task import TaskInfo
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.framework.extension_points import (
     JOB_VALID,
     SUBSET_NODES,
@@ -125,10 +126,11 @@ class TopologyPlugin:
         if topology is None or not self.job_valid(job).ok:
             return Subsets(())  # job_valid says why; the job is not tried anyway
         need = self._need(job, tasks)
+        held = self._held_rows(job)
         out: list[NodeSet] = []
         keys = levels_of(c, topology)
         for key in keys:
-            out.extend(self._domains(key, nodes, need, purpose))
+            out.extend(self._domains(key, nodes, need, purpose, held))
         if c.preferred_level and not c.required_level:
             out.append(nodes)  # anywhere, last
         return Subsets(tuple(out), level_name(keys[-1]) if keys else "")
@@ -145,11 +147,23 @@ class TopologyPlugin:
             need = need + vec
         return need
 
+    def _held_rows(self, job: JobInfo) -> list[int]:
+        """The rows of the nodes the job's members already hold (placed, bound or
+        nominated, not leaving): the rest of the gang must join them."""
+        table = self._table
+        assert table is not None
+        return [
+            table.row[t.node_name]
+            for t in job.tasks.values()
+            if t.status in COUNTED_FOR_PLUGINS and t.node_name in table.row
+        ]
+
     def _domains(
-        self, key: str, nodes: NodeSet, need: IntVector, purpose: Purpose
+        self, key: str, nodes: NodeSet, need: IntVector, purpose: Purpose, held: list[int]
     ) -> list[NodeSet]:
         """The domains of level ``key`` within ``nodes``, in the order of the module
-        docstring."""
+        docstring; only the one the job's members already hold, if they hold one (the one
+        most of them are in, should they be spread already)."""
         table = self._table
         assert table is not None
         column = self._labels.column(key)
@@ -170,8 +184,17 @@ class TopologyPlugin:
         )
         room = free[:, wanted].sum(axis=1) if wanted.any() else free.sum(axis=1)
         level = level_name(key)
+        joined: int | None = None
+        if held:
+            codes_held = [
+                int(column.codes[row]) for row in held if column.codes[row] != column.missing
+            ]
+            if codes_held:
+                joined = max(set(codes_held), key=lambda c: (codes_held.count(c), -c))
         order: list[int] = []
         for code in np.flatnonzero(present).tolist():
+            if joined is not None and code != joined:
+                continue
             if purpose is Purpose.ALLOCATE and lacking[code] > 0:
                 continue
             order.append(code)

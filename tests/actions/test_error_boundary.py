@@ -66,7 +66,7 @@ def decide(point: str, objects: list[Obj]) -> Session:
 
 @pytest.mark.parametrize(
     "point",
-    ["filter", "onPlace", "jobReady", "jobValid", "bindAnnotations"],
+    ["filter", "onPlace", "jobReady", "jobValid", "bindAnnotations", "subsetNodes"],
 )
 def test_a_plugin_raising_for_one_job_fails_that_job_only(point: str) -> None:
     session = decide(point, cluster())

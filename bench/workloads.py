@@ -56,6 +56,11 @@ class Workload:
     """Pods already running before the measured pods arrive."""
     gang: bool = False
     description: str = ""
+    gang_size: int = GANG_SIZE
+    pod_cpu: str = POD_REQUESTS["cpu"]
+    racks: tuple[int, int] | None = None
+    """(zones, racks per zone): nodes labelled with a zone and a rack, in equal parts, and
+    every PodGroup requiring one rack (a ``Topology`` of the two levels)."""
 
 
 DEFAULTS: dict[str, Workload] = {
@@ -79,20 +84,57 @@ DEFAULTS: dict[str, Workload] = {
             "Gang: 1,000 nodes, 500 PodGroups of 16 pods (minMember 16) of 100m CPU / 500Mi"
         ),
     ),
+    "topology": Workload(
+        "topology",
+        nodes=4000,
+        pods=8000,
+        running=0,
+        gang=True,
+        gang_size=8,
+        pod_cpu="1",
+        racks=(10, 20),
+        description=(
+            "Topology: 4,000 nodes in 10 zones of 20 racks of 20 nodes, 1,000 PodGroups of 8 "
+            "pods of 1 CPU (minMember 8) that each require one rack"
+        ),
+    ),
 }
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "example.com/rack"
 
 
 # Objects ------------------------------------------------------------------------------
 
 
-def node(i: int) -> dict[str, Any]:
+def node(i: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+        "metadata": {
+            "name": f"node-{i}",
+            "labels": {"kubernetes.io/hostname": f"node-{i}", **(labels or {})},
+        },
         "spec": {},
         "status": {"allocatable": dict(NODE_ALLOCATABLE), "capacity": dict(NODE_ALLOCATABLE)},
     }
+
+
+def topology() -> dict[str, Any]:
+    return {
+        "apiVersion": L.API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": "dc"},
+        "spec": {"levels": [{"nodeLabel": ZONE_LABEL}, {"nodeLabel": RACK_LABEL}]},
+    }
+
+
+def rack_labels(i: int, nodes: int, racks: tuple[int, int]) -> dict[str, str]:
+    """Node ``i`` of ``nodes`` in zones and racks of equal size, consecutive nodes together."""
+    zones, per_zone = racks
+    per_rack = max(nodes // (zones * per_zone), 1)
+    rack = i // per_rack
+    return {ZONE_LABEL: f"zone-{rack // per_zone}", RACK_LABEL: f"rack-{rack}"}
 
 
 def pod(
@@ -101,8 +143,10 @@ def pod(
     node_name: str | None = None,
     group: str | None = None,
     scheduler_name: str = L.SCHEDULER_NAME,
+    cpu: str = POD_REQUESTS["cpu"],
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    requests = {**POD_REQUESTS, "cpu": cpu}
     if group is not None:
         meta["labels"] = {L.POD_GROUP_LABEL: group}
     spec: dict[str, Any] = {
@@ -112,7 +156,7 @@ def pod(
             {
                 "name": "pause",
                 "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": dict(POD_REQUESTS), "limits": dict(POD_REQUESTS)},
+                "resources": {"requests": dict(requests), "limits": dict(requests)},
             }
         ],
     }
@@ -126,12 +170,15 @@ def pod(
     return obj
 
 
-def pod_group(name: str, min_member: int) -> dict[str, Any]:
+def pod_group(name: str, min_member: int, *, rack: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member, "queue": L.DEFAULT_QUEUE}
+    if rack:
+        spec["topologyConstraint"] = {"topology": "dc", "requiredLevel": RACK_LABEL}
     return {
         "apiVersion": L.API_VERSION,
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"minMember": min_member, "queue": L.DEFAULT_QUEUE},
+        "spec": spec,
     }
 
 
@@ -139,7 +186,14 @@ def build_scenario(w: Workload) -> tuple[Scenario, set[str]]:
     """The scenario of ``w`` and the keys (``namespace/name``) of the measured pods."""
     arrivals: list[Arrival] = []
     src = f"bench:{w.name}"
-    arrivals.extend(Arrival(0.0, node(i), src) for i in range(w.nodes))
+    if w.racks is not None:
+        racks = w.racks
+        arrivals.append(Arrival(0.0, topology(), src))
+        arrivals.extend(
+            Arrival(0.0, node(i, rack_labels(i, w.nodes, racks)), src) for i in range(w.nodes)
+        )
+    else:
+        arrivals.extend(Arrival(0.0, node(i), src) for i in range(w.nodes))
     # Running pods spread round-robin over the nodes, as scheduler_perf's initPods land.
     arrivals.extend(
         Arrival(0.0, pod(f"running-{i}", node_name=f"node-{i % w.nodes}"), src)
@@ -147,14 +201,15 @@ def build_scenario(w: Workload) -> tuple[Scenario, set[str]]:
     )
     measured: list[dict[str, Any]] = []
     if w.gang:
-        groups = -(-w.pods // GANG_SIZE)
+        groups = -(-w.pods // w.gang_size)
         for g in range(groups):
-            members = min(GANG_SIZE, w.pods - g * GANG_SIZE)
+            members = min(w.gang_size, w.pods - g * w.gang_size)
             name = f"gang-{g}"
-            arrivals.append(Arrival(0.0, pod_group(name, members), src))
-            measured.extend(pod(f"{name}-{k}", group=name) for k in range(members))
+            group = pod_group(name, members, rack=w.racks is not None)
+            arrivals.append(Arrival(0.0, group, src))
+            measured.extend(pod(f"{name}-{k}", group=name, cpu=w.pod_cpu) for k in range(members))
     else:
-        measured.extend(pod(f"pod-{i}") for i in range(w.pods))
+        measured.extend(pod(f"pod-{i}", cpu=w.pod_cpu) for i in range(w.pods))
     arrivals.extend(Arrival(MEASURED_AT, p, src) for p in measured)
     keys = {f"{NAMESPACE}/{p['metadata']['name']}" for p in measured}
     return Scenario(arrivals=arrivals, sources=[src]), keys
@@ -258,11 +313,11 @@ class Meter:
             ],
         )
 
-    def timed_snapshot(self, snapshot: Callable[[], Any]) -> Callable[[], Any]:
-        def timed() -> Any:
+    def timed_snapshot(self, snapshot: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
             try:
-                return snapshot()
+                return snapshot(*args, **kwargs)
             finally:
                 self.snapshots.append(time.perf_counter() - t0)
 

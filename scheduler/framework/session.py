@@ -59,7 +59,7 @@ from scheduler.framework.extension_points import (
     Point,
 )
 from scheduler.framework.fit import Fit
-from scheduler.framework.node_sets import Purpose, Subsets, everything
+from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, everything
 from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable, TableView
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.statement import Statement
@@ -197,6 +197,11 @@ class Session:
         return self.snapshot.now
 
     @functools.cached_property
+    def _everything(self) -> NodeSet:
+        """The set of every node (what the first node-set plugin splits), built once."""
+        return everything(len(self.table))
+
+    @functools.cached_property
     def queue_tree(self) -> QueueTree:
         """The hierarchy of the session's queues (built on first use)."""
         return queue_tree(self.queues)
@@ -258,7 +263,7 @@ class Session:
         if not regs:
             return None
         counts: dict[str, int] = {}
-        sets = tiers.layered(regs, job, tasks, everything(len(self.table)), purpose, counts)
+        sets = tiers.layered(regs, job, tasks, self._everything, purpose, counts)
         if sets is not None and v(4):
             log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
             if v(7):

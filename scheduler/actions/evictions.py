@@ -5,11 +5,15 @@ it takes through the action's :class:`~scheduler.actions.victims.VictimSearch`, 
 commits only if the whole gang is then pipelined; otherwise everything tried is rolled
 back, so evictions happen only where the gang can start.
 
-A job the plugins give node sets (a gang with a required topology level) is made room for
-inside one domain only: the first ``maxDomains`` sets (best first, as the plugins order
-them for eviction) are each tried in full and rolled back, and the one whose evictions
-are fewest and cheapest is done again and committed. Every task of the gang is then
-nominated to a node of that domain, so a smaller job cannot take the room freed.
+A gang (a PodGroup of more than one pod) is made room for as a whole, domain-wide
+(:class:`~scheduler.actions.victims.gang.GangSearch`: bundles, ROI, one call to the
+plugins, the smallest sufficient set, every task nominated); a pod of its own, pod by pod
+(:class:`~scheduler.actions.victims.VictimSearch`). A job the plugins give node sets (a
+gang with a required topology level) is made room for inside one domain only: the first
+``maxDomains`` sets (best first, as the plugins order them for eviction) are each tried in
+full and rolled back, and the one that costs least (fewest gangs broken, then fewest and
+cheapest victims) is done again and committed, so that a smaller job cannot take the room
+freed. Without node sets the gang's domain is the whole cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from scheduler.actions.common import waiting_tasks
 from scheduler.actions.victims import VictimSearch, with_sentence
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
+from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.snapshot import Backoff
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -32,26 +37,37 @@ def backoff_reason(backoff: Backoff) -> str:
 
 
 def make_room_for_job(
-    session: Session, job: JobInfo, search: VictimSearch, *, max_domains: int
+    session: Session,
+    job: JobInfo,
+    search: VictimSearch,
+    gang_search: GangSearch,
+    *,
+    max_domains: int,
 ) -> None:
     """Make room for ``job``'s pending tasks (see the module docstring). Called by an
     evicting action inside its per-job boundary; records reasons when nothing helps."""
     backoff = session.snapshot.preemption.backoffs.get(job.uid)
+    waiting = waiting_tasks(job)
     if backoff is not None:
-        for t in waiting_tasks(job):
+        for t in waiting:
             base = session.task_reasons.get(t.uid, "")
             session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
         return
     pending = [
         t
-        for t in session.order_tasks(waiting_tasks(job))
+        for t in session.order_tasks(waiting)
         if t.status is TaskStatus.PENDING and t.preemption_policy != "Never"
     ]
     if not pending:
         return
-    subsets = session.node_sets(job, waiting_tasks(job), Purpose.EVICT)
+    subsets = session.node_sets(job, waiting, Purpose.EVICT)
+    if is_gang(job, pending):
+        domains = [session.all_nodes] if subsets is None else list(subsets.sets[:max_domains])
+        if not _gang_in_best_domain(session, job, gang_search, pending, domains):
+            _say_nothing_helps(session, job, pending, search)
+        return
     if subsets is None:
-        found_none = _attempt(session, job, search, pending, None, commit=True)
+        found_none = _attempt(session, job, search, pending, None)
     else:
         domains = list(subsets.sets[:max_domains])
         found_none = True
@@ -62,27 +78,78 @@ def make_room_for_job(
                 best = (cost, domain)
         chosen = best[1] if best is not None else (domains[0] if len(domains) == 1 else None)
         if chosen is not None:
-            found_none = _attempt(session, job, search, pending, chosen, commit=True)
+            found_none = _attempt(session, job, search, pending, chosen)
     reason = session.job_reasons.get(job.uid)
     if found_none and reason:  # the PodGroup's condition says it as its pods do
         session.record_job_reason(job, with_sentence(reason, search.policy.nothing_helps))
 
 
-def _attempt(  # noqa: PLR0917
+def is_gang(job: JobInfo, pending: Sequence[TaskInfo]) -> bool:
+    """Is ``job`` made room for as a gang (domain-wide), rather than pod by pod?"""
+    return job.has_pod_group and (job.min_member > 1 or len(pending) > 1)
+
+
+def _gang_in_best_domain(
+    session: Session,
+    job: JobInfo,
+    gang_search: GangSearch,
+    pending: Sequence[TaskInfo],
+    domains: Sequence[NodeSet],
+) -> bool:
+    """Clear, for the gang, the domain among ``domains`` where that costs least (fewest
+    gangs broken, then fewest victims), and commit; False when no domain can take it."""
+    best: tuple[tuple[int, int, int], NodeSet] | None = None
+    if len(domains) > 1:
+        for domain in domains:
+            with session.statement() as stmt:
+                plan = gang_search.clear(session, stmt, job, pending, domain)
+                better = plan is not None and (best is None or plan.cost < best[0])
+                if plan is not None and better and session.job_pipelined(job):
+                    best = (plan.cost, domain)
+        if best is None:
+            return False
+    chosen = best[1] if best is not None else domains[0] if domains else None
+    if chosen is None:
+        return False
+    with session.statement() as stmt:
+        plan = gang_search.clear(session, stmt, job, pending, chosen)
+        if plan is None or not session.job_pipelined(job):
+            return False
+        if stmt.operations:
+            stmt.commit()
+        if chosen.name:
+            session.placed_in[job.uid] = chosen.name
+    return True
+
+
+def _say_nothing_helps(
+    session: Session, job: JobInfo, pending: Sequence[TaskInfo], search: VictimSearch
+) -> None:
+    """Reasons for a gang no domain could be cleared for: each pod keeps what allocate said
+    and adds that eviction cannot help; so does the PodGroup."""
+    sentence = search.policy.nothing_helps
+    for t in pending:
+        base = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid, "")
+        session.record_task_reason(t, with_sentence(base, sentence) if base else sentence)
+    reason = session.job_reasons.get(job.uid)
+    if reason:
+        session.record_job_reason(job, with_sentence(reason, sentence))
+
+
+def _attempt(
     session: Session,
     job: JobInfo,
     search: VictimSearch,
     pending: Sequence[TaskInfo],
     within: NodeSet | None,
-    commit: bool,
 ) -> bool:
-    """Make room for every task of ``pending`` (in ``within``), committing if the gang is
-    then pipelined and ``commit``. True when some task found no node to free."""
+    """Make room for every task of ``pending`` (in ``within``), pod by pod, committing if
+    the gang is then pipelined. True when some task found no node to free."""
     found_none = False
     with session.statement() as stmt:
         for task in pending:
             found_none |= not search.make_room(session, stmt, task, within)
-        if commit and stmt.operations and session.job_pipelined(job):
+        if stmt.operations and session.job_pipelined(job):
             stmt.commit()
             if within is not None and within.name:
                 session.placed_in[job.uid] = within.name
@@ -96,8 +163,9 @@ def _trial(
     pending: Sequence[TaskInfo],
     domain: NodeSet,
 ) -> tuple[int, int] | None:
-    """What making room for the gang in ``domain`` costs (victims, then the sum of their
-    priorities), or None if the gang cannot be pipelined there. Leaves nothing behind."""
+    """What making room for ``pending`` pod by pod in ``domain`` costs (victims, then the
+    sum of their priorities), or None if the job cannot be pipelined there. Leaves nothing
+    behind."""
     with session.statement() as stmt:
         for task in pending:
             search.make_room(session, stmt, task, domain)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from scheduler.actions.common import eligible, for_each_job, waiting_tasks
 from scheduler.actions.evictions import backoff_reason, make_room_for_job
 from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
+from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
 from scheduler.framework.session import Session
@@ -37,7 +38,9 @@ class PreemptAction:
 
     def __init__(self, arguments: SearchArguments) -> None:
         self.args = arguments
-        self.search = VictimSearch(arguments, LowerPriority())
+        policy = LowerPriority()
+        self.search = VictimSearch(arguments, policy)
+        self.gang_search = GangSearch(policy, arguments.roiThreshold)
 
     def execute(self, session: Session) -> None:
         self._withdraw_stale(session)
@@ -54,7 +57,9 @@ class PreemptAction:
         for_each_job(session, session.order_jobs(jobs), self._preempt_for)
 
     def _preempt_for(self, session: Session, job: JobInfo) -> None:
-        make_room_for_job(session, job, self.search, max_domains=self.args.maxDomains)
+        make_room_for_job(
+            session, job, self.search, self.gang_search, max_domains=self.args.maxDomains
+        )
 
     def _withdraw_stale(self, session: Session) -> None:
         """A nominated task whose node can no longer take it, even once the victims are

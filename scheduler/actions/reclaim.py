@@ -20,6 +20,7 @@ from __future__ import annotations
 from scheduler.actions.common import eligible, for_each_job, waiting_tasks
 from scheduler.actions.evictions import make_room_for_job
 from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch
+from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
 from scheduler.framework.session import Session
@@ -32,7 +33,9 @@ class ReclaimAction:
 
     def __init__(self, arguments: SearchArguments) -> None:
         self.args = arguments
-        self.search = VictimSearch(arguments, QueueReclaim())
+        policy = QueueReclaim()
+        self.search = VictimSearch(arguments, policy)
+        self.gang_search = GangSearch(policy, arguments.roiThreshold)
 
     def execute(self, session: Session) -> None:
         if not self._any_queue_above_share(session):
@@ -73,4 +76,6 @@ class ReclaimAction:
     def _reclaim_for(self, session: Session, job: JobInfo) -> None:
         if not self._below_share(session, job):
             return  # reclaims for jobs before it brought the queue to its share
-        make_room_for_job(session, job, self.search, max_domains=self.args.maxDomains)
+        make_room_for_job(
+            session, job, self.search, self.gang_search, max_domains=self.args.maxDomains
+        )

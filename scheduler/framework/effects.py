@@ -29,13 +29,16 @@ class Bind:
 class Evict:
     """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``); ``reason`` is
     ``preempted`` (a lower-priority pod of the same queue) or ``reclaimed`` (a pod of a
-    queue above its share)."""
+    queue above its share); ``bundle`` says, for a gang's member, whether its eviction
+    leaves the gang whole (``safe``) or breaks it (``whole``: the gang's other members go
+    too), and is empty for a pod of its own."""
 
     task: TaskInfo
     node: str
     reason: str
     preemptor: TaskInfo | None = None
     queue: str = ""
+    bundle: str = ""
 
 
 @dataclass(frozen=True, slots=True)

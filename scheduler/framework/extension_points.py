@@ -262,6 +262,22 @@ class SubsetNodes(Protocol):
         ...
 
 
+class GangVictimSelector(Protocol):
+    def __call__(
+        self,
+        job: JobInfo,
+        tasks: Sequence[TaskInfo],
+        nodes: NodeSet,
+        candidates: Sequence[tuple[JobInfo, str, Sequence[TaskInfo]]],
+        /,
+    ) -> Sequence[str] | None:
+        """The jobs (uids) whose tasks among ``candidates`` to evict so that gang ``job``'s
+        ``tasks`` fit in ``nodes``; None to leave the choice to the search. ``candidates``
+        are the bundles the victim search found there, in its order: (job, ``safe`` or
+        ``whole``, its tasks in ``nodes``). Replaces the default choice."""
+        ...
+
+
 class Plugin(Protocol):
     """A plugin instance lives for one session. ``name`` is its registered name."""
 
@@ -336,6 +352,7 @@ ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)
 BIND_ANNOTATIONS: Point[BindAnnotations] = Point("bindAnnotations", Rule.MERGE)
 SUBSET_NODES: Point[SubsetNodes] = Point("subsetNodes", Rule.LAYERED)
+GANG_VICTIM_SELECTOR: Point[GangVictimSelector] = Point("gangVictimSelector", Rule.FIRST_ANSWER)
 
 
 @dataclass(frozen=True, slots=True)

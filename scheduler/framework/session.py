@@ -197,7 +197,7 @@ class Session:
         return self.snapshot.now
 
     @functools.cached_property
-    def _everything(self) -> NodeSet:
+    def all_nodes(self) -> NodeSet:
         """The set of every node (what the first node-set plugin splits), built once."""
         return everything(len(self.table))
 
@@ -263,7 +263,7 @@ class Session:
         if not regs:
             return None
         counts: dict[str, int] = {}
-        sets = tiers.layered(regs, job, tasks, self._everything, purpose, counts)
+        sets = tiers.layered(regs, job, tasks, self.all_nodes, purpose, counts)
         if sets is not None and v(4):
             log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
             if v(7):

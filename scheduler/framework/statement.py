@@ -44,6 +44,7 @@ class _Op:
     reason: str = ""
     preemptor: TaskInfo | None = None
     queue: str = ""
+    bundle: str = ""
 
 
 class Statement:
@@ -89,12 +90,25 @@ class Statement:
         self._record(op, TaskStatus.PIPELINED, node)
 
     def evict(
-        self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None, queue: str = ""
+        self,
+        task: TaskInfo,
+        reason: str,
+        preemptor: TaskInfo | None = None,
+        queue: str = "",
+        bundle: str = "",
     ) -> None:
         """Mark a task on a node as releasing: its room will be freed (for ``preemptor``,
-        of queue ``queue``)."""
+        of queue ``queue``; ``bundle``: ``safe`` or ``whole`` for a gang's member)."""
         op = _Op(
-            "evict", task, task.node_name, task.status, task.node_name, reason, preemptor, queue
+            "evict",
+            task,
+            task.node_name,
+            task.status,
+            task.node_name,
+            reason,
+            preemptor,
+            queue,
+            bundle,
         )
         self._record(op, TaskStatus.RELEASING, task.node_name)
 
@@ -186,6 +200,8 @@ class Statement:
             elif op.kind == "unpipeline":
                 effects.append(ClearNomination(op.task, op.node))
             else:
-                effects.append(Evict(op.task, op.node, op.reason, op.preemptor, op.queue))
+                effects.append(
+                    Evict(op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle)
+                )
         self._session.effects.extend(effects)
         return effects

@@ -8,14 +8,19 @@ jobs in the preemptor's queue (or of its own job), ranked in kube-scheduler's or
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from scheduler.actions.victims.bundles import Kind
 from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, kube_rank_bound
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.session import Session
+
+if TYPE_CHECKING:
+    from scheduler.actions.victims.gang import Scored
 
 
 class VictimPolicy(Protocol):
@@ -63,6 +68,17 @@ class VictimPolicy(Protocol):
         """Smaller is better."""
         ...
 
+    def queue_allows(self, session: Session, preemptor: TaskInfo) -> bool:
+        """Does ``preemptor``'s queue have room for it (within its share)?"""
+        ...
+
+    def order_bundles(
+        self, session: Session, scored: Sequence[Scored], roi_threshold: float
+    ) -> list[Scored]:
+        """The bundles in the order a gang's victims are taken (Safe before Whole, then
+        the policy's order)."""
+        ...
+
     def rank_bound(
         self,
         session: Session,
@@ -80,10 +96,13 @@ class VictimPolicy(Protocol):
 def fits_within_share(session: Session, preemptor: TaskInfo, node: str) -> bool:
     """Would ``preemptor`` be placed on ``node`` once the pods being evicted there are gone,
     within its queue's deserved share?"""
+    return session.fits_on(preemptor, node, releasing=True) and within_share(session, preemptor)
+
+
+def within_share(session: Session, preemptor: TaskInfo) -> bool:
+    """Does ``preemptor``'s queue have room for it within its deserved share?"""
     job = session.jobs[preemptor.job_id]
-    return session.fits_on(preemptor, node, releasing=True) and session.queue_allocatable(
-        session.queues[job.queue], preemptor
-    )
+    return session.queue_allocatable(session.queues[job.queue], preemptor)
 
 
 class LowerPriority:
@@ -150,6 +169,25 @@ class LowerPriority:
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
         return kube_rank(candidate)
+
+    def queue_allows(self, session: Session, preemptor: TaskInfo) -> bool:
+        return within_share(session, preemptor)
+
+    def order_bundles(
+        self, session: Session, scored: Sequence[Scored], roi_threshold: float
+    ) -> list[Scored]:
+        """Safe before Whole; then lower job priority first, ties broken by ROI (higher
+        first), then the job's name."""
+        del session, roi_threshold
+        return sorted(
+            scored,
+            key=lambda s: (
+                s.bundle.kind is Kind.WHOLE,
+                s.bundle.job.priority,
+                -s.roi,
+                s.bundle.job.uid,
+            ),
+        )
 
     def rank_bound(
         self,
@@ -224,6 +262,30 @@ class QueueReclaim:
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
         return fits_within_share(session, preemptor, node)
+
+    def queue_allows(self, session: Session, preemptor: TaskInfo) -> bool:
+        return within_share(session, preemptor)
+
+    def order_bundles(
+        self, session: Session, scored: Sequence[Scored], roi_threshold: float
+    ) -> list[Scored]:
+        """Safe before Whole; then the victim queue furthest above its share first; then
+        ROI, when two differ by more than ``roi_threshold`` (higher first), else lower job
+        priority first, then ROI; then the job's name."""
+        shares = self.shares(session)
+
+        def compare(a: Scored, b: Scored) -> int:
+            ka = (a.bundle.kind is Kind.WHOLE, -shares.of(a.bundle.job.queue))
+            kb = (b.bundle.kind is Kind.WHOLE, -shares.of(b.bundle.job.queue))
+            if ka != kb:
+                return -1 if ka < kb else 1
+            if abs(a.roi - b.roi) > roi_threshold:
+                return -1 if a.roi > b.roi else 1
+            ta = (a.bundle.job.priority, -a.roi, a.bundle.job.uid)
+            tb = (b.bundle.job.priority, -b.roi, b.bundle.job.uid)
+            return (ta > tb) - (ta < tb)
+
+        return sorted(scored, key=functools.cmp_to_key(compare))
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
         shares = self.shares(session)

@@ -31,10 +31,12 @@ bound. The chosen node is the one an evaluation of every candidate would choose.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.actions.victims.bundles import split
 from scheduler.actions.victims.candidates import Candidate, RankKey, pdb_violations
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.node import NodeInfo
@@ -61,6 +63,9 @@ class SearchArguments:
     maxDomains: int = 5
     """At most this many node sets (domains) tried per gang and cycle, for a gang that
     must stay in one (a required topology level)."""
+    roiThreshold: float = 0.05
+    """Reclaim: between two bundles of queues equally above their share, ROI decides over
+    priority only when the two differ by more than this."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.minCandidateNodesPercentage <= 100:
@@ -71,6 +76,8 @@ class SearchArguments:
             raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
         if self.maxDomains < 1:
             raise ValueError("maxDomains must be at least 1")
+        if not self.roiThreshold >= 0:
+            raise ValueError("roiThreshold must not be negative")
 
     def candidates(self, total: int) -> int:
         """``k = clamp(total * percentage / 100, absolute, max)``, at most ``total``."""
@@ -82,15 +89,40 @@ Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]
 """A node worth evaluating: the lower bound of its rank, the node, its possible victims."""
 
 
-def in_full_gang(session: Session, task: TaskInfo) -> bool:
-    """Is ``task`` a member of a running gang that has no member to spare?"""
-    job = session.jobs.get(task.job_id)
-    return (
-        job is not None
-        and job.has_pod_group
-        and job.min_member > 1
-        and job.placed_count() <= job.min_member
-    )
+def victim_kinds(session: Session, victims: Sequence[TaskInfo]) -> dict[str, str]:
+    """``safe`` or ``whole`` for each victim of a gang (does its eviction leave the gang
+    whole?), ``""`` for a pod of its own; as the gangs stand before the evictions."""
+    by_job: dict[str, list[TaskInfo]] = {}
+    for t in victims:
+        by_job.setdefault(t.job_id, []).append(t)
+    out: dict[str, str] = {}
+    for job_id, members in by_job.items():
+        job = session.jobs[job_id]
+        if not job.has_pod_group:
+            out.update((t.uid, "") for t in members)
+            continue
+        safe, whole = split(job, members, lambda t: (t.priority, -t.start_time, t.key))
+        out.update((t.uid, "safe") for t in safe)
+        out.update((t.uid, "whole") for t in whole)
+    return out
+
+
+def spare_order(session: Session, tasks: Sequence[TaskInfo]) -> dict[str, int]:
+    """For each of ``tasks`` (possible victims on one node), how late to spare it: 0 for
+    the core of a running gang (Whole: its eviction breaks the gang), 1 for a pod of a job
+    of its own, 2 for a gang's surplus (Safe: it breaks nothing), lower priorities and
+    younger pods taken as the surplus first."""
+    by_job: dict[str, list[TaskInfo]] = {}
+    for t in tasks:
+        by_job.setdefault(t.job_id, []).append(t)
+    out: dict[str, int] = {}
+    for job_id, members in by_job.items():
+        job = session.jobs[job_id]
+        safe, whole = split(job, members, lambda t: (t.priority, -t.start_time, t.key))
+        core = 0 if job.has_pod_group and job.min_member > 1 else 1
+        out.update((t.uid, 2) for t in safe)
+        out.update((t.uid, core) for t in whole)
+    return out
 
 
 class VictimSearch:
@@ -129,8 +161,15 @@ class VictimSearch:
             base = session.task_reasons.get(task.uid) or whole.explain()
             session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
             return False
+        kinds = victim_kinds(session, best.victims)
         for victim in best.victims:
-            stmt.evict(victim, self.policy.reason, preemptor=task, queue=queue.name)
+            stmt.evict(
+                victim,
+                self.policy.reason,
+                preemptor=task,
+                queue=queue.name,
+                bundle=kinds[victim.uid],
+            )
         stmt.pipeline(task, best.node.name)
         return True
 
@@ -240,8 +279,8 @@ class VictimSearch:
     ) -> Candidate | None:
         """Victims among ``possible`` on ``node`` for ``task``, or None. Leaves the
         session as it found it."""
-        # whether each one's gang has no member to spare, as it stands before any removal
-        full = {t.uid: in_full_gang(session, t) for t in possible}
+        # how much each one's eviction breaks, as the gangs stand before any removal
+        spared = spare_order(session, possible)
         fits = self.policy.fits
         cp = stmt.checkpoint()
         try:
@@ -250,8 +289,9 @@ class VictimSearch:
             if not fits(session, task, node.name):
                 return None
             # Most important first; among them, pods whose eviction breaks a budget, then
-            # pods whose eviction breaks a running gang, so they are the likeliest to be
-            # spared.
+            # the core of running gangs (Whole: evicting one breaks the gang), then pods of
+            # their own, and the gangs' surplus (Safe) last: the likeliest to be spared
+            # first, and the Safe ones the first victims.
             ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
             breaks = dict(
                 zip(
@@ -260,7 +300,7 @@ class VictimSearch:
                     strict=True,
                 )
             )
-            ordered.sort(key=lambda t: (not breaks[t.uid], not full[t.uid]))
+            ordered.sort(key=lambda t: (not breaks[t.uid], spared[t.uid]))
             victims = []
             for v in ordered:
                 stmt.undo(v)

@@ -51,6 +51,8 @@ from harness import (
     install_crds,
 )
 
+from scheduler.controllers.certificates import make_webhook_certificate
+
 EMULATOR_ENV = "SLUICE_E2E_EMULATOR"
 SCHEDULER_NAME = os.environ.get("SLUICE_E2E_SCHEDULER_NAME", "sluice")
 K8S_STATE = os.environ.get("SLUICE_E2E_K8S_STATE", "")
@@ -316,6 +318,8 @@ async def start_controller(
     async def start(
         *, ready: bool = True, kubeconfig: str | None = None, **options: Any
     ) -> ControllerProcess:
+        if not options.get("dev") and options.get("cert_dir") is None:
+            options["cert_dir"] = make_webhook_certificate(tmp_path / "certs").ca.parent
         proc = ControllerProcess(kubeconfig or cluster.controller_kubeconfig, tmp_path, **options)
         started.append(proc)
         await proc.start()

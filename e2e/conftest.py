@@ -39,6 +39,7 @@ from control_plane import (
     apply_manifests,
     forbidden_lines,
     service_account_kubeconfig,
+    wait_for_rbac,
 )
 from harness import (
     Api,
@@ -191,6 +192,7 @@ async def _service_accounts(api: Api, directory: Path) -> dict[str, str]:
     if "accounts" not in _ACCOUNTS:
         assert KUBECONFIG is not None
         await apply_manifests(api)
+        await wait_for_rbac(api)
         _ACCOUNTS["accounts"] = {
             role: str(
                 await service_account_kubeconfig(
@@ -272,7 +274,7 @@ async def start_scheduler(
 
     async def start(*, ready: bool = True, **options: Any) -> SchedulerProcess:
         if options.get("leader_elect"):
-            options.setdefault("lease_namespace", cluster.namespace)
+            options.setdefault("lease_namespace", cluster.lease_namespace)
             options.setdefault("lease_name", f"sluice-{cluster.run_id}")
         proc = SchedulerProcess(cluster.scheduler_kubeconfig, tmp_path, config=config, **options)
         started.append(proc)

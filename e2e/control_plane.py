@@ -102,6 +102,45 @@ async def apply_manifests(api: Api, names: Iterable[str] = RBAC_FILES) -> None:
         await apply(api, obj)
 
 
+#: (account, verb, group, resource, namespace) that must be allowed before a test starts:
+#: the API server's authorizer sees new bindings a moment after they are written.
+RBAC_PROBES: Final = (
+    (SCHEDULER_ACCOUNT, "watch", "scheduling.sluice.dev", "queues", ""),
+    (SCHEDULER_ACCOUNT, "create", "", "pods/binding", ""),
+    (SCHEDULER_ACCOUNT, "update", "coordination.k8s.io", "leases", SYSTEM_NAMESPACE),
+    (CONTROLLER_ACCOUNT, "create", "scheduling.sluice.dev", "queues", ""),
+)
+
+
+async def wait_for_rbac(api: Api, timeout: float = 30.0) -> None:
+    """Wait until a SubjectAccessReview allows each of :data:`RBAC_PROBES`."""
+
+    async def allowed() -> bool:
+        for account, verb, group, resource, namespace in RBAC_PROBES:
+            plural, _, sub = resource.partition("/")
+            attributes = {"verb": verb, "group": group, "resource": plural}
+            if sub:
+                attributes["subresource"] = sub
+            if namespace:
+                attributes["namespace"] = namespace
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": f"system:serviceaccount:{SYSTEM_NAMESPACE}:{account}",
+                    "groups": ["system:serviceaccounts", "system:authenticated"],
+                    "resourceAttributes": attributes,
+                },
+            }
+            path = core_path("subjectaccessreviews", group="authorization.k8s.io/v1")
+            reply = await api.request("POST", path, body=review)
+            if not (reply.get("status") or {}).get("allowed"):
+                return False
+        return True
+
+    await wait_for(allowed, timeout=timeout, what="the RBAC of manifests/ in force")
+
+
 async def delete_object(api: Api, obj: Mapping[str, Any]) -> None:
     try:
         await api.request("DELETE", object_path(obj, named=True))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -186,13 +187,20 @@ async def service_account_kubeconfig(
     return path
 
 
-def forbidden_lines(text: str) -> list[str]:
-    """Log lines that tell of a 403 (RBAC refused a call)."""
-    return [
-        line
-        for line in text.splitlines()
-        if "Forbidden" in line or "HTTP 403" in line or '"code": 403' in line
-    ]
+def forbidden_lines(text: str, *, tolerated_until: str = "") -> list[str]:
+    """Log lines that tell of a 403 (RBAC refused a call). Lines whose JSON ``timestamp``
+    is not after ``tolerated_until`` (ISO 8601, UTC) are left out: a restarted API server
+    answers 403 for a moment after it is ready, until its authorizer's cache is filled."""
+    out = []
+    for line in text.splitlines():
+        if not ("Forbidden" in line or "HTTP 403" in line or '"code": 403' in line):
+            continue
+        if tolerated_until:
+            with contextlib.suppress(ValueError, AttributeError):
+                if str(json.loads(line).get("timestamp", "")) <= tolerated_until:
+                    continue
+        out.append(line)
+    return out
 
 
 # --------------------------------------------------------------------------- the webhook

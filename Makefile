@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck contracts unit bench e2e clean
+.PHONY: demo test lint typecheck contracts unit bench e2e e2e-real clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ bench: $(STAMP)
 # `make test` runs the same suite against the in-process API emulator.
 e2e: $(STAMP)
 	cd e2e && ../$(BIN)/pytest
+
+# The end-to-end suite against a real kube-apiserver started for the run from
+# ../shared/k8s (up, the suite, down); skipped with a message when it is absent.
+e2e-real: $(STAMP)
+	e2e/run-real-server
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -20,6 +20,12 @@ The scheduler gets ``--kube-api-qps 5000 --kube-api-burst 5000`` so that the fig
 the cost of the client path rather than kube-scheduler's default rate limit (50 QPS,
 which would cap binding at 50 pods/s whatever the scheduler does).
 
+Events are on, as in a cluster: a ``Scheduled`` event per bound pod, written by the
+scheduler's background event writer on its own client (``--event-qps`` follows
+``--kube-api-qps``), so the figure includes their cost. ``scheduled_events`` counts the
+``Scheduled`` Events in the store once the scheduler has stopped (SIGTERM lets it write
+those still due), ``events_dropped`` is its ``scheduler_events_dropped_total``.
+
 Figures are the same keys as :func:`bench.workloads.run` where the meaning carries over;
 ``cpu_seconds`` and ``peak_rss_mb`` are those of the scheduler process (``/proc/<pid>``:
 utime + stime over the interval, ``VmHWM``), ``emulator_peak_rss_mb`` that of this one.
@@ -276,6 +282,8 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
         cpu = meter.cpu_last_bound - cpu_start
     cycles_after = _metric(text, "scheduler_cycle_duration_seconds_count", {"action": "all"})
     bound = len(meter.bound)
+    events, _ = store.list("Event")
+    scheduled_events = sum(1 for e in events if e.get("reason") == "Scheduled")
     if profile and prof_path.exists():
         _print_profile(prof_path, w.name)
     figures = {
@@ -288,6 +296,8 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
         "bound": bound,
         "unbound": w.pods - bound,
         "bind_failures": int(_metric(text, "sluice_bind_total", {"result": "error"}) or 0),
+        "scheduled_events": scheduled_events,
+        "events_dropped": int(_metric(text, "scheduler_events_dropped_total") or 0),
         "seconds": _r(seconds),
         "pods_per_second": _r(bound / seconds, 1) if seconds else None,
         "cpu_seconds": _r(cpu),

@@ -8,6 +8,13 @@
   its own with fake Nodes of its own, and deletes what it created.
 * otherwise every test is skipped.
 
+On a real cluster, ``sluice run`` and ``sluice controller`` run as their ServiceAccounts
+under the RBAC of ``manifests/`` (applied once per session; tokens from the TokenRequest
+API), and a test fails if either logged a 403 (``SLUICE_E2E_SERVICE_ACCOUNTS=0``: as the
+kubeconfig's user instead). ``SLUICE_E2E_K8S_STATE`` names the state directory of
+``../shared/k8s/up`` when the cluster is that local control plane: the tests marked
+``real_server`` kill and restart its API server through it (skipped otherwise).
+
 ``SLUICE_E2E_SCHEDULER_NAME`` (default ``sluice``) is the ``schedulerName`` the tests'
 pods carry and the started schedulers serve (through a ``--config`` file when it is not
 the default), so that the suite can run beside a deployed Sluice.
@@ -23,6 +30,17 @@ from typing import Any
 
 import anyio
 import pytest
+from control_plane import (
+    CONTROLLER_ACCOUNT,
+    SCHEDULER_ACCOUNT,
+    SYSTEM_NAMESPACE,
+    ControllerProcess,
+    LocalControlPlane,
+    apply_manifests,
+    forbidden_lines,
+    service_account_kubeconfig,
+    wait_for_rbac,
+)
 from harness import (
     Api,
     ApiFailure,
@@ -34,8 +52,12 @@ from harness import (
     install_crds,
 )
 
+from scheduler.controllers.certificates import make_webhook_certificate
+
 EMULATOR_ENV = "SLUICE_E2E_EMULATOR"
 SCHEDULER_NAME = os.environ.get("SLUICE_E2E_SCHEDULER_NAME", "sluice")
+K8S_STATE = os.environ.get("SLUICE_E2E_K8S_STATE", "")
+SERVICE_ACCOUNTS = os.environ.get("SLUICE_E2E_SERVICE_ACCOUNTS", "1") not in ("", "0")
 _CREATED_CRDS: list[str] = []
 _STATE = {"crds_installed": False}
 
@@ -58,16 +80,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "emulator(history=N, fault_rate=R, fault_kinds=(...), seed=S): options of the "
-        "per-test emulator; the test is skipped against a real cluster",
+        "per-test emulator (ignored against a real cluster)",
     )
     config.addinivalue_line("markers", "emulator_only: needs the emulator (skipped on a cluster)")
+    config.addinivalue_line(
+        "markers", "cluster_only: needs a real API server (admission webhooks, RBAC)"
+    )
+    config.addinivalue_line(
+        "markers",
+        "real_server: needs the local control plane of ../shared/k8s (SLUICE_E2E_K8S_STATE)",
+    )
 
 
 def pytest_report_header() -> str:
     where = {"emulator": "in-process API emulator", "skip": "nothing (skipped)"}.get(
         MODE, f"the cluster of KUBECONFIG={KUBECONFIG}"
     )
-    return f"sluice e2e: against {where}; schedulerName {SCHEDULER_NAME}"
+    accounts = "ServiceAccounts of manifests/" if _as_service_accounts() else "the kubeconfig user"
+    return f"sluice e2e: against {where}; schedulerName {SCHEDULER_NAME}; as {accounts}"
+
+
+def _as_service_accounts() -> bool:
+    return MODE == "cluster" and SERVICE_ACCOUNTS and os.pathsep not in (KUBECONFIG or "")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -75,12 +109,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason=f"no cluster: set KUBECONFIG to a cluster's kubeconfig, or {EMULATOR_ENV}=1"
     )
     skip_cluster = pytest.mark.skip(reason="needs the in-process emulator (not a real cluster)")
+    skip_emulator = pytest.mark.skip(reason="needs a real API server (not the emulator)")
+    skip_local = pytest.mark.skip(
+        reason="needs the control plane of ../shared/k8s/up (set SLUICE_E2E_K8S_STATE)"
+    )
     for item in items:
         if MODE == "skip":
             item.add_marker(skip_all)
-        elif MODE == "cluster" and (
-            item.get_closest_marker("emulator_only") or item.get_closest_marker("emulator")
+        elif MODE == "emulator" and (
+            item.get_closest_marker("cluster_only") or item.get_closest_marker("real_server")
         ):
+            item.add_marker(skip_emulator)
+        elif item.get_closest_marker("real_server") and not K8S_STATE:
+            item.add_marker(skip_local)
+        elif MODE == "cluster" and item.get_closest_marker("emulator_only"):
             item.add_marker(skip_cluster)
 
 
@@ -144,9 +186,42 @@ async def api_server(
         await server.stop()
 
 
+async def _service_accounts(api: Api, directory: Path) -> dict[str, str]:
+    """Once per session on a real cluster: the RBAC of ``manifests/`` applied, and a
+    kubeconfig for each ServiceAccount (``scheduler``, ``controller``)."""
+    if "accounts" not in _ACCOUNTS:
+        assert KUBECONFIG is not None
+        await apply_manifests(api)
+        await wait_for_rbac(api)
+        _ACCOUNTS["accounts"] = {
+            role: str(
+                await service_account_kubeconfig(
+                    api, KUBECONFIG, directory / f"{role}.kubeconfig", name=account
+                )
+            )
+            for role, account in (
+                ("scheduler", SCHEDULER_ACCOUNT),
+                ("controller", CONTROLLER_ACCOUNT),
+            )
+        }
+    return _ACCOUNTS["accounts"]
+
+
+_ACCOUNTS: dict[str, dict[str, str]] = {}
+
+
+@pytest.fixture
+def control_plane() -> LocalControlPlane:
+    """The local control plane of ``../shared/k8s/up`` (tests marked ``real_server``)."""
+    assert K8S_STATE, "real_server tests run only with SLUICE_E2E_K8S_STATE"
+    return LocalControlPlane(Path(K8S_STATE))
+
+
 @pytest.fixture
 async def cluster(
-    api_server: EmulatedApiServer | None, request: pytest.FixtureRequest
+    api_server: EmulatedApiServer | None,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Cluster]:
     """A namespace of its own on the API server, the pod informer and recorder, and the
     fake kubelet running; everything deleted afterwards."""
@@ -157,6 +232,11 @@ async def cluster(
             _CREATED_CRDS.extend(await install_crds(api))
             _STATE["crds_installed"] = MODE == "cluster"
         c = Cluster(api, kubeconfig, scheduler_name=SCHEDULER_NAME, emulator=api_server)
+        if _as_service_accounts():
+            accounts = await _service_accounts(api, tmp_path_factory.mktemp("accounts"))
+            c.scheduler_kubeconfig = accounts["scheduler"]
+            c.controller_kubeconfig = accounts["controller"]
+            c.lease_namespace = SYSTEM_NAMESPACE
         await c.setup()
         try:
             async with anyio.create_task_group() as tg:
@@ -194,9 +274,9 @@ async def start_scheduler(
 
     async def start(*, ready: bool = True, **options: Any) -> SchedulerProcess:
         if options.get("leader_elect"):
-            options.setdefault("lease_namespace", cluster.namespace)
+            options.setdefault("lease_namespace", cluster.lease_namespace)
             options.setdefault("lease_name", f"sluice-{cluster.run_id}")
-        proc = SchedulerProcess(cluster.kubeconfig, tmp_path, config=config, **options)
+        proc = SchedulerProcess(cluster.scheduler_kubeconfig, tmp_path, config=config, **options)
         started.append(proc)
         await proc.start()
         if ready:
@@ -209,10 +289,54 @@ async def start_scheduler(
         with anyio.CancelScope(shield=True):
             for proc in started:
                 await proc.aclose()
-        failed = any(
-            getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
-            for when in ("setup", "call")
+        _report(request, started)
+
+
+def _report(request: pytest.FixtureRequest, started: list[SchedulerProcess]) -> None:
+    """Print the tails of the logs of a failed test; fail a test whose processes were
+    refused a call by RBAC (403)."""
+    failed = any(
+        getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
+        for when in ("setup", "call")
+    )
+    if failed:
+        for proc in started:
+            print(proc.tail(60))
+    refused = [
+        f"{p.log_path.name}: {line}"
+        for p in started
+        for line in forbidden_lines(
+            p.log_text(), tolerated_until=getattr(p, "forbidden_tolerated_until", "")
         )
-        if failed:
+    ]
+    assert not refused, "403 Forbidden under the RBAC of manifests/:\n" + "\n".join(refused[:20])
+
+
+@pytest.fixture
+async def start_controller(
+    cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Callable[..., Awaitable[ControllerProcess]]]:
+    """``await start_controller(cert_dir=..., dev=..., ready=True)``: ``sluice controller``
+    against the test's cluster (as its ServiceAccount on a real cluster, unless
+    ``kubeconfig`` is given), its webhook on 127.0.0.1. Stopped with SIGTERM after the test."""
+    started: list[SchedulerProcess] = []
+
+    async def start(
+        *, ready: bool = True, kubeconfig: str | None = None, **options: Any
+    ) -> ControllerProcess:
+        if not options.get("dev") and options.get("cert_dir") is None:
+            options["cert_dir"] = make_webhook_certificate(tmp_path / "certs").ca.parent
+        proc = ControllerProcess(kubeconfig or cluster.controller_kubeconfig, tmp_path, **options)
+        started.append(proc)
+        await proc.start()
+        if ready:
+            await proc.wait_ready()
+        return proc
+
+    try:
+        yield start
+    finally:
+        with anyio.CancelScope(shield=True):
             for proc in started:
-                print(proc.tail(60))
+                await proc.aclose()
+        _report(request, started)

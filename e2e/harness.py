@@ -775,6 +775,13 @@ class Cluster:
         self.emulator = emulator
         self.run_id = run_id or f"e2e{uuid.uuid4().hex[:8]}"
         self.namespace = f"e2e-{self.run_id}"
+        self.scheduler_kubeconfig = kubeconfig
+        """What ``sluice run`` connects with: the ServiceAccount's on a real cluster."""
+        self.controller_kubeconfig = kubeconfig
+        """What ``sluice controller`` connects with."""
+        self.lease_namespace = self.namespace
+        """Where the schedulers' Lease lives (``sluice-system`` under the RBAC of
+        ``manifests/``, whose Role allows Leases there only)."""
         self.nodes: dict[str, dict[str, Decimal]] = {}
         self.queues: list[str] = []
         self.priority_classes: list[str] = []
@@ -860,6 +867,15 @@ class Cluster:
         for pc in self.priority_classes:
             await self._delete_quietly(
                 core_path("priorityclasses", None, pc, group="scheduling.k8s.io/v1")
+            )
+        if self.lease_namespace != self.namespace:
+            await self._delete_quietly(
+                core_path(
+                    "leases",
+                    self.lease_namespace,
+                    f"sluice-{self.run_id}",
+                    group="coordination.k8s.io/v1",
+                )
             )
         await self._delete_quietly(core_path("namespaces", None, self.namespace))
 
@@ -1152,7 +1168,9 @@ class Cluster:
 
     async def get_lease(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         return await self.api.get_or_none(
-            core_path("leases", namespace or self.namespace, name, group="coordination.k8s.io/v1")
+            core_path(
+                "leases", namespace or self.lease_namespace, name, group="coordination.k8s.io/v1"
+            )
         )
 
 

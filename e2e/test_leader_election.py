@@ -121,7 +121,7 @@ async def test_leadership_lost_ends_the_process_with_1(cluster: Cluster, start_s
     }
     await cluster.api.request(
         "PUT",
-        core_path("leases", cluster.namespace, lease_name, group="coordination.k8s.io/v1"),
+        core_path("leases", cluster.lease_namespace, lease_name, group="coordination.k8s.io/v1"),
         body=stolen,
     )
     await wait_for(

@@ -96,10 +96,16 @@ def _parser() -> argparse.ArgumentParser:
     ctl.add_argument(
         "--dev",
         action="store_true",
-        help="outside the cluster: kopf's self-signed webhook server, text logs",
+        help="outside the cluster: text logs, the webhook on 127.0.0.1 with a self-signed "
+        "certificate unless --cert-dir has one",
     )
     ctl.add_argument("-v", "--v", dest="verbose", type=int, default=0, metavar="N")
     ctl.add_argument("--webhook-port", type=int, default=9443)
+    ctl.add_argument(
+        "--webhook-address",
+        metavar="ADDR",
+        help="where the webhook listens (default 0.0.0.0; 127.0.0.1 with --dev)",
+    )
     ctl.add_argument("--cert-dir", default="/etc/sluice/webhook-certs")
     ctl.add_argument("--health-port", type=int, default=8080)
     return parser
@@ -125,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 webhook_port=args.webhook_port,
                 cert_dir=args.cert_dir,
                 health_port=args.health_port,
+                webhook_address=args.webhook_address,
             )
         if args.command == "simulate":
             from scheduler.cli.simulate import simulate

@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
 
 from scheduler import app
+from scheduler.api.errors import ConfigError
 from scheduler.cache import SchedulerCache
 from scheduler.config import (
     SchedulerConfiguration,
@@ -28,6 +29,7 @@ from scheduler.config import (
     with_feature_gates,
 )
 from scheduler.kube import (
+    EventSettings,
     InformerSet,
     KubeBackend,
     KubeClient,
@@ -76,21 +78,40 @@ def _http_app(metrics: Metrics, health: Health) -> web.Application:
     return http
 
 
+EVENT_FLUSH_SECONDS = 5.0
+"""On a clean stop, how long the events already due may take to be written."""
+
+
+def event_settings(args: argparse.Namespace) -> EventSettings:
+    """``--event-qps``/``--event-burst``, each defaulting to its ``--kube-api-*`` value (the
+    event client has the API client's rate, as kube-scheduler's has). Refuses negatives."""
+    qps = args.kube_api_qps if args.event_qps is None else args.event_qps
+    burst = args.kube_api_burst if args.event_burst is None else args.event_burst
+    if qps < 0:
+        raise ConfigError("sluice run", "--event-qps", f"must be 0 (no limit) or more, got {qps:g}")
+    if burst < 1:
+        raise ConfigError("sluice run", "--event-burst", f"must be at least 1, got {burst}")
+    return EventSettings(qps=qps, burst=burst)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry of ``sluice run``. Returns the process's exit code."""
     configure(args.verbosity)
     config = load_configuration_file(args.config) if args.config else SchedulerConfiguration()
     config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
     resolved = app.resolve(config)  # refuse a bad configuration before connecting
+    events = event_settings(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
-        return anyio.run(_main, args, resolved)
+        return anyio.run(_main, args, resolved, events)
     except LeadershipLost as exc:
         log.error("leadership lost; exiting", error=str(exc))
         return 1
 
 
-async def _main(args: argparse.Namespace, resolved: app.ResolvedConfiguration) -> int:
+async def _main(
+    args: argparse.Namespace, resolved: app.ResolvedConfiguration, events: EventSettings
+) -> int:
     metrics = Metrics()
     health = Health(leader_elect=args.leader_elect)
     runner: web.AppRunner | None = None
@@ -105,7 +126,12 @@ async def _main(args: argparse.Namespace, resolved: app.ResolvedConfiguration) -
     try:
         async with client, anyio.create_task_group() as tg:
             cache = SchedulerCache(resolved.config.scheduler_name)
-            backend = KubeBackend(client, eviction_mode=args.eviction_mode)
+            backend = KubeBackend(
+                client,
+                eviction_mode=args.eviction_mode,
+                event_settings=events,
+                on_event_drop=lambda reason: metrics.events_dropped.labels(reason).inc(),
+            )
             await tg.start(backend.run)
             informers = InformerSet(client, cache)
             health.informers = informers
@@ -125,6 +151,7 @@ async def _main(args: argparse.Namespace, resolved: app.ResolvedConfiguration) -
                 await elector.run(lambda: _schedule(loop, health))
             else:
                 await _schedule(loop, health)
+            await backend.flush_events(EVENT_FLUSH_SECONDS)
             tg.cancel_scope.cancel()
     finally:
         if runner is not None:

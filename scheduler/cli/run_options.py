@@ -32,6 +32,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kube-api-qps", type=float, default=DEFAULT_QPS)
     parser.add_argument("--kube-api-burst", type=int, default=DEFAULT_BURST)
     parser.add_argument(
+        "--event-qps",
+        type=float,
+        default=None,
+        metavar="QPS",
+        help="events written a second, on a client of their own (default: --kube-api-qps, "
+        "as kube-scheduler's event client; 0: no limit)",
+    )
+    parser.add_argument(
+        "--event-burst",
+        type=int,
+        default=None,
+        metavar="N",
+        help="events written at once before --event-qps applies (default: --kube-api-burst)",
+    )
+    parser.add_argument(
         "--eviction-mode",
         choices=("delete", "evict"),
         default="delete",

@@ -7,11 +7,15 @@ and exits with what it returns. It never returns while the operator runs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
+import tempfile
+from pathlib import Path
 
 import kopf
 
+from scheduler.controllers.certificates import MissingDependencyError, make_webhook_certificate
 from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,
     ControllerOptions,
@@ -32,6 +36,7 @@ def run_controller(
     webhook_port: int = 9443,
     cert_dir: str = DEFAULT_CERT_DIR,
     health_port: int = 8080,
+    webhook_address: str | None = None,
 ) -> int:
     """Run the controller until SIGTERM/SIGINT; the process's exit code.
 
@@ -39,9 +44,13 @@ def run_controller(
     ``~/.kube/config``). ``namespace``: validate only the PodGroups of that namespace (Queues
     are cluster-scoped and always validated; the operator itself is cluster-wide). ``dev``:
     plain-text logs and :class:`kopf.WebhookAutoServer` for a controller run outside the
-    cluster. ``verbose``: kube-style level; 4 and above log at DEBUG. The webhook listens with
-    TLS on ``webhook_port`` with ``cert_dir``/``tls.crt`` and ``tls.key``; kopf's liveness
-    endpoint is ``http://0.0.0.0:<health_port>/healthz`` (0 turns it off).
+    cluster: the webhook listens on 127.0.0.1 (unless ``webhook_address`` is given) and, when
+    ``cert_dir`` holds no certificate, with a self-signed one made in a temporary directory,
+    whose CA (``ca.crt`` there, logged) is the ``caBundle`` to register it with.
+    ``verbose``: kube-style level; 4 and above log at DEBUG. The webhook listens with TLS on
+    ``webhook_address`` (default every interface) and ``webhook_port``, with
+    ``cert_dir``/``tls.crt`` and ``tls.key``; kopf's liveness endpoint is
+    ``http://0.0.0.0:<health_port>/healthz`` (0 turns it off).
 
     Returns 0 after a clean stop, 2 for a bad option (missing certificate), 1 when the
     operator fails (no credentials, a startup handler that cannot succeed, ...).
@@ -57,16 +66,32 @@ def run_controller(
         dev=dev,
         webhook_port=webhook_port,
         cert_dir=cert_dir,
+        webhook_address=webhook_address,
     )
-    if not dev:
-        missing = [str(p) for p in (options.certfile, options.pkeyfile) if not p.is_file()]
-        if missing:
-            print(
-                f"error: webhook certificate not found: {', '.join(missing)} "
-                "(mount the Secret sluice-webhook-cert there, or use --dev)",
-                file=sys.stderr,
-            )
+    missing = [str(p) for p in (options.certfile, options.pkeyfile) if not p.is_file()]
+    if dev and missing:
+        directory = Path(tempfile.mkdtemp(prefix="sluice-webhook-"))
+        hosts = ["127.0.0.1", "localhost"]
+        if options.address not in (*hosts, "0.0.0.0", "::"):
+            hosts.append(options.address)
+        try:
+            made = make_webhook_certificate(directory, hosts)
+        except MissingDependencyError as exc:
+            print(f"error: --dev: {exc}", file=sys.stderr)
             return 2
+        options = dataclasses.replace(options, cert_dir=str(directory))
+        log.warning(
+            f"--dev: a self-signed webhook certificate in {directory}; register the webhook "
+            f"with url https://{options.address}:{webhook_port}/<validate-podgroup|"
+            f"validate-queue> and the caBundle of {made.ca}"
+        )
+    elif not dev and missing:
+        print(
+            f"error: webhook certificate not found: {', '.join(missing)} "
+            "(mount the Secret sluice-webhook-cert there, or use --dev)",
+            file=sys.stderr,
+        )
+        return 2
     liveness = f"http://0.0.0.0:{health_port}/healthz" if health_port else None
     try:
         kopf.run(

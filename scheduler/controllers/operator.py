@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_QUEUE_OBJECT",
     "FINALIZER",
     "INDEX_QUEUE_PARENTS",
+    "WATCH_SERVER_TIMEOUT",
     "WEBHOOK_POD_GROUP",
     "WEBHOOK_QUEUE",
     "Controller",
@@ -81,6 +82,9 @@ DEFAULT_QUEUE_OBJECT: Final[Mapping[str, Any]] = {
     "spec": {"weight": 1},
 }
 
+#: The watches' ``timeoutSeconds``: an integer, as the API server requires.
+WATCH_SERVER_TIMEOUT: Final[int] = 540
+
 #: Waits between attempts to create ``default``; the last one repeats for as long as it takes.
 KEEPER_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
@@ -90,9 +94,11 @@ class ControllerOptions:
     """How ``sluice controller`` runs.
 
     ``namespace``: when set, only PodGroups in that namespace are validated (the others are
-    admitted as they are); Queues are cluster-scoped and always validated. ``dev``: serve the
-    webhook with :class:`kopf.WebhookAutoServer` (for a controller run outside the cluster),
-    using the certificate in ``cert_dir`` if there is one, else a self-signed one.
+    admitted as they are); Queues are cluster-scoped and always validated. ``dev``: a
+    controller run outside the cluster: text logs, and the webhook on 127.0.0.1 unless
+    ``webhook_address`` says otherwise (``run_controller`` puts a self-signed certificate
+    in ``cert_dir`` when none is there). ``webhook_address``: where the webhook listens
+    (default every interface, as a pod's Service needs).
     """
 
     kubeconfig: str | None = None
@@ -100,6 +106,14 @@ class ControllerOptions:
     dev: bool = False
     webhook_port: int = 9443
     cert_dir: str = DEFAULT_CERT_DIR
+    webhook_address: str | None = None
+
+    @property
+    def address(self) -> str:
+        """Where the webhook listens."""
+        if self.webhook_address:
+            return self.webhook_address
+        return "127.0.0.1" if self.dev else "0.0.0.0"
 
     @property
     def certfile(self) -> Path:
@@ -151,16 +165,13 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
 
 
 def webhook_server(options: ControllerOptions) -> kopf.WebhookServer:
-    """The admission server: TLS on ``webhook_port`` with the mounted certificate."""
-    if options.dev:
-        have_cert = options.certfile.is_file() and options.pkeyfile.is_file()
-        return kopf.WebhookAutoServer(
-            port=options.webhook_port,
-            certfile=options.certfile if have_cert else None,
-            pkeyfile=options.pkeyfile if have_cert else None,
-        )
+    """The admission server: TLS on ``address``:``webhook_port`` with the certificate of
+    ``cert_dir`` (mounted from its Secret; with ``--dev`` possibly a self-signed one).
+
+    Not kopf's ``WebhookAutoServer``, even with ``--dev``: it needs ``certvalidator``,
+    whose ``oscrypto`` cannot load OpenSSL 3 (see :mod:`.certificates`)."""
     return kopf.WebhookServer(
-        addr="0.0.0.0",  # every interface: the Service reaches the pod on its own address
+        addr=options.address,
         port=options.webhook_port,
         certfile=options.certfile,
         pkeyfile=options.pkeyfile,
@@ -181,7 +192,10 @@ def configure_settings(settings: kopf.OperatorSettings, options: ControllerOptio
     settings.networking.connect_timeout = 10.0
     settings.networking.request_timeout = 60.0
     settings.watching.connect_timeout = 10.0
-    settings.watching.server_timeout = 540.0
+    # kopf sends server_timeout as the watch's timeoutSeconds, str() of the value: the API
+    # server parses it as an integer and refuses "540.0" (400 BadRequest), which stops the
+    # watcher and the whole operator. An int is sent as "540".
+    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = 600.0
     settings.admission.server = webhook_server(options)
     # settings.admission.managed stays None: manifests/webhook.yaml carries the configuration.

@@ -1,27 +1,25 @@
 """Layer 4: the Kubernetes backend, the only package that imports kubernetes_asyncio.
 
-* :mod:`.client`: configuration (``--kubeconfig``, ``KUBECONFIG``, in-cluster), the
-  rate-limited client every request goes through, error translation;
+One job a module:
+
+* :mod:`.config`: where the client configuration comes from (``--kubeconfig``,
+  ``KUBECONFIG``, in-cluster);
+* :mod:`.resources`: the resource table (paths of every kind used) and content types;
+* :mod:`.errors`: library errors translated into :mod:`scheduler.api.errors`' tree;
+* :mod:`.ratelimit`: the client-side token bucket and the rate-limited ``ApiClient``;
+* :mod:`.client`: the one rate-limited raw-JSON client of the process;
 * :mod:`.informers`: list+watch of every kind the scheduler needs into the cache;
 * :mod:`.backend`: the ports (Binder, Evictor, StatusWriter, EventRecorder);
+* :mod:`.events`: the event recorder (series, per-object limit, background writer);
 * :mod:`.leader`: leader election on a Lease;
 * :mod:`.timestamps`: MicroTime formatting.
 """
 
-from scheduler.kube.backend import EventSettings, EvictionMode, KubeBackend, KubeEventRecorder
-from scheduler.kube.client import (
-    DEFAULT_BURST,
-    DEFAULT_QPS,
-    DEFAULT_TIMEOUT,
-    KubeClient,
-    Resource,
-    SystemClock,
-    TokenBucket,
-    api_errors,
-    error_from_status,
-    load_configuration,
-    translate_error,
-)
+from scheduler.kube.backend import KubeBackend
+from scheduler.kube.client import DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT, KubeClient
+from scheduler.kube.config import load_configuration
+from scheduler.kube.errors import api_errors, error_from_status, translate_error
+from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.informers import (
     SCHEDULER_RESOURCES,
     Backoff,
@@ -38,6 +36,8 @@ from scheduler.kube.leader import (
     LeaseRecord,
     default_identity,
 )
+from scheduler.kube.ratelimit import TokenBucket
+from scheduler.kube.resources import Resource
 
 __all__ = [
     "DEFAULT_BURST",
@@ -47,7 +47,6 @@ __all__ = [
     "Backoff",
     "CacheSink",
     "EventSettings",
-    "EvictionMode",
     "Informer",
     "InformerSet",
     "InformerSettings",
@@ -60,7 +59,6 @@ __all__ = [
     "LeadershipLost",
     "LeaseRecord",
     "Resource",
-    "SystemClock",
     "TokenBucket",
     "api_errors",
     "default_identity",

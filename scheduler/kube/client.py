@@ -1,377 +1,51 @@
-"""The connection to a real API server (layer 4, kube): configuration, rate limit, errors.
+"""The connection to a real API server (layer 4, kube): one rate-limited client.
 
 Job: build one rate-limited kubernetes-asyncio ``ApiClient`` for the whole process and
 offer the rest of ``scheduler.kube`` a raw-JSON way to use it. Contracts:
 
-* **Configuration** (:func:`load_configuration`) comes from, in this order: an explicit
-  ``--kubeconfig`` path, the ``KUBECONFIG`` environment variable (read at call time, a
-  ``:``-separated list is merged as kubectl does), the in-cluster service account (when
-  ``KUBERNETES_SERVICE_HOST`` is set), ``~/.kube/config``. The file is always passed as
-  ``config_file=``: the library reads ``KUBECONFIG`` once, at import. Nothing is ever
-  written back to a kubeconfig.
+* **Configuration**: :func:`scheduler.kube.config.load_configuration`.
 * **Every request** made through :attr:`KubeClient.api` (this module's :meth:`request`,
   the watch streams, and any generated ``CoreV1Api(client.api)`` call) first takes a
-  token from the client's :class:`TokenBucket` (kube-scheduler's ``--kube-api-qps`` 50
-  and ``--kube-api-burst`` 100 by default) and gets a ``_request_timeout`` (the client's
-  default unless the call gives one): the library's default is none at all.
-* **Errors**: every failure leaves this module as a :class:`scheduler.api.errors.ApiError`
-  subclass, chained to the library's exception with ``raise ... from``: 404 NotFound,
-  409 AlreadyExists (reason ``AlreadyExists``) or Conflict, 410 Gone, 422 InvalidObject
-  (with the field causes of the ``Status``), 429 TooManyRequests, anything else, timeouts
-  and connection errors ServerError. :func:`api_errors` and :func:`error_from_status` are
-  the two helpers; nothing else in the package catches library exceptions.
+  token from the client's :class:`~scheduler.kube.ratelimit.TokenBucket`
+  (kube-scheduler's ``--kube-api-qps`` 50 and ``--kube-api-burst`` 100 by default) and
+  gets a ``_request_timeout`` (the client's default unless the call gives one): the
+  library's default is none at all.
+* **Errors**: every failure leaves this module as a
+  :class:`scheduler.api.errors.ApiError` subclass (:mod:`scheduler.kube.errors`).
 * **Raw JSON**: :meth:`KubeClient.request` and :meth:`KubeClient.stream` never build the
   client's model objects (``_preload_content=False``, ``json.loads``), which are several
   times slower and fail on some replies (a binding's ``Status``).
 
 One :class:`KubeClient` per process, used from one event loop. Close it (``async with``).
+:meth:`KubeClient.sibling` gives a second client on the same configuration with a
+limiter of its own (the event writer's, so that events never take a bind's token).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config.config_exception import ConfigException
 
-from scheduler.api import labels as L
-from scheduler.api.errors import (
-    AlreadyExistsError,
-    ApiError,
-    ConfigError,
-    ConflictError,
-    FieldCause,
-    GoneError,
-    InvalidObjectError,
-    NotFoundError,
-    ServerError,
-    TooManyRequestsError,
-)
-from scheduler.loop.clock import SystemClock
+from scheduler.api.errors import ServerError
+from scheduler.kube.config import load_configuration
+from scheduler.kube.errors import api_errors, error_from_status
+from scheduler.kube.ratelimit import LimitedApiClient, TokenBucket
+from scheduler.kube.resources import JSON
 from scheduler.ports import Clock
 
-__all__ = [
-    "CRD_GROUP",
-    "CRD_VERSION",
-    "DEFAULT_BURST",
-    "DEFAULT_QPS",
-    "DEFAULT_TIMEOUT",
-    "EVENTS",
-    "JSON",
-    "LEASES",
-    "MERGE_PATCH",
-    "NODES",
-    "PODS",
-    "POD_DISRUPTION_BUDGETS",
-    "POD_GROUPS",
-    "PRIORITY_CLASSES",
-    "QUEUES",
-    "STRATEGIC_MERGE_PATCH",
-    "TOPOLOGIES",
-    "JsonLineReader",
-    "KubeClient",
-    "Resource",
-    "SystemClock",
-    "TokenBucket",
-    "api_errors",
-    "error_from_status",
-    "load_configuration",
-    "translate_error",
-]
+__all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "JsonLineReader", "KubeClient"]
 
 #: kube-scheduler's ``--kube-api-qps`` and ``--kube-api-burst`` defaults.
 DEFAULT_QPS: Final[float] = 50.0
 DEFAULT_BURST: Final[int] = 100
 #: The ``_request_timeout`` (seconds) of a request that does not give its own.
 DEFAULT_TIMEOUT: Final[float] = 30.0
-
-JSON: Final[str] = "application/json"
-MERGE_PATCH: Final[str] = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH: Final[str] = "application/strategic-merge-patch+json"
-
-_IN_CLUSTER_ENV: Final[str] = "KUBERNETES_SERVICE_HOST"
-_DEFAULT_KUBECONFIG: Final[Path] = Path("~/.kube/config")
-
-
-# --------------------------------------------------------------------------- resources
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """One API resource: where its objects live on the API server.
-
-    ``group`` is empty for the core group. ``path`` builds the URL path of the
-    collection (all namespaces when ``namespace`` is None), of one object (``name``), or
-    of one of its subresources (``subresource``).
-    """
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        elif subresource:
-            raise ValueError("a subresource needs an object name")
-        return base
-
-
-CRD_GROUP: Final[str] = L.GROUP
-CRD_VERSION: Final[str] = L.VERSION
-
-PODS: Final = Resource("Pod", "", "v1", "pods", True)
-NODES: Final = Resource("Node", "", "v1", "nodes", False)
-POD_GROUPS: Final = Resource("PodGroup", CRD_GROUP, CRD_VERSION, "podgroups", True)
-QUEUES: Final = Resource("Queue", CRD_GROUP, CRD_VERSION, "queues", False)
-TOPOLOGIES: Final = Resource("Topology", CRD_GROUP, CRD_VERSION, "topologies", False)
-PRIORITY_CLASSES: Final = Resource(
-    "PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False
-)
-POD_DISRUPTION_BUDGETS: Final = Resource(
-    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True
-)
-EVENTS: Final = Resource("Event", "events.k8s.io", "v1", "events", True)
-LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _status_document(body: object) -> Mapping[str, Any]:
-    """The ``Status`` object of an error reply, or an empty mapping if there is none."""
-    if isinstance(body, Mapping):
-        return body
-    if isinstance(body, bytes | bytearray):
-        body = bytes(body).decode("utf-8", "replace")
-    if isinstance(body, str) and body.strip():
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            return {"message": body.strip()[:500]}
-        if isinstance(parsed, Mapping):
-            return parsed
-    return {}
-
-
-def error_from_status(
-    status: int, body: object = None, *, kind: str = "", name: str = ""
-) -> ApiError:
-    """The ApiError for an HTTP reply with ``status`` (not 2xx) and ``body`` (a Status
-    object as bytes, text or a mapping, or nothing). ``kind`` and ``name`` name the
-    object for the error; when empty they are taken from the Status' details."""
-    doc = _status_document(body)
-    details = doc.get("details") if isinstance(doc.get("details"), Mapping) else {}
-    assert isinstance(details, Mapping)
-    reason = str(doc.get("reason") or "")
-    message = str(doc.get("message") or reason or f"HTTP {status}")
-    kind = kind or str(details.get("kind") or "")
-    name = name or str(details.get("name") or "")
-    if status == 404:
-        return NotFoundError(message, kind=kind, name=name)
-    if status == 409:
-        if reason == "AlreadyExists":
-            return AlreadyExistsError(message, kind=kind, name=name)
-        return ConflictError(message, kind=kind, name=name)
-    if status == 410:
-        return GoneError(message, kind=kind, name=name)
-    if status == 422:
-        causes = tuple(
-            FieldCause(str(c.get("field") or ""), str(c.get("message") or ""))
-            for c in details.get("causes") or ()
-            if isinstance(c, Mapping)
-        )
-        return InvalidObjectError(message, kind=kind, name=name, causes=causes)
-    if status == 429:
-        return TooManyRequestsError(message, kind=kind, name=name)
-    label = f"HTTP {status} {reason}".rstrip() if status else "request failed"
-    return ServerError(f"{label}: {message}", kind=kind, name=name)
-
-
-def translate_error(exc: BaseException, *, kind: str = "", name: str = "") -> ApiError:
-    """The ApiError for an exception raised by kubernetes-asyncio or aiohttp.
-
-    An ApiError is returned unchanged. The caller raises the result ``from exc``.
-    """
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, ApiException):
-        return error_from_status(int(exc.status or 0), exc.body, kind=kind, name=name)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return error_from_status(exc.status, exc.message, kind=kind, name=name)
-    if isinstance(exc, TimeoutError):
-        return ServerError("the request to the API server timed out", kind=kind, name=name)
-    if isinstance(exc, aiohttp.ClientError | OSError):
-        return ServerError(f"cannot reach the API server: {exc!r}", kind=kind, name=name)
-    if isinstance(exc, ValueError):
-        return ServerError(f"malformed reply from the API server: {exc}", kind=kind, name=name)
-    return ServerError(f"API request failed: {exc!r}", kind=kind, name=name)
-
-
-_LIBRARY_ERRORS: Final = (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError)
-
-
-@contextlib.contextmanager
-def api_errors(kind: str = "", name: str = "") -> Iterator[None]:
-    """Translate the library errors raised inside the block (see :func:`translate_error`).
-
-    ApiErrors and cancellation pass through untouched. Wrap only library calls and
-    decoding: a ValueError of our own code would become a ServerError.
-    """
-    try:
-        yield
-    except ApiError:
-        raise
-    except _LIBRARY_ERRORS as exc:
-        raise translate_error(exc, kind=kind, name=name) from exc
-
-
-# --------------------------------------------------------------------------- rate limit
-
-
-class TokenBucket:
-    """A token bucket: ``qps`` tokens a second, at most ``burst`` saved up (client-go's
-    ``flowcontrol.NewTokenBucketRateLimiter``).
-
-    :meth:`acquire` reserves a token and sleeps (on ``clock``) until it is due, so
-    waiting callers are served in the order they arrived; a caller cancelled while
-    waiting gives its token back. ``qps <= 0`` means no limit. Used from one event loop.
-    ``waited`` is the total time callers were made to wait, ``taken`` the tokens given.
-    """
-
-    def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
-        if burst < 1:
-            raise ValueError(f"burst must be at least 1, got {burst}")
-        self.qps = qps
-        self.burst = burst
-        self.clock: Clock = clock or SystemClock()
-        self._tokens = float(burst)
-        self._last = self.clock.now()
-        self.waited = 0.0
-        self.taken = 0
-
-    @property
-    def unlimited(self) -> bool:
-        return self.qps <= 0 or math.isinf(self.qps)
-
-    def _refill(self) -> None:
-        now = self.clock.now()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
-
-    def try_acquire(self) -> bool:
-        """Take a token if one is available now; never waits."""
-        if self.unlimited:
-            self.taken += 1
-            return True
-        self._refill()
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            self.taken += 1
-            return True
-        return False
-
-    async def acquire(self) -> None:
-        """Take a token, waiting until one is due."""
-        self.taken += 1
-        if self.unlimited:
-            return
-        self._refill()
-        self._tokens -= 1.0
-        if self._tokens >= 0.0:
-            return
-        delay = -self._tokens / self.qps
-        try:
-            await self.clock.sleep(delay)
-        except BaseException:
-            self._tokens += 1.0  # not used: the next caller may have it
-            self.taken -= 1
-            raise
-        self.waited += delay
-
-
-class _LimitedApiClient(ApiClient):
-    """An ApiClient whose every HTTP request waits for a token and has a timeout."""
-
-    def __init__(self, configuration: Configuration, limiter: TokenBucket, timeout: float):
-        super().__init__(configuration)
-        self.limiter = limiter
-        self.default_timeout = timeout
-        self.user_agent = "sluice/0.1 (kubernetes-asyncio)"
-
-    async def request(self, method: str, url: str, **options: Any) -> Any:  # type: ignore[override]
-        """The one door of every request the library makes (``call_api`` calls it)."""
-        await self.limiter.acquire()
-        options["_request_timeout"] = options.get("_request_timeout") or self.default_timeout
-        return await super().request(method, url, **options)
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-async def load_configuration(
-    kubeconfig: str | os.PathLike[str] | None = None,
-    *,
-    context: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Configuration:
-    """The client configuration: ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster,
-    else ``~/.kube/config``. Raises ConfigError (naming the source) when none works."""
-    env = os.environ if environ is None else environ
-    cfg = Configuration()
-    path = os.fspath(kubeconfig) if kubeconfig else env.get("KUBECONFIG", "")
-    source = path or "in-cluster configuration"
-    try:
-        if not path and env.get(_IN_CLUSTER_ENV):
-            kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=cfg, environ=dict(env)
-            )
-            return cfg
-        if not path:
-            default = _DEFAULT_KUBECONFIG.expanduser()
-            if not default.exists():
-                raise ConfigError(
-                    "kubeconfig",
-                    None,
-                    "no --kubeconfig, no KUBECONFIG, not in a cluster and no ~/.kube/config",
-                )
-            path = source = str(default)
-        files = [Path(p).expanduser() for p in path.split(os.pathsep) if p]
-        if not any(f.exists() for f in files):
-            raise ConfigError(source, None, "no such file")
-        await kube_config.load_kube_config(
-            config_file=path, context=context, client_configuration=cfg, persist_config=False
-        )
-    except ConfigError:
-        raise
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(source, None, f"cannot load the client configuration: {exc}") from exc
-    return cfg
-
-
-# --------------------------------------------------------------------------- the client
 
 
 class JsonLineReader:
@@ -438,7 +112,7 @@ class KubeClient:
         self.configuration = configuration
         self.limiter = TokenBucket(qps, burst, clock=clock)
         self.timeout = timeout
-        self.api: ApiClient = _LimitedApiClient(configuration, self.limiter, timeout)
+        self.api: ApiClient = LimitedApiClient(configuration, self.limiter, timeout)
 
     @classmethod
     async def connect(
@@ -455,6 +129,18 @@ class KubeClient:
         """A client configured by :func:`load_configuration`. Raises ConfigError."""
         configuration = await load_configuration(kubeconfig, context=context, environ=environ)
         return cls(configuration, qps=qps, burst=burst, timeout=timeout, clock=clock)
+
+    def sibling(self, *, qps: float, burst: int) -> KubeClient:
+        """A second client on the same configuration, timeout and clock, with a rate
+        limiter and a connection pool of its own (the event writer's: its requests never
+        take a token or a connection a bind is waiting for). The caller closes it."""
+        return KubeClient(
+            self.configuration,
+            qps=qps,
+            burst=burst,
+            timeout=self.timeout,
+            clock=self.limiter.clock,
+        )
 
     @property
     def host(self) -> str:

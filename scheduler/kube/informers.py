@@ -40,7 +40,9 @@ import anyio
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, GoneError, ServerError
-from scheduler.kube.client import (
+from scheduler.kube.client import KubeClient
+from scheduler.kube.errors import error_from_status
+from scheduler.kube.resources import (
     NODES,
     POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
@@ -48,12 +50,10 @@ from scheduler.kube.client import (
     PRIORITY_CLASSES,
     QUEUES,
     TOPOLOGIES,
-    KubeClient,
     Resource,
-    SystemClock,
-    error_from_status,
 )
 from scheduler.logging import get_logger
+from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = [

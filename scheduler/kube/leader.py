@@ -42,9 +42,11 @@ from scheduler.api.errors import (
     NotFoundError,
     SluiceError,
 )
-from scheduler.kube.client import LEASES, KubeClient, SystemClock
+from scheduler.kube.client import KubeClient
+from scheduler.kube.resources import LEASES
 from scheduler.kube.timestamps import format_micro_time
 from scheduler.logging import get_logger
+from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = [

@@ -22,6 +22,7 @@ from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
+from scheduler.loop.event_backoff import EventBackoff
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts, Event, ObjectRef
 
@@ -194,6 +195,8 @@ class StatusReporter:
         self._pool = pool
         self._on_failed = on_failed_call
         self._pod_messages: dict[str, str] = {}
+        self._event_backoff = EventBackoff()
+        """When each unschedulable pod's FailedScheduling event is due again."""
         self._group_status: dict[str, object] = {}
         self._queue_status: dict[str, object] = {}
         self.pending_by_queue: dict[str, int] = {}
@@ -207,21 +210,32 @@ class StatusReporter:
         self._report_queues(session, phases)
 
     def _report_pods(self, session: Session, now: str) -> None:
+        """A FailedScheduling event for each unschedulable pod, again after its backoff
+        (:class:`EventBackoff`); its ``PodScheduled=False`` condition when the message
+        changes."""
+        clock_now = self._ports.clock.now()
+        unschedulable: set[str] = set()
         for job in session.jobs.values():
             for task in job.tasks.values():
                 if task.status is not TaskStatus.PENDING or not task.sluice:
                     self._pod_messages.pop(task.uid, None)
                     continue
                 msg = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
-                if not msg or self._pod_messages.get(task.uid) == msg:
+                if not msg:
+                    continue
+                unschedulable.add(task.uid)
+                if self._event_backoff.due(task.uid, msg, clock_now):
+                    event = Event(ObjectRef.of_pod(task), "Warning", "FailedScheduling", msg)
+                    self._ports.events.record(event)
+                if self._pod_messages.get(task.uid) == msg:
                     continue
                 self._pod_messages[task.uid] = msg
                 error = job.uid in session.error_jobs
                 self._unschedulable(task, msg, now, error=error)
+        self._event_backoff.retain(unschedulable)
 
     def _unschedulable(self, task: TaskInfo, msg: str, now: str, *, error: bool) -> None:
         ref = ObjectRef.of_pod(task)
-        self._ports.events.record(Event(ref, "Warning", "FailedScheduling", msg))
         patch = {
             "conditions": [
                 {

@@ -62,6 +62,13 @@ class Metrics:
             "scheduler_pending_pods", "Number of pending pods, by queue.", ["queue"], registry=r
         )
         self.binds = Counter("sluice_bind_total", "Bind calls by result.", ["result"], registry=r)
+        self.events_dropped = Counter(
+            "scheduler_events_dropped_total",
+            "Events not written: over the per-object limit ('limit'), or the queue of events "
+            "to write was full ('queue_full').",
+            ["reason"],
+            registry=r,
+        )
         self.api_errors = Counter(
             "sluice_api_errors_total", "Failed API calls by kind of call.", ["call"], registry=r
         )

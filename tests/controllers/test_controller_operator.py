@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from scheduler.controllers import operator
+from scheduler.controllers.certificates import make_webhook_certificate
 from scheduler.controllers.client import ApiStatusError
 from scheduler.controllers.main import run_controller
 from scheduler.controllers.operator import (
@@ -119,11 +121,52 @@ def test_settings_write_nothing_and_need_little_rbac() -> None:
     assert str(server.pkeyfile) == f"{DEFAULT_CERT_DIR}/tls.key"
 
 
-def test_dev_settings_use_the_auto_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("options", "address"),
+    [
+        pytest.param(ControllerOptions(), "0.0.0.0", id="in-cluster-every-interface"),
+        pytest.param(ControllerOptions(dev=True), "127.0.0.1", id="dev-loopback"),
+        pytest.param(
+            ControllerOptions(dev=True, webhook_address="10.1.2.3"), "10.1.2.3", id="dev-given"
+        ),
+    ],
+)
+def test_the_webhook_server_listens_where_told(options: ControllerOptions, address: str) -> None:
     settings = kopf.OperatorSettings()
-    configure_settings(settings, ControllerOptions(dev=True, cert_dir=str(tmp_path)))
-    assert isinstance(settings.admission.server, kopf.WebhookAutoServer)
-    assert settings.admission.server.certfile is None  # no certificate there: self-signed
+    configure_settings(settings, options)
+    server = settings.admission.server
+    assert type(server) is kopf.WebhookServer  # never the auto server: it needs certvalidator
+    assert server.addr == address
+
+
+def test_watch_timeouts_are_sent_as_integers() -> None:
+    """kopf sends str(server_timeout) as timeoutSeconds; the API server refuses "540.0"."""
+    settings = kopf.OperatorSettings()
+    configure_settings(settings, ControllerOptions())
+    assert str(settings.watching.server_timeout) == "540"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_dev_certificate_serves_tls_the_ca_verifies(tmp_path: Path, host: str) -> None:
+    made = make_webhook_certificate(tmp_path, ["127.0.0.1", "localhost"])
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(made.cert, made.key)
+    client = ssl.create_default_context(cafile=str(made.ca))
+
+    async def handshake() -> dict[str, Any]:
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=server)
+        port = listener.sockets[0].getsockname()[1]
+        async with listener:
+            _, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=client, server_hostname=host
+            )
+            peer: dict[str, Any] = writer.get_extra_info("peercert")
+            writer.close()
+            return peer
+
+    peer = asyncio.run(handshake())
+    assert ("IP Address" if host[0].isdigit() else "DNS", host) in peer["subjectAltName"]
+    assert oct(made.key.stat().st_mode & 0o777) == "0o600"
 
 
 def test_no_op_storages_leave_the_patch_empty() -> None:

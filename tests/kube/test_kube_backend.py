@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from kube_support import Cluster, FakeClock, condition, node, pdb, pod, running_cluster, wait_until
+from kube_support import Cluster, condition, node, pdb, pod, running_cluster
 
 from scheduler.api.errors import ConflictError, NotFoundError, TooManyRequestsError
-from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
-from scheduler.ports import Binder, Event, EventRecorder, Evictor, ObjectRef, StatusWriter
+from scheduler.kube import KubeBackend, KubeEventRecorder
+from scheduler.ports import Binder, EventRecorder, Evictor, ObjectRef, StatusWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +30,7 @@ def events_of(cluster: Cluster, namespace: str = "default") -> list[dict[str, An
 
 
 def test_the_backend_implements_the_ports(tmp_path: Path) -> None:
-    backend = KubeBackend(None)  # type: ignore[arg-type]
+    backend = KubeBackend(None, events=KubeEventRecorder(None))  # type: ignore[arg-type]
     ports = backend.ports()
     assert isinstance(ports.binder, KubeBackend)
     checks: list[tuple[object, type[Any]]] = [
@@ -187,121 +186,3 @@ async def test_custom_status_is_merge_patched(tmp_path: Path) -> None:
             await backend.patch_status(ObjectRef("Queue", "", "absent"), {"state": "Open"})
         with pytest.raises(ValueError, match="kind"):
             await backend.patch_status(ObjectRef("Widget", "", "w"), {})
-
-
-# --------------------------------------------------------------------------- events
-
-
-def failed_scheduling(name: str, message: str = "0/3 nodes are available") -> Event:
-    return Event(
-        ObjectRef("Pod", "default", name, f"uid-{name}"), "Warning", "FailedScheduling", message
-    )
-
-
-async def test_the_same_event_twice_is_one_event_with_a_series(tmp_path: Path) -> None:
-    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        backend = KubeBackend(cluster.client)
-        await tg.start(backend.run)
-        backend.record(failed_scheduling("a"))
-        await wait_until(lambda: len(events_of(cluster)) == 1, what="the first event")
-        backend.record(failed_scheduling("a"))
-        await wait_until(
-            lambda: (events_of(cluster)[0].get("series") or {}).get("count") == 2,
-            what="a series count of 2",
-        )
-        event = events_of(cluster)[0]
-        assert event["apiVersion"] == "events.k8s.io/v1"
-        assert event["regarding"] == {
-            "kind": "Pod",
-            "namespace": "default",
-            "name": "a",
-            "uid": "uid-a",
-        }
-        assert event["reason"] == "FailedScheduling" and event["type"] == "Warning"
-        assert event["note"] == "0/3 nodes are available"
-        assert event["reportingController"] == "sluice" and event["reportingInstance"]
-        assert event["eventTime"].endswith("Z") and len(event["eventTime"].split(".")[1]) == 7
-        backend.record(failed_scheduling("a", "another message"))
-        backend.record(Event(ObjectRef("Node", "", "n1"), "Normal", "Cordoned", "by the test"))
-        # another message is another Event; a cluster-scoped object's go to "default"
-        await wait_until(lambda: len(events_of(cluster)) == 3, what="two more events")
-        assert backend.events.aggregated == 1 and backend.events.dropped == 0
-        names = sorted(e["metadata"]["name"].split(".")[0] for e in events_of(cluster))
-        assert names == ["a", "a", "n1"]
-        tg.cancel_scope.cancel()
-
-
-async def test_repeats_while_a_create_is_queued_go_into_it(tmp_path: Path) -> None:
-    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        recorder = KubeEventRecorder(cluster.client)
-        for _ in range(3):  # before the sender runs at all
-            recorder.record(failed_scheduling("a"))
-        await tg.start(recorder.run)
-        await wait_until(lambda: recorder.pending == 0 and recorder.written == 1)
-        (event,) = events_of(cluster)
-        assert event["series"]["count"] == 3
-        tg.cancel_scope.cancel()
-
-
-async def test_later_repeats_are_written_at_most_every_series_interval(tmp_path: Path) -> None:
-    settings = EventSettings(series_interval=0.3)
-    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        recorder = KubeEventRecorder(cluster.client, settings=settings)
-        await tg.start(recorder.run)
-
-        def count() -> int | None:
-            series: dict[str, Any] = events_of(cluster)[0].get("series") or {}
-            return series.get("count")
-
-        recorder.record(failed_scheduling("a"))
-        await wait_until(lambda: recorder.written == 1)
-        recorder.record(failed_scheduling("a"))  # the first repeat: at once
-        await wait_until(lambda: count() == 2)
-        for _ in range(5):
-            recorder.record(failed_scheduling("a"))
-        await anyio.sleep(0.1)
-        assert count() == 2 and recorder.pending == 1  # held back
-        await wait_until(lambda: count() == 7, timeout=2.0, what="the deferred update")
-        assert recorder.written == 3
-        tg.cancel_scope.cancel()
-
-
-async def test_events_beyond_the_rate_limits_are_dropped_and_counted(tmp_path: Path) -> None:
-    clock = FakeClock()
-    settings = EventSettings(per_object_burst=3, per_object_per_minute=60, burst=5, qps=1)
-    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        recorder = KubeEventRecorder(cluster.client, settings=settings, clock=clock)
-        for i in range(5):  # one object, five different messages: 3 pass
-            recorder.record(failed_scheduling("a", f"message {i}"))
-        assert recorder.dropped == 2
-        for name in ("b", "c", "d"):  # 2 more fit in the overall burst of 5
-            recorder.record(failed_scheduling(name))
-        assert recorder.dropped == 3
-        clock.advance(1.0)  # one more token a second overall, one a second for "a"
-        recorder.record(failed_scheduling("a", "message 9"))
-        assert recorder.dropped == 3 and recorder.recorded == 9
-        tg.start_soon(recorder.run)
-        await wait_until(lambda: len(events_of(cluster)) == 6, what="six events written")
-        tg.cancel_scope.cancel()
-
-
-async def test_record_never_raises_nor_blocks(tmp_path: Path) -> None:
-    recorder = KubeEventRecorder(None, settings=EventSettings(max_pending=2))  # type: ignore[arg-type]
-    for name in ("a", "b", "c", "d"):
-        recorder.record(failed_scheduling(name))  # no sender: they queue, then drop
-    assert recorder.pending == 2 and recorder.dropped == 2
-    recorder.record(None)  # type: ignore[arg-type]
-    assert recorder.dropped == 3
-
-
-async def test_failed_event_writes_are_counted_not_retried(tmp_path: Path) -> None:
-    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        recorder = KubeEventRecorder(cluster.client)
-        await tg.start(recorder.run)
-        await cluster.cut()
-        recorder.record(failed_scheduling("a"))
-        await wait_until(lambda: recorder.failed == 1, what="a failed write")
-        await cluster.resume()
-        recorder.record(failed_scheduling("a"))  # starts a new Event
-        await wait_until(lambda: len(events_of(cluster)) == 1)
-        tg.cancel_scope.cancel()

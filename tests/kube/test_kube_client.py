@@ -26,7 +26,8 @@ from scheduler.api.errors import (
     TooManyRequestsError,
 )
 from scheduler.kube import KubeClient, TokenBucket, error_from_status, load_configuration
-from scheduler.kube.client import NODES, POD_GROUPS, PODS, Resource, api_errors, translate_error
+from scheduler.kube.errors import api_errors, translate_error
+from scheduler.kube.resources import NODES, POD_GROUPS, PODS, Resource
 from scheduler.sim.kubeconfig import write_kubeconfig
 
 pytestmark = pytest.mark.anyio

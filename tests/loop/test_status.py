@@ -503,15 +503,15 @@ def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
         "Unschedulable",
     )
     # the gang fails fast (3 CPU asked, less free in all); each pod fits a node alone, so
-    # each says why the gang cannot go, and the preempt action adds that it cannot help
+    # each says why the gang cannot go, and the preempt action (which makes room for the
+    # gang as a whole) adds to each that it cannot help
     gang = (
         f"the cluster has {free} free in all, too little for 3 pods of 1 CPU, "
         "the least this gang can start with"
     )
     events = latest_events(sim, "FailedScheduling")
     assert condition["message"] == f"{gang}. {NO_VICTIMS}"
-    assert events["w-2"] == f"{gang}. {NO_VICTIMS}"
-    assert events["w-0"] == events["w-1"] == gang
+    assert events["w-0"] == events["w-1"] == events["w-2"] == f"{gang}. {NO_VICTIMS}"
     pods = {p["metadata"]["name"]: p for p in sim.store.list("Pod")[0]}
     for name in ("w-0", "w-1", "w-2"):
         [pod_condition] = pods[name]["status"]["conditions"]

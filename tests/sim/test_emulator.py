@@ -20,6 +20,8 @@ from scheduler.sim.emulator import (
     apply_json_patch,
     parse_label_selector_string,
 )
+from scheduler.sim.emulator.params import int_param
+from scheduler.sim.emulator.responses import HttpError
 from scheduler.sim.kubeconfig import write_kubeconfig
 from scheduler.sim.store import ObjectStore
 
@@ -800,3 +802,30 @@ async def test_stop_ends_open_watches(cluster: Cluster) -> None:
         assert await resp.content.read() == b""
     assert time.monotonic() - started < 5
     await emulator.stop()  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("540", 540, id="integer"),
+        pytest.param("-1", -1, id="signed"),
+        pytest.param("", None, id="empty-is-absent"),
+        pytest.param("540.0", 'strconv.ParseInt: parsing "540.0": invalid syntax', id="float"),
+        pytest.param("1e3", 'strconv.ParseInt: parsing "1e3": invalid syntax', id="exponent"),
+        pytest.param(" 5", 'strconv.ParseInt: parsing " 5": invalid syntax', id="space"),
+        pytest.param(
+            "9223372036854775808",
+            'strconv.ParseInt: parsing "9223372036854775808": value out of range',
+            id="beyond-int64",
+        ),
+    ],
+)
+def test_integer_query_parameters_parse_as_the_api_server_does(
+    text: str, expected: int | str | None
+) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(HttpError) as caught:
+            int_param({"limit": text}, "limit")
+        assert (caught.value.code, caught.value.message) == (400, expected)
+    else:
+        assert int_param({"limit": text}, "limit") == expected

@@ -50,6 +50,7 @@ from scheduler.sim.emulator.namespaces import (
     namespace_names,
     new_namespace,
 )
+from scheduler.sim.emulator.params import int_param
 from scheduler.sim.emulator.resources import (
     ACTION_SUBRESOURCES,
     BUILTIN_RESOURCES,
@@ -417,19 +418,14 @@ class ApiEmulator:
                 raise bad_request("invalid continue token") from exc
             while start < len(items) and object_key(items[start]) <= key:
                 start += 1
-        limit_text = query.get("limit", "")
+        limit = int_param(query, "limit")
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         end = len(items)
-        if limit_text:
-            try:
-                limit = int(limit_text)
-            except ValueError as exc:
-                raise bad_request(f"invalid limit {limit_text!r}") from exc
-            if limit > 0 and start + limit < len(items):
-                end = start + limit
-                last = object_key(items[end - 1])
-                meta["continue"] = base64.urlsafe_b64encode(dumps(list(last))).decode()
-                meta["remainingItemCount"] = len(items) - end
+        if limit is not None and limit > 0 and start + limit < len(items):
+            end = start + limit
+            last = object_key(items[end - 1])
+            meta["continue"] = base64.urlsafe_b64encode(dumps(list(last))).decode()
+            meta["remainingItemCount"] = len(items) - end
         page = items[start:end]
         if self._wants_table(request):
             return _json_response(200, self._tables.table(t.res, page, meta, query))
@@ -451,12 +447,7 @@ class ApiEmulator:
                 since = int(rv_text)
             except ValueError as exc:
                 raise bad_request(f"invalid resourceVersion {rv_text!r}") from exc
-        timeout = self.watch_timeout
-        if query.get("timeoutSeconds"):
-            try:
-                timeout = float(query["timeoutSeconds"]) or self.watch_timeout
-            except ValueError as exc:
-                raise bad_request("invalid timeoutSeconds") from exc
+        timeout = float(int_param(query, "timeoutSeconds") or self.watch_timeout)
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         table = self._wants_table(request)
         response = web.StreamResponse(status=200)
@@ -538,7 +529,9 @@ class ApiEmulator:
             kind = "strategic"
         elif content_type == JSON_PATCH:
             kind = "json"
-        else:
+        elif content_type != STRATEGIC:  # not a patch at all: the server's generic refusal
+            raise HttpError(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+        else:  # a patch type the resource does not take (strategic merge of a custom object)
             accepted = [JSON_PATCH, MERGE] + ([] if t.res.crd else [STRATEGIC])
             raise HttpError(
                 415,
@@ -584,11 +577,8 @@ class ApiEmulator:
         self, t: _Target, name: str, options: Mapping[str, Any], query: Mapping[str, str]
     ) -> web.StreamResponse:
         grace = options.get("gracePeriodSeconds")
-        if grace is None and query.get("gracePeriodSeconds"):
-            try:
-                grace = int(query["gracePeriodSeconds"])
-            except ValueError as exc:
-                raise bad_request("invalid gracePeriodSeconds") from exc
+        if grace is None:
+            grace = int_param(query, "gracePeriodSeconds")
         pre = options.get("preconditions") or {}
         kind, namespace = t.res.kind_in_store, t.namespace or ""
         last = self.store.delete(

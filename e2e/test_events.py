@@ -1,0 +1,72 @@
+"""Events as users expect them: a ``Scheduled`` event for every bound pod, and a
+``FailedScheduling`` event for each unschedulable pod, repeated (as a series) after its
+backoff; nothing dropped."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Cluster, NodeSpec, uid_of, wait_for
+
+pytestmark = pytest.mark.anyio
+
+BOUND = 300
+STUCK = 20
+
+
+async def test_scheduled_for_every_bound_pod_failed_scheduling_for_every_stuck_one(
+    cluster: Cluster, start_scheduler
+) -> None:
+    await cluster.create_nodes(3, NodeSpec(cpu="4", pods=200))
+    sluice = await start_scheduler(extra_args=["--kube-api-qps", "500", "--kube-api-burst", "500"])
+    bound = [f"p{i:03d}" for i in range(BOUND)]
+    stuck = [f"big{i:02d}" for i in range(STUCK)]
+    await cluster.create_pods(bound, cpu="10m", memory="16Mi")
+    await cluster.create_pods(stuck, cpu="5")  # no node has 5 cpu
+    await wait_for(lambda: cluster.all_bound(bound), timeout=60, what="300 pods bound")
+
+    uids = {n: uid_of(cluster.pod(n) or {}) for n in bound + stuck}
+
+    async def by_reason(reason: str) -> dict[str, dict]:
+        return {
+            str((e.get("regarding") or {}).get("uid")): e
+            for e in await cluster.events()
+            if e.get("reason") == reason
+        }
+
+    async def all_scheduled() -> bool:
+        return {uids[n] for n in bound} <= (await by_reason("Scheduled")).keys()
+
+    async def missing() -> str:
+        have = await by_reason("Scheduled")
+        return f"{sum(1 for n in bound if uids[n] not in have)} of {BOUND} without one"
+
+    await wait_for(
+        all_scheduled, timeout=60, what="a Scheduled event per bound pod", detail=missing
+    )
+    scheduled = await by_reason("Scheduled")
+    for name in bound:
+        event = scheduled[uids[name]]
+        assert event["type"] == "Normal" and event["reportingController"] == "sluice"
+        assert event["note"].startswith(f"Successfully assigned {cluster.namespace}/{name} to ")
+
+    async def all_failed() -> bool:
+        return {uids[n] for n in stuck} <= (await by_reason("FailedScheduling")).keys()
+
+    await wait_for(all_failed, timeout=60, what="a FailedScheduling event per stuck pod")
+
+    async def repeated() -> bool:
+        events = await by_reason("FailedScheduling")
+        counts = [int((events[uids[n]].get("series") or {}).get("count") or 1) for n in stuck]
+        return min(counts) >= 2
+
+    # Backoff 1 s, then 2 s: every stuck pod's event is repeated within seconds, and the
+    # first repeat of a series is written at once.
+    await wait_for(repeated, timeout=30, what="every FailedScheduling repeated as a series")
+    failed = await by_reason("FailedScheduling")
+    for name in stuck:
+        event = failed[uids[name]]
+        assert event["type"] == "Warning"
+        assert "nodes are available" in event["note"] and "Insufficient cpu" in event["note"]
+    dropped = await sluice.metric("scheduler_events_dropped_total")
+    assert not dropped, dropped
+    assert cluster.recorder.violations == []

@@ -1,0 +1,87 @@
+"""The resource table (layer 4, kube): where each kind the scheduler uses lives on the
+API server, and the content types of requests.
+
+:class:`Resource` builds URL paths; the constants name every resource ``scheduler.kube``
+reads or writes. The custom resources' group and version come from
+:mod:`scheduler.api.labels`, the one place they are written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from scheduler.api import labels as L
+
+__all__ = [
+    "CRD_GROUP",
+    "CRD_VERSION",
+    "EVENTS",
+    "JSON",
+    "LEASES",
+    "MERGE_PATCH",
+    "NODES",
+    "PODS",
+    "POD_DISRUPTION_BUDGETS",
+    "POD_GROUPS",
+    "PRIORITY_CLASSES",
+    "QUEUES",
+    "STRATEGIC_MERGE_PATCH",
+    "TOPOLOGIES",
+    "Resource",
+]
+
+JSON: Final[str] = "application/json"
+MERGE_PATCH: Final[str] = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH: Final[str] = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One API resource: where its objects live on the API server.
+
+    ``group`` is empty for the core group. ``path`` builds the URL path of the
+    collection (all namespaces when ``namespace`` is None), of one object (``name``), or
+    of one of its subresources (``subresource``).
+    """
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        elif subresource:
+            raise ValueError("a subresource needs an object name")
+        return base
+
+
+CRD_GROUP: Final[str] = L.GROUP
+CRD_VERSION: Final[str] = L.VERSION
+
+PODS: Final = Resource("Pod", "", "v1", "pods", True)
+NODES: Final = Resource("Node", "", "v1", "nodes", False)
+POD_GROUPS: Final = Resource("PodGroup", CRD_GROUP, CRD_VERSION, "podgroups", True)
+QUEUES: Final = Resource("Queue", CRD_GROUP, CRD_VERSION, "queues", False)
+TOPOLOGIES: Final = Resource("Topology", CRD_GROUP, CRD_VERSION, "topologies", False)
+PRIORITY_CLASSES: Final = Resource(
+    "PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False
+)
+POD_DISRUPTION_BUDGETS: Final = Resource(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True
+)
+EVENTS: Final = Resource("Event", "events.k8s.io", "v1", "events", True)
+LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)

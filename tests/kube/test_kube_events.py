@@ -1,0 +1,219 @@
+"""scheduler.kube.events: series, the per-object limit, the queue, the writer's own client."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from kube_support import Cluster, FakeClock, running_cluster, wait_until
+
+from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
+from scheduler.kube.events import DROP_LIMIT, DROP_QUEUE_FULL
+from scheduler.ports import Event, ObjectRef
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def events_of(cluster: Cluster, namespace: str = "default") -> list[dict[str, Any]]:
+    return cluster.store.list("Event", namespace)[0]
+
+
+def failed_scheduling(name: str, message: str = "0/3 nodes are available") -> Event:
+    return Event(
+        ObjectRef("Pod", "default", name, f"uid-{name}"), "Warning", "FailedScheduling", message
+    )
+
+
+def scheduled(name: str) -> Event:
+    ref = ObjectRef("Pod", "default", name, f"uid-{name}")
+    return Event(ref, "Normal", "Scheduled", f"Successfully assigned default/{name} to n1")
+
+
+async def test_the_same_event_twice_is_one_event_with_a_series(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        backend = KubeBackend(cluster.client)
+        await tg.start(backend.run)
+        backend.record(failed_scheduling("a"))
+        await wait_until(lambda: len(events_of(cluster)) == 1, what="the first event")
+        backend.record(failed_scheduling("a"))
+        await wait_until(
+            lambda: (events_of(cluster)[0].get("series") or {}).get("count") == 2,
+            what="a series count of 2",
+        )
+        event = events_of(cluster)[0]
+        assert event["apiVersion"] == "events.k8s.io/v1"
+        assert event["regarding"] == {
+            "kind": "Pod",
+            "namespace": "default",
+            "name": "a",
+            "uid": "uid-a",
+        }
+        assert event["reason"] == "FailedScheduling" and event["type"] == "Warning"
+        assert event["note"] == "0/3 nodes are available"
+        assert event["reportingController"] == "sluice" and event["reportingInstance"]
+        assert event["eventTime"].endswith("Z") and len(event["eventTime"].split(".")[1]) == 7
+        backend.record(failed_scheduling("a", "another message"))
+        backend.record(Event(ObjectRef("Node", "", "n1"), "Normal", "Cordoned", "by the test"))
+        # another message is another Event; a cluster-scoped object's go to "default"
+        await wait_until(lambda: len(events_of(cluster)) == 3, what="two more events")
+        assert backend.events.aggregated == 1 and backend.events.dropped == 0
+        names = sorted(e["metadata"]["name"].split(".")[0] for e in events_of(cluster))
+        assert names == ["a", "a", "n1"]
+        tg.cancel_scope.cancel()
+
+
+async def test_repeats_while_a_create_is_queued_go_into_it(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client)
+        for _ in range(3):  # before the writer runs at all
+            recorder.record(failed_scheduling("a"))
+        await tg.start(recorder.run)
+        await wait_until(lambda: recorder.pending == 0 and recorder.written == 1)
+        (event,) = events_of(cluster)
+        assert event["series"]["count"] == 3
+        tg.cancel_scope.cancel()
+
+
+async def test_later_repeats_are_written_at_most_every_series_interval(tmp_path: Path) -> None:
+    settings = EventSettings(series_interval=0.3)
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=settings)
+        await tg.start(recorder.run)
+
+        def count() -> int | None:
+            series: dict[str, Any] = events_of(cluster)[0].get("series") or {}
+            return series.get("count")
+
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.written == 1)
+        recorder.record(failed_scheduling("a"))  # the first repeat: at once
+        await wait_until(lambda: count() == 2)
+        for _ in range(5):
+            recorder.record(failed_scheduling("a"))
+        await anyio.sleep(0.1)
+        assert count() == 2 and recorder.pending == 1  # held back
+        await wait_until(lambda: count() == 7, timeout=2.0, what="the deferred update")
+        assert recorder.written == 3
+        tg.cancel_scope.cancel()
+
+
+async def test_one_event_per_pod_of_a_burst_is_never_dropped(tmp_path: Path) -> None:
+    """The regression of issue 10: 212 of 10,000 Scheduled events reached the server,
+    because new events over all objects were dropped past 10 a second. Only the
+    per-object filter drops now: one event for each of 2,000 pods, all written."""
+    pods = 2000
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=EventSettings(qps=0))
+        for i in range(pods):
+            recorder.record(scheduled(f"p{i}"))
+        assert recorder.dropped == 0
+        await tg.start(recorder.run)
+        await wait_until(lambda: recorder.written == pods, timeout=60, what="2,000 writes")
+        assert len(events_of(cluster)) == pods
+        tg.cancel_scope.cancel()
+
+
+async def test_drops_are_counted_by_reason(tmp_path: Path) -> None:
+    clock = FakeClock()
+    drops: Counter[str] = Counter()
+    settings = EventSettings(per_object_burst=3, per_object_per_minute=60, max_pending=6)
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(
+            cluster.client, settings=settings, clock=clock, on_drop=lambda r: drops.update([r])
+        )
+        for i in range(5):  # one object, five different messages: 3 pass
+            recorder.record(failed_scheduling("a", f"message {i}"))
+        assert drops == {DROP_LIMIT: 2}
+        for name in ("b", "c", "d", "e"):  # 3 more fit in the queue of 6
+            recorder.record(failed_scheduling(name))
+        assert drops == {DROP_LIMIT: 2, DROP_QUEUE_FULL: 1}
+        recorder.record(failed_scheduling("b"))  # a repeat joins its series: never dropped
+        clock.advance(1.0)  # one more token a second for "a"; the queue still full
+        recorder.record(failed_scheduling("a", "message 9"))
+        assert drops == {DROP_LIMIT: 2, DROP_QUEUE_FULL: 2} and recorder.dropped == 4
+        tg.start_soon(recorder.run)
+        await wait_until(lambda: len(events_of(cluster)) == 6, what="six events written")
+        recorder.record(failed_scheduling("a", "message 10"))  # room again, and a token
+        await wait_until(lambda: len(events_of(cluster)) == 7, what="a seventh event")
+        tg.cancel_scope.cancel()
+
+
+async def test_event_writes_never_take_a_token_of_the_api_client(tmp_path: Path) -> None:
+    """The process' client allows 1 request a second; the events' own client writes 100
+    events at once without taking any of the process' tokens (binds never wait for them)."""
+    async with running_cluster(tmp_path, qps=1.0, burst=1) as cluster:
+        taken = cluster.client.limiter.taken
+        async with anyio.create_task_group() as tg:
+            recorder = KubeEventRecorder(cluster.client, settings=EventSettings(qps=0))
+            await tg.start(recorder.run)
+            for i in range(100):
+                recorder.record(scheduled(f"p{i}"))
+            await wait_until(lambda: recorder.written == 100, timeout=20, what="100 events")
+            tg.cancel_scope.cancel()
+        assert cluster.client.limiter.taken == taken
+
+
+async def test_new_events_go_before_series_updates(tmp_path: Path) -> None:
+    settings = EventSettings(series_interval=0.0, workers=1)
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=settings)
+        await tg.start(recorder.run)
+        for i in range(5):
+            recorder.record(failed_scheduling(f"w{i}"))
+        await wait_until(lambda: recorder.written == 5)
+        for i in range(5):  # five series updates due, then one new event
+            recorder.record(failed_scheduling(f"w{i}"))
+        recorder.record(scheduled("s"))
+        order: list[str] = []
+        real_request = recorder._client.request
+
+        async def spy(method: str, path: str, **kw: Any) -> dict[str, Any]:
+            order.append(method)
+            return await real_request(method, path, **kw)
+
+        recorder._client.request = spy  # type: ignore[method-assign]
+        await wait_until(lambda: recorder.written == 11, what="six more writes")
+        assert order[0] == "POST" and order[1:] == ["PATCH"] * 5, order
+        tg.cancel_scope.cancel()
+
+
+async def test_drained_returns_when_the_due_writes_are_done(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client)
+        await tg.start(recorder.run)
+        for i in range(50):
+            recorder.record(scheduled(f"p{i}"))
+        with anyio.fail_after(10):
+            await recorder.drained()
+        assert recorder.written == 50 and len(events_of(cluster)) == 50
+        tg.cancel_scope.cancel()
+
+
+async def test_record_never_raises_nor_blocks(tmp_path: Path) -> None:
+    recorder = KubeEventRecorder(None, settings=EventSettings(max_pending=2))  # type: ignore[arg-type]
+    for name in ("a", "b", "c", "d"):
+        recorder.record(failed_scheduling(name))  # no writer: they queue, then drop
+    assert recorder.pending == 2 and recorder.dropped == 2
+    recorder.record(None)  # type: ignore[arg-type]
+    assert recorder.dropped == 3
+
+
+async def test_failed_event_writes_are_counted_not_retried(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client)
+        await tg.start(recorder.run)
+        await cluster.cut()
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.failed == 1, what="a failed write")
+        await cluster.resume()
+        recorder.record(failed_scheduling("a"))  # starts a new Event
+        await wait_until(lambda: len(events_of(cluster)) == 1)
+        tg.cancel_scope.cancel()

@@ -24,7 +24,9 @@ async def test_scheduled_for_every_bound_pod_failed_scheduling_for_every_stuck_o
     await cluster.create_pods(stuck, cpu="5")  # no node has 5 cpu
     await wait_for(lambda: cluster.all_bound(bound), timeout=60, what="300 pods bound")
 
-    uids = {n: uid_of(cluster.pod(n) or {}) for n in bound + stuck}
+    # From the API server, not the harness's watch, which may not show the last pods yet.
+    uids = {str(p["metadata"]["name"]): uid_of(p) for p in await cluster.list_pods()}
+    assert all(uids.get(n) for n in bound + stuck), "a pod created has no uid"
 
     async def by_reason(reason: str) -> dict[str, dict]:
         return {
@@ -52,7 +54,34 @@ async def test_scheduled_for_every_bound_pod_failed_scheduling_for_every_stuck_o
     async def all_failed() -> bool:
         return {uids[n] for n in stuck} <= (await by_reason("FailedScheduling")).keys()
 
-    await wait_for(all_failed, timeout=60, what="a FailedScheduling event per stuck pod")
+    async def failed_detail() -> str:
+        have = await by_reason("FailedScheduling")
+        lacking = [n for n in stuck if uids[n] not in have]
+        conditions = {
+            n: ((cluster.pod(n) or {}).get("status") or {}).get("conditions") for n in lacking[:3]
+        }
+        events = await cluster.events()
+        by_name = [
+            (e.get("reason"), (e.get("regarding") or {}).get("uid"), uids[n])
+            for e in events
+            for n in lacking
+            if (e.get("regarding") or {}).get("name") == n
+        ]
+        _, metrics = await sluice.http_get("/metrics")
+        counters = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith(("scheduler_events", "scheduler_pending", "scheduler_api"))
+        ]
+        return (
+            f"{len(lacking)} of {STUCK} without one: {lacking[:5]}; conditions: {conditions}\n"
+            + f"{len(events)} events; of those pods: {by_name}\n"
+            + "\n".join(counters)
+        )
+
+    await wait_for(
+        all_failed, timeout=60, what="a FailedScheduling event per stuck pod", detail=failed_detail
+    )
 
     async def repeated() -> bool:
         events = await by_reason("FailedScheduling")

@@ -96,7 +96,10 @@ class Metrics:
         )
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims",
-            "Number of selected preemption victims.",
+            "Number of selected preemption victims, per preemption and kind of bundle: "
+            "safe (a gang's surplus: the gang stays whole), whole (a gang broken: its "
+            "members go together) or pod (a pod without a PodGroup).",
+            ["bundle"],
             buckets=(1, 2, 4, 8, 16, 32, 64),
             registry=r,
         )

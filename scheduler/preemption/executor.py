@@ -20,7 +20,8 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
 2. lower-priority pods nominated to the same node lose their nomination; each victim gets
    the condition ``DisruptionTarget=True`` (reason ``PreemptionByScheduler``), is deleted
    (NotFound counts as done) and gets a ``Preempted`` event; the preemptor gets
-   ``status.nominatedNodeName``;
+   ``status.nominatedNodeName`` and a ``Preempting`` event naming its victims and the
+   gangs it broke;
 3. the gate opens when the calls are done and every victim is gone (its deletion seen,
    :meth:`PreemptionExecutor.pod_deleted`); the loop is woken and places the preemptor
    on its nominated node. If deletions are not seen within ``gate_timeout`` seconds of
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -73,6 +75,22 @@ def preempted_message(p: Preemption) -> str:
         queue = p.evictions[0].queue
         return f"Reclaimed by queue {queue!r} for pod {p.preemptor.key} on node {p.node}"
     return f"Preempted by pod {p.preemptor.key} on node {p.node}"
+
+
+def preemptor_message(p: Preemption) -> str:
+    """The ``Preempting`` event's message on ``p``'s preemptor: how many victims on which
+    node, and the gangs it broke (those whose members were taken as a Whole bundle)."""
+    verb = "reclaiming" if _is_reclaim(p) else "preempting"
+    names = ", ".join(v.key for v in p.victims[:5])
+    more = f" and {len(p.victims) - 5} more" if len(p.victims) > 5 else ""
+    msg = f"{verb} {len(p.victims)} pod(s) to run on node {p.node}: {names}{more}"
+    broken = Counter(e.task.job_id for e in p.evictions if e.bundle == "whole")
+    if broken:
+        gangs = ", ".join(f"{job} ({n} pod(s))" for job, n in sorted(broken.items()))
+        msg += f"; gangs broken: {gangs}"
+    else:
+        msg += "; no gang broken"
+    return msg
 
 
 @dataclass(slots=True)
@@ -219,7 +237,8 @@ class PreemptionExecutor:
                 self.metrics.reclaim_attempts.inc()
             else:
                 self.metrics.preemption_attempts.inc()
-            self.metrics.preemption_victims.observe(len(p.victims))
+            for kind, count in Counter(e.bundle or "pod" for e in p.evictions).items():
+                self.metrics.preemption_victims.labels(kind).observe(count)
         job = p.preemptor.job_id
         gate = self.gates.get(job)
         if gate is None:
@@ -352,6 +371,16 @@ class PreemptionExecutor:
         finally:  # whatever happened, the pod's later writes must not wait for this one
             self._release(slot)
         self._delays.pop(p.preemptor.job_id, None)
+        if p.victims:
+            self.ports.events.record(
+                Event(
+                    ObjectRef.of_pod(p.preemptor),
+                    "Normal",
+                    "Preempting",
+                    preemptor_message(p),
+                    action="Preempting",
+                )
+            )
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
         return True

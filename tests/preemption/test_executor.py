@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from scheduler.api import labels as L
+from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import NotFoundError, ServerError
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -26,6 +27,7 @@ from scheduler.logging import quiet
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef
 from scheduler.preemption import PreemptionExecutor
+from scheduler.preemption.executor import Preemption, preemptor_message
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod, pod_group
 from tests.fakes import FakeCluster
@@ -215,7 +217,12 @@ def test_victim_gets_disruption_target_then_is_deleted_then_preemptor_nominated(
             ("evict", "low", None),
             ("patch", "high", {"nominatedNodeName": "n1"}),
         ]
-        [event] = r.cluster.events
+        event, preempting = r.cluster.events
+        assert (preempting.type, preempting.reason) == ("Normal", "Preempting")
+        assert preempting.regarding == ObjectRef("Pod", "default", "high", "default/high")
+        assert preempting.message == (
+            "preempting 1 pod(s) to run on node n1: default/low; no gang broken"
+        )
         assert (event.type, event.reason) == ("Normal", "Preempted")
         assert event.regarding == ObjectRef("Pod", "default", "low", "default/low")
         assert event.related == ObjectRef("Pod", "default", "high", "default/high")
@@ -223,8 +230,8 @@ def test_victim_gets_disruption_target_then_is_deleted_then_preemptor_nominated(
         assert r.executions("success") == 1
         assert r.executions("error") == 0
         assert r.sample("scheduler_preemption_attempts_total") == 1
-        assert r.sample("scheduler_preemption_victims_count") == 1
-        assert r.sample("scheduler_preemption_victims_sum") == 1
+        assert r.sample("scheduler_preemption_victims_count", bundle="pod") == 1
+        assert r.sample("scheduler_preemption_victims_sum", bundle="pod") == 1
 
     run(body, r)
 
@@ -721,3 +728,43 @@ def test_a_new_nomination_is_written_after_the_clear_decided_before_it(
         assert landed == [{"nominatedNodeName": None}, {"nominatedNodeName": "n2"}]
 
     run(body, r)
+
+
+def _evict(name: str, bundle: str, *, group: str | None = None, reason: str = "preempted") -> Evict:
+    return Evict(task_from_pod(pod(name, node="n1", group=group)), "n1", reason, bundle=bundle)
+
+
+@pytest.mark.parametrize(
+    ("evictions", "expected"),
+    [
+        pytest.param(
+            [_evict("a", "")],
+            "preempting 1 pod(s) to run on node n1: default/a; no gang broken",
+            id="a pod of its own",
+        ),
+        pytest.param(
+            [_evict("s1", "safe", group="g")],
+            "preempting 1 pod(s) to run on node n1: default/s1; no gang broken",
+            id="a gang's surplus breaks nothing",
+        ),
+        pytest.param(
+            [_evict("w1", "whole", group="g"), _evict("w2", "whole", group="g")],
+            "preempting 2 pod(s) to run on node n1: default/w1, default/w2; "
+            "gangs broken: default/g (2 pod(s))",
+            id="a gang broken is named once",
+        ),
+        pytest.param(
+            [_evict(f"p{i}", "whole", group=f"g{i % 2}", reason="reclaimed") for i in range(7)],
+            "reclaiming 7 pod(s) to run on node n1: default/p0, default/p1, default/p2, "
+            "default/p3, default/p4 and 2 more; "
+            "gangs broken: default/g0 (4 pod(s)), default/g1 (3 pod(s))",
+            id="reclaim, many victims, two gangs",
+        ),
+    ],
+)
+def test_preemptor_message_names_its_victims_and_the_gangs_it_broke(
+    evictions: list[Evict], expected: str
+) -> None:
+    preemptor = task_from_pod(pod("high", priority=10))
+    p = Preemption(preemptor, "n1", [e.task for e in evictions], evictions)
+    assert preemptor_message(p) == expected

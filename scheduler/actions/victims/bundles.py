@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,23 @@ def below_minimum(job: JobInfo) -> bool:
         return False
     by_role = job.placed_by_role()
     return any(by_role[r] < n for r, n in job.min_task_member.items())
+
+
+def keeps_whole(job: JobInfo, tasks: Collection[TaskInfo]) -> bool:
+    """Does evicting ``tasks`` (running members of ``job``) leave the gang whole: at or
+    above ``minMember``, and every role at or above its ``minTaskMember`` (unless the gang
+    is elastic)? Always true of a gang already below its minimum (nothing left to break);
+    false of a pod of its own, which any eviction takes whole."""
+    if not job.has_pod_group:
+        return not tasks
+    if below_minimum(job):
+        return True
+    if job.placed_count() - len(tasks) < job.min_member:
+        return False
+    if elastic(job) or not job.min_task_member:
+        return True
+    left = job.placed_by_role() - Counter(t.role for t in tasks)
+    return all(left[r] >= n for r, n in job.min_task_member.items())
 
 
 def split(

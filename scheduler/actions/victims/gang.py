@@ -22,11 +22,15 @@ a dry run of allocate restricted to it:
    ``allowed``: the victim filter, and for reclaim the queue budgets, which cut the list
    where a queue would go below its share). A Whole bundle partly refused is dropped; a
    Safe one shrinks; the bundles are ordered again.
-5. **Select.** Bundles are evicted in order until the gang fits: a cheap vector check of
-   the room freed, then the dry run. Evicting a Whole bundle evicts its gang's other
-   evictable members wherever they run (a broken gang only holds room). With few Whole
-   bundles (at most :data:`EXACT_LIMIT`), every set of them is tried by increasing size
-   instead, so that the fewest gangs are broken.
+5. **Select.** When the ways to choose are few (at most :data:`EXACT_CHOICES`: per job,
+   a subset of its candidates that leaves it whole, or all of it), every way is tried,
+   fewest jobs broken first, then fewest victims, then the jobs first in the order of
+   step 3: the least that makes room is found, wherever the spare members run. Else
+   bundles are evicted in order until the gang fits: a cheap vector check of the room
+   freed, then the dry run. Evicting a Whole bundle evicts its gang's other evictable
+   members wherever they run (a broken gang only holds room). With few Whole bundles (at
+   most :data:`EXACT_LIMIT`), every set of them is tried by increasing size instead, so
+   that the fewest gangs are broken.
 6. **Trim.** Victims are put back, the last chosen first (a Whole bundle as a unit, a Safe
    one task by task), while the gang still fits without them.
 7. **Place.** The dry run's placement is kept: every task of the gang is nominated to its
@@ -43,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.actions.victims.bundles import Bundle, Kind, bundles
+from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
@@ -57,6 +61,23 @@ from scheduler.framework.statement import Statement
 EXACT_LIMIT = 10
 """With at most this many Whole bundles to choose from, every set of them is tried (by
 increasing size) so that the fewest gangs are broken; beyond, they are taken in order."""
+EXACT_CHOICES = 512
+"""With at most this many ways to choose the victims of a domain, every way is tried."""
+EXACT_TASKS = 8
+"""...and only when no job has more candidates than this in the domain."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Way:
+    """One way to take victims from one job: ``tasks`` of the domain (and ``extras``
+    elsewhere), breaking it or not."""
+
+    broken: bool
+    tasks: tuple[TaskInfo, ...]
+    extras: tuple[TaskInfo, ...]
+    local: IntVector
+    rank: int
+    """The job's place in the order of step 3."""
 
 
 @dataclass(slots=True)
@@ -87,6 +108,92 @@ class GangPlan:
             len(self.victims),
             sum(t.priority + (1 << 31) for t, _ in self.victims),
         )
+
+
+def _whole_jobs(scored: Sequence[Scored]) -> list[Scored]:
+    """The Whole bundles of ``scored``, each with its job's Safe bundle joined to it: a
+    gang broken loses every member (in the domain and elsewhere), spares included."""
+    safe = {s.bundle.job.uid: s for s in scored if s.bundle.kind is Kind.SAFE}
+    out: list[Scored] = []
+    for s in scored:
+        if s.bundle.kind is not Kind.WHOLE:
+            continue
+        spare = safe.get(s.bundle.job.uid)
+        if spare is None:
+            out.append(s)
+            continue
+        tasks = (*spare.bundle.tasks, *s.bundle.tasks)
+        bundle = Bundle(s.bundle.job, Kind.WHOLE, tasks)
+        out.append(Scored(bundle, spare.local + s.local, s.global_, s.roi, s.extras))
+    return out
+
+
+def _spare_cost(took: Sequence[TaskInfo]) -> tuple[int, int]:
+    return (len(took), sum(t.priority for t in took))
+
+
+class _Spares:
+    """The candidates that may be spared, per node of the domain (in the order of the
+    bundles), and what a node needs to take one more of the gang's pods."""
+
+    def __init__(self, session: Session, scored: Sequence[Scored], pending: Sequence[TaskInfo]):
+        table = session.table
+        self.jobs = session.jobs
+        self.priority = min(t.priority for t in pending)
+        self.by_row: dict[int, list[TaskInfo]] = {}
+        self.vec: dict[str, IntVector] = {}
+        for s in scored:
+            for t in s.bundle.tasks:
+                if t.node_name in table.row and t.uid not in self.vec:
+                    self.vec[t.uid] = table.request(t.request)
+                    self.by_row.setdefault(table.row[t.node_name], []).append(t)
+        asks = np.array([table.request(t.request) for t in pending])
+        self.slot: IntVector = asks.min(axis=0)
+        """The least the gang's pods ask, per column: the room of "one more pod"."""
+        self._cols = self.slot > 0
+
+    def slots(self, free: IntVector) -> int:
+        """How many pods of :attr:`slot` size ``free`` holds."""
+        if not self._cols.any():
+            return 1 << 30
+        return int((np.maximum(free[self._cols], 0) // self.slot[self._cols]).min())
+
+    def room(self, broken: set[str]) -> IntVector:
+        """What every candidate of the jobs not ``broken`` frees (an upper bound of what
+        sparing can add)."""
+        out: IntVector = np.zeros(len(self.slot), dtype=np.int64)
+        for tasks in self.by_row.values():
+            for t in tasks:
+                if t.job_id not in broken:
+                    out = out + self.vec[t.uid]
+        return out
+
+    def for_one_more(
+        self,
+        row: int,
+        free: IntVector,
+        taken: dict[str, list[TaskInfo]],
+        broken: set[str],
+    ) -> list[TaskInfo]:
+        """The fewest spares of node ``row`` (in order, each leaving its gang whole with
+        what is ``taken``, and evicted, already) after which the node holds one more pod;
+        empty when its spares cannot do it."""
+        goal = self.slots(free) + 1
+        room = free.copy()
+        took: list[TaskInfo] = []
+        extra: dict[str, list[TaskInfo]] = {}
+        for t in self.by_row.get(row, ()):
+            if t.job_id in broken or any(t is x for x in taken.get(t.job_id, ())):
+                continue
+            # ``taken`` is evicted in the session already: the job's counts show it.
+            if not keeps_whole(self.jobs[t.job_id], [*extra.get(t.job_id, ()), t]):
+                continue
+            extra.setdefault(t.job_id, []).append(t)
+            took.append(t)
+            room = room + self.vec[t.uid]
+            if self.slots(room) >= goal:
+                return took
+        return []
 
 
 class GangSearch:
@@ -249,40 +356,170 @@ class GangSearch:
             for s in selected:
                 self._evict(stmt, s, rep)
             return selected if self._fits(session, stmt, pending, domain) else None
-        safe = [s for s in scored if s.bundle.kind is Kind.SAFE]
-        whole = [s for s in scored if s.bundle.kind is Kind.WHOLE]
-        mark = stmt.checkpoint()
-        chosen: list[Scored] = []
-        freed: IntVector = np.zeros_like(need)
+        ways = self._ways(session, scored)
+        if ways is not None:
+            return self._exact(session, stmt, pending, domain, rep, ways, need)
+        whole = _whole_jobs(scored)
+        spares = _Spares(session, scored, pending)
         wanted = need > 0
-        for s in safe:
-            self._evict(stmt, s, rep)
-            chosen.append(s)
-            freed = freed + s.local
-            if (freed[wanted] >= need[wanted]).all() and self._fits(session, stmt, pending, domain):
-                return self._trim(session, stmt, pending, domain, rep, chosen)
+        mark = stmt.checkpoint()
+        spared = self._spare(session, stmt, pending, domain, rep, spares, set())
+        if spared is not None:
+            return self._trim(session, stmt, pending, domain, rep, spared)
         if len(whole) <= EXACT_LIMIT:
             for size in range(1, len(whole) + 1):
                 for combo in itertools.combinations(whole, size):
-                    local = freed + sum((s.local for s in combo), np.zeros_like(need))
+                    broken = {s.bundle.job.uid for s in combo}
+                    local = spares.room(broken) + sum((s.local for s in combo), np.zeros_like(need))
                     if not (local[wanted] >= need[wanted]).all():
                         continue
-                    cp = stmt.checkpoint()
                     for s in combo:
                         self._evict(stmt, s, rep)
-                    if self._fits(session, stmt, pending, domain):
-                        return self._trim(session, stmt, pending, domain, rep, [*chosen, *combo])
-                    stmt.rollback(cp)
-            stmt.rollback(mark)
+                    spared = self._spare(session, stmt, pending, domain, rep, spares, broken)
+                    if spared is not None:
+                        chosen = [*spared, *combo]
+                        return self._trim(session, stmt, pending, domain, rep, chosen)
+                    stmt.rollback(mark)
             return None
+        chosen = []
+        broken = set()
         for s in whole:
             self._evict(stmt, s, rep)
             chosen.append(s)
-            freed = freed + s.local
-            if (freed[wanted] >= need[wanted]).all() and self._fits(session, stmt, pending, domain):
-                return self._trim(session, stmt, pending, domain, rep, chosen)
+            broken.add(s.bundle.job.uid)
+            local = spares.room(broken) + sum((c.local for c in chosen), np.zeros_like(need))
+            if not (local[wanted] >= need[wanted]).all():
+                continue
+            spared = self._spare(session, stmt, pending, domain, rep, spares, broken)
+            if spared is not None:
+                return self._trim(session, stmt, pending, domain, rep, [*spared, *chosen])
         stmt.rollback(mark)
         return None
+
+    def _spare(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        spares: _Spares,
+        broken: set[str],
+    ) -> list[Scored] | None:
+        """Evict spare members (each leaving its gang whole; none of a job in ``broken``)
+        node by node until the gang fits: each round, on the node where the fewest
+        evictions (then the lowest priorities) make room for one more of the gang's
+        pods. The spares taken, each a Safe bundle of one task, in order; or None, with
+        nothing of this call left evicted, when the gang still does not fit."""
+        cp = stmt.checkpoint()
+        taken: dict[str, list[TaskInfo]] = {}
+        out: list[Scored] = []
+        rows = np.flatnonzero(domain.rows)
+        while not self._fits(session, stmt, pending, domain):
+            free = session.table.free(spares.priority, "", slice(None), rows, releasing=True)
+            best: tuple[tuple[int, int], list[TaskInfo]] | None = None
+            for i, row in enumerate(rows.tolist()):
+                took = spares.for_one_more(row, free[i], taken, broken)
+                if took and (best is None or _spare_cost(took) < best[0]):
+                    best = (_spare_cost(took), took)
+            if best is None:
+                stmt.rollback(cp)
+                return None
+            for t in best[1]:
+                taken.setdefault(t.job_id, []).append(t)
+                scored = Scored(
+                    Bundle(session.jobs[t.job_id], Kind.SAFE, (t,)),
+                    spares.vec[t.uid],
+                    spares.vec[t.uid],
+                )
+                self._evict(stmt, scored, rep)
+                out.append(scored)
+        return out
+
+    @staticmethod
+    def _ways(session: Session, scored: list[Scored]) -> list[list[_Way]] | None:
+        """Per job (in the order of ``scored``), every way to take victims from it: each
+        subset of its candidates that leaves it whole, and, when its Whole bundle is a
+        candidate, all of them (broken). None when there are too many ways to try all."""
+        table = session.table
+        by_job: dict[str, list[Scored]] = {}
+        for s in scored:
+            by_job.setdefault(s.bundle.job.uid, []).append(s)
+        out: list[list[_Way]] = []
+        total = 1
+        zero: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+        for rank, group in enumerate(by_job.values()):
+            job = group[0].bundle.job
+            whole = next((s for s in group if s.bundle.kind is Kind.WHOLE), None)
+            tasks = [t for s in group for t in s.bundle.tasks]
+            if len(tasks) > EXACT_TASKS:
+                return None
+            vec = {t.uid: table.request(t.request) for t in tasks}
+
+            def local(chosen: Sequence[TaskInfo], vec: dict[str, IntVector] = vec) -> IntVector:
+                return sum((vec[t.uid] for t in chosen), zero.copy())
+
+            ways = [
+                _Way(False, subset, (), local(subset), rank)
+                for k in range(len(tasks) + 1)
+                for subset in itertools.combinations(tasks, k)
+                if keeps_whole(job, subset)
+            ]
+            if whole is not None:
+                everything = tuple(tasks)
+                ways.append(_Way(True, everything, tuple(whole.extras), local(everything), rank))
+            total *= len(ways)
+            if total > EXACT_CHOICES:
+                return None
+            out.append(ways)
+        return out
+
+    def _exact(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        ways: list[list[_Way]],
+        need: IntVector,
+    ) -> list[Scored] | None:
+        """Try every way to choose (fewest jobs broken, then fewest victims, then the
+        jobs first in order); the first that makes room is evicted in ``stmt`` and
+        returned as bundles. None (nothing left evicted) when none does."""
+        wanted = need > 0
+
+        def cost(combo: tuple[_Way, ...]) -> tuple[int, int, list[int]]:
+            taken = [w for w in combo if w.tasks or w.extras]
+            return (
+                sum(w.broken for w in combo),
+                sum(len(w.tasks) + len(w.extras) for w in combo),
+                sorted(w.rank for w in taken),
+            )
+
+        for combo in sorted(itertools.product(*ways), key=cost):
+            freed = sum((w.local for w in combo), np.zeros_like(need))
+            if not (freed[wanted] >= need[wanted]).all():
+                continue
+            cp = stmt.checkpoint()
+            picked = self._scored(session, combo)
+            for s in picked:
+                self._evict(stmt, s, rep)
+            if self._fits(session, stmt, pending, domain):
+                return picked
+            stmt.rollback(cp)
+        return None
+
+    @staticmethod
+    def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
+        out: list[Scored] = []
+        for w in combo:
+            if not w.tasks:
+                continue
+            job = session.jobs[w.tasks[0].job_id]
+            kind = Kind.WHOLE if w.broken else Kind.SAFE
+            out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
+        return out
 
     def _trim(  # noqa: PLR0917
         self,

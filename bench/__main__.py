@@ -21,18 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import http_workload, preemption, reclaim
+from bench import gang_preemption, http_workload, preemption, reclaim
 from bench.workloads import DEFAULTS, Workload, run
 
 WORKLOADS: dict[str, Any] = {
     **DEFAULTS,
     **preemption.WORKLOADS,
     **reclaim.WORKLOADS,
+    **gang_preemption.WORKLOADS,
     **http_workload.WORKLOADS,
 }
 GROUPS = {
     "all": list(WORKLOADS),
-    "preemption": list(preemption.WORKLOADS),
+    "preemption": [*preemption.WORKLOADS, *gang_preemption.WORKLOADS],
     "queues": list(reclaim.WORKLOADS),
     "http": list(http_workload.WORKLOADS),
 }
@@ -71,7 +72,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _workload(
     args: argparse.Namespace, name: str
-) -> Workload | preemption.PreemptionWorkload | reclaim.ReclaimWorkload:
+) -> (
+    Workload
+    | preemption.PreemptionWorkload
+    | reclaim.ReclaimWorkload
+    | gang_preemption.GangPreemptionWorkload
+):
     w = WORKLOADS[name]
     changes: dict[str, Any] = {}
     for field in ("nodes", "pods", "running"):
@@ -98,6 +104,8 @@ def _child(args: argparse.Namespace) -> int:
         figures = preemption.run(w, wrap=wrap)
     elif isinstance(w, reclaim.ReclaimWorkload):
         figures = reclaim.run(w, wrap=wrap)
+    elif isinstance(w, gang_preemption.GangPreemptionWorkload):
+        figures = gang_preemption.run(w, wrap=wrap)
     elif w.name in http_workload.WORKLOADS:
         figures = http_workload.run(w, wrap=wrap)
     else:

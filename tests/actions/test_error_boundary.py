@@ -105,11 +105,13 @@ def test_a_failing_gang_member_rolls_back_the_whole_gang() -> None:
     [
         ("open", cluster(), PluginError),
         ("jobOrder", cluster(), PluginError),
-        # a gang that cannot fit is rolled back, and the rollback itself raises
+        # a gang that cannot fit (room enough in all, not on any two nodes) is rolled
+        # back, and the rollback itself raises
         (
             "onUnplace",
             [
-                node("n1", cpu="2"),
+                node("n1", cpu="1500m"),
+                node("n2", cpu="1500m"),
                 pod_group("g", min_member=3),
                 *(pod(name, cpu="1", memory=None, group="g") for name in ("bad-1", "g-2", "g-3")),
             ],

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
+from scheduler.actions.victims.fill import NodeFill, Slots
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
@@ -128,74 +129,6 @@ def _whole_jobs(scored: Sequence[Scored]) -> list[Scored]:
     return out
 
 
-def _spare_cost(took: Sequence[TaskInfo]) -> tuple[int, int]:
-    return (len(took), sum(t.priority for t in took))
-
-
-class _Spares:
-    """The candidates that may be spared, per node of the domain (in the order of the
-    bundles), and what a node needs to take one more of the gang's pods."""
-
-    def __init__(self, session: Session, scored: Sequence[Scored], pending: Sequence[TaskInfo]):
-        table = session.table
-        self.jobs = session.jobs
-        self.priority = min(t.priority for t in pending)
-        self.by_row: dict[int, list[TaskInfo]] = {}
-        self.vec: dict[str, IntVector] = {}
-        for s in scored:
-            for t in s.bundle.tasks:
-                if t.node_name in table.row and t.uid not in self.vec:
-                    self.vec[t.uid] = table.request(t.request)
-                    self.by_row.setdefault(table.row[t.node_name], []).append(t)
-        asks = np.array([table.request(t.request) for t in pending])
-        self.slot: IntVector = asks.min(axis=0)
-        """The least the gang's pods ask, per column: the room of "one more pod"."""
-        self._cols = self.slot > 0
-
-    def slots(self, free: IntVector) -> int:
-        """How many pods of :attr:`slot` size ``free`` holds."""
-        if not self._cols.any():
-            return 1 << 30
-        return int((np.maximum(free[self._cols], 0) // self.slot[self._cols]).min())
-
-    def room(self, broken: set[str]) -> IntVector:
-        """What every candidate of the jobs not ``broken`` frees (an upper bound of what
-        sparing can add)."""
-        out: IntVector = np.zeros(len(self.slot), dtype=np.int64)
-        for tasks in self.by_row.values():
-            for t in tasks:
-                if t.job_id not in broken:
-                    out = out + self.vec[t.uid]
-        return out
-
-    def for_one_more(
-        self,
-        row: int,
-        free: IntVector,
-        taken: dict[str, list[TaskInfo]],
-        broken: set[str],
-    ) -> list[TaskInfo]:
-        """The fewest spares of node ``row`` (in order, each leaving its gang whole with
-        what is ``taken``, and evicted, already) after which the node holds one more pod;
-        empty when its spares cannot do it."""
-        goal = self.slots(free) + 1
-        room = free.copy()
-        took: list[TaskInfo] = []
-        extra: dict[str, list[TaskInfo]] = {}
-        for t in self.by_row.get(row, ()):
-            if t.job_id in broken or any(t is x for x in taken.get(t.job_id, ())):
-                continue
-            # ``taken`` is evicted in the session already: the job's counts show it.
-            if not keeps_whole(self.jobs[t.job_id], [*extra.get(t.job_id, ()), t]):
-                continue
-            extra.setdefault(t.job_id, []).append(t)
-            took.append(t)
-            room = room + self.vec[t.uid]
-            if self.slots(room) >= goal:
-                return took
-        return []
-
-
 class GangSearch:
     """One per evicting action (its policy's). Synchronous; :meth:`clear` records its
     decisions in the caller's statement and leaves nothing else behind."""
@@ -205,6 +138,8 @@ class GangSearch:
         self.roi_threshold = roi_threshold
         self._queue = ""
         """The queue of the gang being made room for (its evictions say it)."""
+        self._vec: dict[str, IntVector] = {}
+        """The request vectors of the candidates of the search under way."""
 
     def clear(
         self,
@@ -285,18 +220,29 @@ class GangSearch:
         if not tasks:
             return []
         wanted = need > 0
-
-        def prefer(t: TaskInfo) -> tuple[float, int, int, float]:
-            vec = table.request(t.request)
-            covers = float(np.minimum(vec, need)[wanted].sum()) if wanted.any() else 0.0
-            return (-covers, t.priority, int(vec.sum()), -t.start_time)
-
+        vectors = np.array([table.request(t.request) for t in tasks])
+        covers = np.minimum(vectors, need)[:, wanted].sum(axis=1) if wanted.any() else None
+        sizes = vectors.sum(axis=1)
+        keys = {
+            t.uid: (
+                -float(covers[i]) if covers is not None else 0.0,
+                t.priority,
+                int(sizes[i]),
+                -t.start_time,
+            )
+            for i, t in enumerate(tasks)
+        }
+        vec = {t.uid: vectors[i] for i, t in enumerate(tasks)}
+        self._vec = vec
         # Ties go to the pod last in name order, as the pod-by-pod search spares the first.
         tasks.sort(key=lambda t: t.key, reverse=True)
-        scored = self._score(session, bundles(session.jobs, tasks, prefer), need, domain)
+        found = bundles(session.jobs, tasks, lambda t: keys[t.uid])
+        scored = self._score(session, found, need, domain, vec)
         ordered = self.policy.order_bundles(session, scored, self.roi_threshold)
         flat = [t for s in ordered for t in s.bundle.tasks]
         allowed = {t.uid for t in self.policy.allowed(session, rep, flat)}
+        if len(allowed) == len(flat):
+            return ordered
         kept: list[Bundle] = []
         for s in ordered:
             inside = tuple(t for t in s.bundle.tasks if t.uid in allowed)
@@ -304,38 +250,48 @@ class GangSearch:
                 continue  # a Whole bundle partly refused cannot be taken
             if inside:
                 kept.append(Bundle(s.bundle.job, s.bundle.kind, inside))
-        rescored = self._score(session, kept, need, domain)
+        rescored = self._score(session, kept, need, domain, vec)
         return self.policy.order_bundles(session, rescored, self.roi_threshold)
 
     @staticmethod
     def _score(
-        session: Session, found: Sequence[Bundle], need: IntVector, domain: NodeSet
+        session: Session,
+        found: Sequence[Bundle],
+        need: IntVector,
+        domain: NodeSet,
+        vec: dict[str, IntVector],
     ) -> list[Scored]:
+        """Each bundle with what it frees in the domain, what it takes in the cluster (a
+        Whole bundle: its gang's every evictable member) and its ROI (``vec``: the
+        candidates' request vectors)."""
         table = session.table
-        wanted = need > 0
-        out: list[Scored] = []
-        for b in found:
-            local: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+        cols = len(table.columns)
+        local = np.zeros((len(found), cols), dtype=np.int64)
+        global_ = np.zeros((len(found), cols), dtype=np.int64)
+        extras: list[list[TaskInfo]] = [[] for _ in found]
+        for i, b in enumerate(found):
             for t in b.tasks:
-                local = local + table.request(t.request)
-            extras: list[TaskInfo] = []
-            global_ = local.copy()
+                local[i] += vec[t.uid]
             if b.kind is Kind.WHOLE and b.job.has_pod_group:
                 inside = {t.uid for t in b.tasks}
                 for t in b.job.tasks.values():
                     if t.uid not in inside and t.status in EVICTABLE and t.sluice:
-                        global_ = global_ + table.request(t.request)
-                        if not (t.node_name in table.row and domain.rows[table.row[t.node_name]]):
-                            extras.append(t)
-            if wanted.any():
-                needed = need[wanted].astype(np.float64)
-                gain = float((np.minimum(local[wanted], need[wanted]) / needed).sum())
-                cost = float((global_[wanted] / needed).sum())
-                roi = gain / cost if cost > 0 else 0.0
-            else:
-                roi = 0.0
-            out.append(Scored(b, local, global_, roi, extras))
-        return out
+                        global_[i] += vec[t.uid] if t.uid in vec else table.request(t.request)
+                        row = table.row.get(t.node_name)
+                        if row is None or not domain.rows[row]:
+                            extras[i].append(t)
+        global_ += local
+        wanted = need > 0
+        if wanted.any() and len(found):
+            needed = need[wanted].astype(np.float64)
+            gain = (np.minimum(local[:, wanted], need[wanted]) / needed).sum(axis=1)
+            cost = (global_[:, wanted] / needed).sum(axis=1)
+            roi = np.divide(gain, cost, out=np.zeros_like(gain), where=cost > 0)
+        else:
+            roi = np.zeros(len(found))
+        return [
+            Scored(b, local[i], global_[i], float(roi[i]), extras[i]) for i, b in enumerate(found)
+        ]
 
     # Steps 5 and 6 -------------------------------------------------------------------
 
@@ -360,80 +316,95 @@ class GangSearch:
         if ways is not None:
             return self._exact(session, stmt, pending, domain, rep, ways, need)
         whole = _whole_jobs(scored)
-        spares = _Spares(session, scored, pending)
-        wanted = need > 0
+        slots = Slots(session, pending)
+        fill = NodeFill(session, scored, slots, {s.bundle.job.uid: s for s in whole}, self._vec)
         mark = stmt.checkpoint()
-        spared = self._spare(session, stmt, pending, domain, rep, spares, set())
+        if len(whole) > EXACT_LIMIT:
+            chosen = self._fill(session, stmt, pending, domain, rep, fill, set(), allow_break=True)
+            if chosen is None:
+                return None
+            return self._trim(session, stmt, pending, domain, rep, chosen)
+        spared = self._fill(session, stmt, pending, domain, rep, fill, set(), allow_break=False)
         if spared is not None:
             return self._trim(session, stmt, pending, domain, rep, spared)
-        if len(whole) <= EXACT_LIMIT:
-            for size in range(1, len(whole) + 1):
-                for combo in itertools.combinations(whole, size):
-                    broken = {s.bundle.job.uid for s in combo}
-                    local = spares.room(broken) + sum((s.local for s in combo), np.zeros_like(need))
-                    if not (local[wanted] >= need[wanted]).all():
-                        continue
-                    for s in combo:
-                        self._evict(stmt, s, rep)
-                    spared = self._spare(session, stmt, pending, domain, rep, spares, broken)
-                    if spared is not None:
-                        chosen = [*spared, *combo]
-                        return self._trim(session, stmt, pending, domain, rep, chosen)
-                    stmt.rollback(mark)
-            return None
-        chosen = []
-        broken = set()
-        for s in whole:
-            self._evict(stmt, s, rep)
-            chosen.append(s)
-            broken.add(s.bundle.job.uid)
-            local = spares.room(broken) + sum((c.local for c in chosen), np.zeros_like(need))
-            if not (local[wanted] >= need[wanted]).all():
-                continue
-            spared = self._spare(session, stmt, pending, domain, rep, spares, broken)
-            if spared is not None:
-                return self._trim(session, stmt, pending, domain, rep, [*spared, *chosen])
-        stmt.rollback(mark)
+        wanted = need > 0
+        for size in range(1, len(whole) + 1):
+            for combo in itertools.combinations(whole, size):
+                broken = {s.bundle.job.uid for s in combo}
+                local = fill.room(broken) + sum((s.local for s in combo), np.zeros_like(need))
+                if not (local[wanted] >= need[wanted]).all():
+                    continue
+                for s in combo:
+                    self._evict(stmt, s, rep)
+                fill.reset()
+                spared = self._fill(
+                    session, stmt, pending, domain, rep, fill, broken, allow_break=False
+                )
+                if spared is not None:
+                    return self._trim(session, stmt, pending, domain, rep, [*spared, *combo])
+                stmt.rollback(mark)
         return None
 
-    def _spare(  # noqa: PLR0917
+    def _fill(  # noqa: PLR0917
         self,
         session: Session,
         stmt: Statement,
         pending: Sequence[TaskInfo],
         domain: NodeSet,
         rep: TaskInfo,
-        spares: _Spares,
+        fill: NodeFill,
         broken: set[str],
+        *,
+        allow_break: bool,
     ) -> list[Scored] | None:
-        """Evict spare members (each leaving its gang whole; none of a job in ``broken``)
-        node by node until the gang fits: each round, on the node where the fewest
-        evictions (then the lowest priorities) make room for one more of the gang's
-        pods. The spares taken, each a Safe bundle of one task, in order; or None, with
-        nothing of this call left evicted, when the gang still does not fit."""
+        """Evict, round after round, the cheapest way any node of ``domain`` has to room
+        for one more of the gang's pods (:class:`~.fill.NodeFill`: spares first, then,
+        if ``allow_break``, gangs broken whole; none of the jobs ``broken`` already),
+        until the gang fits. The victims, as bundles in the order taken (a Safe bundle
+        per spare, a Whole one per gang broken, its spares taken before included); or
+        None, with nothing of this call left evicted, when it never fits."""
         cp = stmt.checkpoint()
-        taken: dict[str, list[TaskInfo]] = {}
-        out: list[Scored] = []
         rows = np.flatnonzero(domain.rows)
-        while not self._fits(session, stmt, pending, domain):
-            free = session.table.free(spares.priority, "", slice(None), rows, releasing=True)
-            best: tuple[tuple[int, int], list[TaskInfo]] | None = None
-            for i, row in enumerate(rows.tolist()):
-                took = spares.for_one_more(row, free[i], taken, broken)
-                if took and (best is None or _spare_cost(took) < best[0]):
-                    best = (_spare_cost(took), took)
-            if best is None:
+        broken = set(broken)
+        evicted: set[str] = set()
+        spares: list[TaskInfo] = []
+        breaks: list[str] = []
+        while True:
+            free = session.table.free(fill.slots.priority, "", slice(None), rows, releasing=True)
+            if fill.slots.total(free) >= len(pending) and self._fits(
+                session, stmt, pending, domain
+            ):
+                break
+            way = fill.best(rows, free, broken, evicted, allow_break=allow_break)
+            if way is None:
                 stmt.rollback(cp)
+                fill.reset()
                 return None
-            for t in best[1]:
-                taken.setdefault(t.job_id, []).append(t)
-                scored = Scored(
-                    Bundle(session.jobs[t.job_id], Kind.SAFE, (t,)),
-                    spares.vec[t.uid],
-                    spares.vec[t.uid],
-                )
-                self._evict(stmt, scored, rep)
-                out.append(scored)
+            for t in way.spares:
+                kind = Kind.SAFE.value if session.jobs[t.job_id].has_pod_group else ""
+                stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
+                evicted.add(t.uid)
+                spares.append(t)
+            for job in way.breaks:
+                whole = fill.wholes[job]
+                kind = Kind.WHOLE.value if whole.bundle.job.has_pod_group else ""
+                for t in (*whole.bundle.tasks, *whole.extras):
+                    if t.uid not in evicted:
+                        stmt.evict(
+                            t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind
+                        )
+                        evicted.add(t.uid)
+                broken.add(job)
+                breaks.append(job)
+            fill.touched(way)
+        out = [
+            Scored(
+                Bundle(session.jobs[t.job_id], Kind.SAFE, (t,)), fill.vec[t.uid], fill.vec[t.uid]
+            )
+            for t in spares
+            if t.job_id not in broken
+        ]
+        out.extend(fill.wholes[job] for job in breaks)
         return out
 
     @staticmethod
@@ -601,7 +572,13 @@ class GangSearch:
         self, session: Session, stmt: Statement, pending: Sequence[TaskInfo], domain: NodeSet
     ) -> bool:
         """Would every pending task be placed in ``domain`` now (victims gone)? A dry run
-        of allocate, rolled back."""
+        of allocate, rolled back, after a cheap necessary check (room for that many pods
+        of the least size they ask)."""
+        slots = Slots(session, pending)
+        rows = np.flatnonzero(domain.rows)
+        free = session.table.free(slots.priority, "", slice(None), rows, releasing=True)
+        if slots.total(free) < len(pending):
+            return False
         cp = stmt.checkpoint()
         try:
             return self._place(session, stmt, pending, domain)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
+from scheduler.actions.elect import ElectAction, ElectArguments
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.actions.reclaim import ReclaimAction
+from scheduler.actions.reserve import ReserveAction
 from scheduler.actions.victims import SearchArguments
 from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, SetPhase
 from scheduler.framework.registry import ActionSpec, Registry
@@ -33,3 +35,6 @@ def register_builtin(registry: Registry) -> None:
         )
     )
     registry.add_action(ActionSpec("backfill", BackfillAction, emits=frozenset({Bind})))
+    # Starvation protection changes only the session's reservation, which the loop keeps.
+    registry.add_action(ActionSpec("elect", ElectAction, ElectArguments))
+    registry.add_action(ActionSpec("reserve", ReserveAction))

@@ -7,9 +7,9 @@ session nor the cluster changed are shared with the next snapshot, so a snapshot
 until the cache takes the next one. Nodes are ordered by name, so iteration is
 deterministic.
 
-What the scheduler itself holds back (preemption gates, backoffs after a failure) is not
-cluster state: its owners (the preemption executor, the loop) hand a read-only view of it
-to ``cache.snapshot(...)``, typed here.
+What the scheduler itself holds back (preemption gates, backoffs after a failure, the
+reservation of starvation protection) is not cluster state: its owners (the preemption
+executor, the loop) hand a read-only view of it to ``cache.snapshot(...)``, typed here.
 """
 
 from __future__ import annotations
@@ -67,6 +67,21 @@ class PreemptionState:
 NO_PREEMPTIONS = PreemptionState()
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Starvation protection, as a cycle sees it: the starving job ``elect`` chose
+    (``job``, its uid, of ``priority``), since when it had been waiting, and the nodes
+    ``reserve`` holds for it (empty until it picks them; no other job of the target's
+    priority or lower is placed on them). Times are the loop clock's seconds."""
+
+    job: str
+    priority: int
+    waiting_since: float
+    nodes: frozenset[str] = frozenset()
+    reserved_at: float = 0.0
+    """When the nodes were picked (0 while there are none)."""
+
+
 @dataclass(slots=True)
 class Snapshot:
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
@@ -82,6 +97,15 @@ class Snapshot:
     error_backoffs: Mapping[str, Backoff] = field(default_factory=dict)
     """Jobs that failed with a SchedulerError (a plugin raised) and wait before the next
     attempt; no action tries them meanwhile."""
+    reservation: Reservation | None = None
+    """The starving job elected and the nodes reserved for it (the loop keeps it from one
+    cycle to the next)."""
+    waiting_since: Mapping[str, float] = field(default_factory=dict)
+    """Since when (loop clock) each job has waited to start: a PodGroup since it was
+    first seen Inqueue with pods pending, a lone pod since it was first seen pending."""
+    overtaken: frozenset[str] = frozenset()
+    """Jobs waiting to start that a later job of no higher priority has passed (it was
+    placed while they waited): what starvation looks like."""
     touched_tasks: set[str] = field(default_factory=set)
     """Tasks whose copy the session changed (status, node), by uid. Whoever changes a
     task or node of the snapshot records it here or in :attr:`touched_nodes`: the cache

@@ -47,6 +47,7 @@ from scheduler.api.snapshot import (
     NO_PREEMPTIONS,
     Backoff,
     PreemptionState,
+    Reservation,
     Snapshot,
     TopologyInfo,
 )
@@ -490,11 +491,15 @@ class SchedulerCache:
         now: float = 0.0,
         preemption: PreemptionState = NO_PREEMPTIONS,
         error_backoffs: Mapping[str, Backoff] | None = None,
+        reservation: Reservation | None = None,
+        waiting_since: Mapping[str, float] | None = None,
+        overtaken: frozenset[str] = frozenset(),
     ) -> Snapshot:
         """A copy of what the next cycle decides on, for a session to change freely, with
         what the scheduler holds back itself: ``now`` (the loop's clock), ``preemption``
-        (the executor's view of its gates and backoffs) and ``error_backoffs`` (jobs
-        waiting after a SchedulerError), handed in by the loop as read-only views.
+        (the executor's view of its gates and backoffs), ``error_backoffs`` (jobs
+        waiting after a SchedulerError), ``reservation`` and ``waiting_since`` (starvation
+        protection), handed in by the loop as read-only views.
 
         Tasks and nodes are copied only when they changed since the last snapshot, here
         or in the session that used it (:class:`~.snapshots.Copies`); the others' copies
@@ -507,6 +512,9 @@ class SchedulerCache:
         snap = self._build(tasks, nodes, last_jobs)
         snap.now, snap.preemption = now, preemption
         snap.error_backoffs = dict(error_backoffs or {})
+        snap.reservation = reservation
+        snap.waiting_since = waiting_since or {}
+        snap.overtaken = overtaken
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:

@@ -32,7 +32,15 @@ FEATURE_GATES: Mapping[str, bool] = {
 }
 """Every known feature gate and its default."""
 
-DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+DEFAULT_ACTIONS: tuple[str, ...] = (
+    "enqueue",
+    "elect",
+    "allocate",
+    "preempt",
+    "reclaim",
+    "backfill",
+    "reserve",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,7 @@ DEFAULT_TIERS: tuple[TierConfig, ...] = (
             PluginConfig("gpushare"),
             PluginConfig("proportion"),
             PluginConfig("topology"),
+            PluginConfig("reservation"),
             PluginConfig("nodeorder"),
         )
     ),

@@ -26,7 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
-from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
+from scheduler.api.snapshot import DisruptionBudget, Reservation, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import (
@@ -91,6 +91,12 @@ class PluginContext(Protocol):
     @property
     def now(self) -> float:
         """The clock time (seconds, the loop's clock) at which the cycle began."""
+        ...
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The starving job elected and the nodes reserved for it, as it stands now (the
+        ``elect`` and ``reserve`` actions change it during the cycle)."""
         ...
 
 

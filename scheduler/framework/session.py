@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from scheduler.api.errors import AllocationError, PluginError
+from scheduler.api.errors import AllocationError, InvariantError, PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
-from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
+from scheduler.api.snapshot import DisruptionBudget, Reservation, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
 from scheduler.framework import tiers
@@ -118,6 +118,10 @@ class SessionContext:
     def now(self) -> float:
         return self._session.snapshot.now
 
+    @property
+    def reservation(self) -> Reservation | None:
+        return self._session.reservation
+
 
 class Session:
     """Created by :func:`open_session`; used by the actions of one cycle, then closed.
@@ -158,6 +162,12 @@ class Session:
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
         self.version = 0
         """Moves so far: what a cache of session-derived values is keyed on."""
+        self.reservation: Reservation | None = snapshot.reservation
+        """Starvation protection: the starving job elected and the nodes reserved for it,
+        as the ``elect`` and ``reserve`` actions leave it (the loop keeps it for the next
+        cycle). Plugins read it through their context."""
+        self.reservation_released = ""
+        """Why the reservation of the cycle's start ended, if it did (for its event)."""
         self._next_start = 0
         self._score_count = nodes_to_score(
             len(self.table), self.config.percentage_of_nodes_to_score
@@ -195,6 +205,28 @@ class Session:
     def now(self) -> float:
         """The loop's clock when this cycle began."""
         return self.snapshot.now
+
+    def waiting_since(self, job: JobInfo) -> float | None:
+        """Since when ``job`` has waited to start (loop clock), or None if it does not."""
+        return self.snapshot.waiting_since.get(job.uid)
+
+    def elect(self, job: JobInfo) -> None:
+        """Make ``job`` the starving job to reserve nodes for (called by ``elect``); a
+        reservation held by another job ends (say why first, with :meth:`release`)."""
+        since = self.snapshot.waiting_since.get(job.uid, self.now)
+        self.reservation = Reservation(job.uid, job.priority, since)
+
+    def reserve(self, nodes: frozenset[str]) -> None:
+        """Hold ``nodes`` for the elected job (called by ``reserve``)."""
+        if self.reservation is None:
+            raise InvariantError("nodes reserved with no job elected")
+        self.reservation = replace(self.reservation, nodes=nodes, reserved_at=self.now)
+
+    def release(self, why: str) -> None:
+        """End the reservation (``why``: for users, "the job started")."""
+        if self.reservation is not None and not self.reservation_released:
+            self.reservation_released = why
+        self.reservation = None
 
     @functools.cached_property
     def all_nodes(self) -> NodeSet:

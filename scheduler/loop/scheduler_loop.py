@@ -48,6 +48,7 @@ from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrors, cycle_failed
+from scheduler.loop.reservations import ReservationChange, ReservationKeeper
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -84,10 +85,12 @@ class CycleReport:
     """Non-empty when the cycle failed as a whole: where (its decisions were discarded)."""
     seconds: float = 0.0
     """Wall time the decisions took."""
+    reservation_changes: list[ReservationChange] = field(default_factory=list)
+    """Nodes reserved for a starving job, or released, this cycle."""
 
     @property
     def decided(self) -> bool:
-        return bool(self.effects)
+        return bool(self.effects or self.reservation_changes)
 
 
 class CycleObserver(Protocol):
@@ -137,6 +140,7 @@ class SchedulingLoop:
         self.ledger: EffectLedger = cache
         """Where every effect is assumed, and forgotten when its call fails."""
         self.job_errors = JobErrors(self.metrics)
+        self.reservations = ReservationKeeper(ports.events, self.metrics)
         self._pending_series: set[str] = set()
         self._share_series: set[tuple[str, str]] = set()
         """(queue, resource) with a ``scheduler_queue_deserved``/``_allocated`` series."""
@@ -264,6 +268,7 @@ class SchedulingLoop:
                     report.placements[effect.task.key] = session.placed_in[effect.task.job_id]
         report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
         self.job_errors.after_cycle(session, now)
+        report.reservation_changes = self.reservations.after_cycle(session, now)
         await self._apply(report)
         self.status.report(session)
         self._report_pending()
@@ -290,6 +295,9 @@ class SchedulingLoop:
             now=report.started,
             preemption=self.preemption.view() if self.preemption is not None else NO_PREEMPTIONS,
             error_backoffs=self.job_errors.view(),
+            reservation=self.reservations.reservation,
+            waiting_since=self.reservations.waiting_since,
+            overtaken=frozenset(self.reservations.overtaken),
         )
         where = "open"
         try:

@@ -17,6 +17,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueShare
 from scheduler.api.queue_tree import QueueTree
 from scheduler.api.resource import ResourceSum
+from scheduler.api.snapshot import Reservation
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache
@@ -53,11 +54,13 @@ def pod_group_status(
     *,
     error: bool = False,
     placed_in: str = "",
+    reserved: str = "",
 ) -> dict[str, Any]:
     """The ``status`` of ``job``'s PodGroup; transition times kept when nothing changed.
     ``error``: ``reason`` is a scheduler error (the condition's reason says SchedulerError).
     ``placed_in``: the node set the gang was placed in this cycle (``rack rb``); the
-    ``Scheduled`` condition says so, and keeps saying so in later cycles."""
+    ``Scheduled`` condition says so, and keeps saying so in later cycles. ``reserved``:
+    while nodes are reserved for the job, what its ``Reserved`` condition says."""
     phase = job_phase(job)
     statuses = [t.status for t in job.tasks.values()]
     conditions: list[dict[str, str]] = []
@@ -88,6 +91,10 @@ def pod_group_status(
                 "message": reason,
             }
         )
+    if reserved:
+        conditions.append(
+            {"type": RESERVED, "status": "True", "reason": "Starving", "message": reserved}
+        )
     old = {c.get("type"): c for c in previous.get("conditions") or ()}
     for c in conditions:
         prev = old.get(c["type"])
@@ -100,6 +107,18 @@ def pod_group_status(
         "failed": statuses.count(TaskStatus.FAILED),
         "conditions": conditions,
     }
+
+
+RESERVED = "Reserved"
+"""The condition of a PodGroup while starvation protection holds nodes for it."""
+
+
+def reserved_message(r: Reservation) -> str:
+    """``reserved nodes n1, n2 for this job after waiting 12s``."""
+    nodes = ", ".join(sorted(r.nodes))
+    return (
+        f"reserved nodes {nodes} for this job after waiting {r.reserved_at - r.waiting_since:.0f}s"
+    )
 
 
 CLOSED = "Closed"
@@ -258,6 +277,7 @@ class StatusReporter:
         self._pool.submit(f"status {ref.key}", call)
 
     def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
+        r = session.reservation if session.reservation and session.reservation.nodes else None
         for job in session.jobs.values():
             if not job.has_pod_group or job.problem:
                 continue
@@ -271,6 +291,7 @@ class StatusReporter:
                 observed,
                 error=error,
                 placed_in=session.placed_in.get(job.uid, ""),
+                reserved=reserved_message(r) if r is not None and r.job == job.uid else "",
             )
             phases[job.uid] = PodGroupPhase(status["phase"])
             key = _comparable(status)

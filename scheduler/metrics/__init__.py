@@ -82,6 +82,11 @@ class Metrics:
             "Total reclaims: evictions of pods of queues above their share for a queue below.",
             registry=r,
         )
+        self.reserved_nodes = Gauge(
+            "scheduler_reserved_nodes",
+            "Nodes reserved for the starving job elected by starvation protection.",
+            registry=r,
+        )
         self.queue_deserved = Gauge(
             "scheduler_queue_deserved",
             "A queue's deserved share, by resource (cpu in cores, memory in bytes).",

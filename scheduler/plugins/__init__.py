@@ -13,6 +13,7 @@ from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
+from scheduler.plugins.reservation import ReservationPlugin
 from scheduler.plugins.topology import TopologyPlugin
 
 
@@ -26,3 +27,4 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))
     registry.add_plugin(PluginSpec("gpushare", GpuSharePlugin))
     registry.add_plugin(PluginSpec("topology", TopologyPlugin))
+    registry.add_plugin(PluginSpec("reservation", ReservationPlugin))

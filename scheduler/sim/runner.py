@@ -232,6 +232,11 @@ class Simulation:
                 while at > 0 and events[at - 1]["cycle"] == report.number:
                     at -= 1
                 events[at:at] = entries
+        for change in report.reservation_changes:
+            fields = {"job": change.job, "nodes": list(change.nodes)}
+            if change.why:
+                fields["why"] = change.why
+            self._event(change.kind, **fields)
         self._reasons.update(report.task_reasons)
         self._placements.update(report.placements)
         if self._on_cycle is not None:

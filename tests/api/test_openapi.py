@@ -238,7 +238,7 @@ INVALID = [
     pytest.param(
         podgroup(status={"conditions": [{"type": "Ready", "status": "True"}]}),
         "status.conditions[0].type",
-        'Unsupported value: "Ready": supported values: "Scheduled", "Unschedulable"',
+        'Unsupported value: "Ready": supported values: "Scheduled", "Unschedulable", "Reserved"',
         id="bad-condition-type",
     ),
     pytest.param(

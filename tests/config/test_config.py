@@ -51,6 +51,7 @@ def test_empty_document_gives_the_defaults() -> None:
         "gpushare",
         "proportion",
         "topology",
+        "reservation",
         "nodeorder",
     ]
 

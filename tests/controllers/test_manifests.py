@@ -183,7 +183,15 @@ def test_configmap_holds_the_default_configuration() -> None:
     text = one("ConfigMap", "sluice-scheduler-config")["data"]["config.yaml"]
     config = parse_configuration(yaml.safe_load(text))
     assert config.scheduler_name == "sluice"
-    assert list(config.actions) == ["enqueue", "allocate", "preempt", "reclaim", "backfill"]
+    assert list(config.actions) == [
+        "enqueue",
+        "elect",
+        "allocate",
+        "preempt",
+        "reclaim",
+        "backfill",
+        "reserve",
+    ]
     assert config.plugin_names() == [
         "priority",
         "gang",
@@ -192,6 +200,7 @@ def test_configmap_holds_the_default_configuration() -> None:
         "gpushare",
         "proportion",
         "topology",
+        "reservation",
         "nodeorder",
     ]
     assert config.gate("SchedulerAsyncPreemption") is True

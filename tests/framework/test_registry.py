@@ -87,6 +87,7 @@ def test_resolve_the_defaults() -> None:
         ("gpushare", 1),
         ("proportion", 1),
         ("topology", 1),
+        ("reservation", 1),
         ("nodeorder", 1),
     ]
     nodeorder = resolved.plugins[-1]
@@ -123,7 +124,7 @@ def test_resolve_builds_typed_arguments() -> None:
         (
             {"actions": ["enqueue", "shuffle"]},
             "actions[1]",
-            "unknown action 'shuffle'; known: allocate, backfill, enqueue",
+            "unknown action 'shuffle'; known: allocate, backfill, elect, enqueue",
         ),
         (
             {"tiers": tiers({"name": "gang"}, {"name": "binpack"})},

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import gang_preemption, http_workload, preemption, reclaim
+from bench import gang_preemption, http_workload, idle, preemption, reclaim
 from bench.workloads import DEFAULTS, Workload, run
 
 WORKLOADS: dict[str, Any] = {
@@ -29,12 +29,14 @@ WORKLOADS: dict[str, Any] = {
     **preemption.WORKLOADS,
     **reclaim.WORKLOADS,
     **gang_preemption.WORKLOADS,
+    **idle.WORKLOADS,
     **http_workload.WORKLOADS,
 }
 GROUPS = {
     "all": list(WORKLOADS),
     "preemption": [*preemption.WORKLOADS, *gang_preemption.WORKLOADS],
     "queues": list(reclaim.WORKLOADS),
+    "idle": list(idle.WORKLOADS),
     "http": list(http_workload.WORKLOADS),
 }
 
@@ -77,6 +79,7 @@ def _workload(
     | preemption.PreemptionWorkload
     | reclaim.ReclaimWorkload
     | gang_preemption.GangPreemptionWorkload
+    | idle.IdleWorkload
 ):
     w = WORKLOADS[name]
     changes: dict[str, Any] = {}
@@ -106,6 +109,8 @@ def _child(args: argparse.Namespace) -> int:
         figures = reclaim.run(w, wrap=wrap)
     elif isinstance(w, gang_preemption.GangPreemptionWorkload):
         figures = gang_preemption.run(w, wrap=wrap)
+    elif isinstance(w, idle.IdleWorkload):
+        figures = idle.run(w, wrap=wrap)
     elif w.name in http_workload.WORKLOADS:
         figures = http_workload.run(w, wrap=wrap)
     else:

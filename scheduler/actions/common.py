@@ -61,9 +61,22 @@ def for_each_job(
             attempt(session, job)
 
 
-def eligible(session: Session, job: JobInfo, *, need_inqueue: bool = True) -> bool:
-    """May an action try to place ``job`` this cycle? Records the reason when not."""
+def eligible(
+    session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
+) -> bool:
+    """May an action try to place ``job`` this cycle? Records the reason when not. A
+    parked job (found unschedulable, nothing that could help it changed since) is not
+    tried, and says again what it was told (``parked_too``: try it all the same)."""
     if session.is_gated(job) or job.uid in session.job_errors:
+        return False
+    parked = session.snapshot.parked.get(job.uid)
+    if parked is not None and not parked_too:
+        if parked.job_reason:
+            session.record_job_reason(job, parked.job_reason)
+        for t in job.tasks.values():
+            reason = parked.task_reasons.get(t.uid)
+            if reason:
+                session.record_task_reason(t, reason)
         return False
     backoff = session.snapshot.error_backoffs.get(job.uid)
     if backoff is not None and backoff.until > session.now:

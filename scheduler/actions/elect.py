@@ -64,7 +64,7 @@ class ElectAction:
         for job in starving:
             if holder is not None and (job.uid == holder.uid or job.priority <= holder.priority):
                 return  # the target stays: nobody of higher priority starves
-            if not eligible(session, job) or not could_ever_fit(session, job):
+            if not eligible(session, job, parked_too=True) or not could_ever_fit(session, job):
                 continue
             if holder is not None:
                 session.release(f"job {job.uid} of higher priority starves")

@@ -63,7 +63,12 @@ def make_room_for_job(
     subsets = session.node_sets(job, waiting, Purpose.EVICT)
     if is_gang(job, pending):
         domains = [session.all_nodes] if subsets is None else list(subsets.sets[:max_domains])
-        if not _gang_in_best_domain(session, job, gang_search, pending, domains):
+        # One cheap question first: could any eviction anywhere help (a possible victim of
+        # lower priority, or of a queue above its share, exists at all)?
+        rep = min(pending, key=lambda t: t.priority)
+        if not search.policy.may_help(session, rep) or not _gang_in_best_domain(
+            session, job, gang_search, pending, domains
+        ):
             _say_nothing_helps(session, job, pending, search)
         return
     if subsets is None:

@@ -68,6 +68,16 @@ NO_PREEMPTIONS = PreemptionState()
 
 
 @dataclass(frozen=True, slots=True)
+class Parked:
+    """A job found unschedulable, not searched again until the cluster changes in a way
+    that could help it: what it was told then (its reason, and each pod's), which the
+    actions say again while it is parked, so that reasons stay true."""
+
+    job_reason: str
+    task_reasons: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     """Starvation protection, as a cycle sees it: the starving job ``elect`` chose
     (``job``, its uid, of ``priority``), since when it had been waiting, and the nodes
@@ -103,6 +113,9 @@ class Snapshot:
     waiting_since: Mapping[str, float] = field(default_factory=dict)
     """Since when (loop clock) each job has waited to start: a PodGroup since it was
     first seen Inqueue with pods pending, a lone pod since it was first seen pending."""
+    parked: Mapping[str, Parked] = field(default_factory=dict)
+    """Jobs found unschedulable and not tried this cycle: nothing that could help them
+    changed since (see :mod:`scheduler.loop.parking`)."""
     overtaken: frozenset[str] = frozenset()
     """Jobs waiting to start that a later job of no higher priority has passed (it was
     placed while they waited): what starvation looks like."""

@@ -46,6 +46,7 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.snapshot import (
     NO_PREEMPTIONS,
     Backoff,
+    Parked,
     PreemptionState,
     Reservation,
     Snapshot,
@@ -94,6 +95,13 @@ class SchedulerCache:
         self.rejected: dict[str, str] = {}
         """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
         self.on_change: Callable[[], None] | None = None
+        self.generation = 0
+        """Watch events that could let an unschedulable job fit now (room freed; nodes,
+        queues, PodGroups, budgets changed), counted: a job parked at an older generation
+        is tried again (:mod:`scheduler.loop.parking`). A new pending pod of ours is not
+        counted: it is news for its own job only (:meth:`take_fresh_jobs`)."""
+        self._fresh_jobs: set[str] = set()
+        self._fresh_only = False
         """Called after an event that may let something new be scheduled (wakes the loop)."""
         self.on_pod_deleted: list[Callable[[str], None]] = []
         """Called with the uid of every pod whose deletion is seen (the preemption gate)."""
@@ -132,6 +140,7 @@ class SchedulerCache:
         if handler is None:
             return
         where = ref({"kind": kind, "metadata": obj.get("metadata") or {}})
+        self._fresh_only = False
         try:
             wake = handler(event, obj)
         except InvalidInputError as exc:
@@ -141,8 +150,17 @@ class SchedulerCache:
             self.rejected[where] = f"{where}: malformed object ({exc!r})"
             return
         self.rejected.pop(where, None)
+        if wake and not self._fresh_only:
+            self.generation += 1
         if wake and self.on_change is not None:
             self.on_change()
+
+    def take_fresh_jobs(self) -> set[str]:
+        """The jobs that got a new pending pod of ours since the last call (their parking
+        ends: a gang may now have all its members). Called by the loop before each
+        snapshot."""
+        fresh, self._fresh_jobs = self._fresh_jobs, set()
+        return fresh
 
     def replace(self, kind: str, objects: Iterable[Obj]) -> None:
         """Make the state of ``kind`` equal to ``objects`` (a relist after a lost watch).
@@ -213,6 +231,9 @@ class SchedulerCache:
         self.tasks[uid] = task
         self._attach(task)
         if old is None:
+            if task.sluice and task.status is TaskStatus.PENDING:
+                self._fresh_jobs.add(task.job_id)
+                self._fresh_only = True
             return task.status is TaskStatus.PENDING or not task.sluice
         return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
             task.terminating and not old.terminating
@@ -494,6 +515,7 @@ class SchedulerCache:
         reservation: Reservation | None = None,
         waiting_since: Mapping[str, float] | None = None,
         overtaken: frozenset[str] = frozenset(),
+        parked: Mapping[str, Parked] | None = None,
     ) -> Snapshot:
         """A copy of what the next cycle decides on, for a session to change freely, with
         what the scheduler holds back itself: ``now`` (the loop's clock), ``preemption``
@@ -515,6 +537,7 @@ class SchedulerCache:
         snap.reservation = reservation
         snap.waiting_since = waiting_since or {}
         snap.overtaken = overtaken
+        snap.parked = parked or {}
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:

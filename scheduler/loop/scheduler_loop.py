@@ -48,6 +48,7 @@ from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrors, cycle_failed
+from scheduler.loop.parking import Parking
 from scheduler.loop.reservations import ReservationChange, ReservationKeeper
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
@@ -141,6 +142,9 @@ class SchedulingLoop:
         """Where every effect is assumed, and forgotten when its call fails."""
         self.job_errors = JobErrors(self.metrics)
         self.reservations = ReservationKeeper(ports.events, self.metrics)
+        self.parking = Parking()
+        self._generation = 0
+        """The cache's generation when the cycle under way took its snapshot."""
         self._pending_series: set[str] = set()
         self._share_series: set[tuple[str, str]] = set()
         """(queue, resource) with a ``scheduler_queue_deserved``/``_allocated`` series."""
@@ -269,6 +273,7 @@ class SchedulingLoop:
         report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
         self.job_errors.after_cycle(session, now)
         report.reservation_changes = self.reservations.after_cycle(session, now)
+        self.parking.after_cycle(session, self._generation, now)
         await self._apply(report)
         self.status.report(session)
         self._report_pending()
@@ -291,8 +296,11 @@ class SchedulingLoop:
     def _decide(self, report: CycleReport) -> Session | None:
         """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,
         ``report.failed`` set) when something raised outside any one job."""
+        self._generation = self.cache.generation
+        parked = self.parking.view(self._generation, self.cache.take_fresh_jobs(), report.started)
         snapshot = self.cache.snapshot(
             now=report.started,
+            parked=parked,
             preemption=self.preemption.view() if self.preemption is not None else NO_PREEMPTIONS,
             error_backoffs=self.job_errors.view(),
             reservation=self.reservations.reservation,

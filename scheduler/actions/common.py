@@ -61,13 +61,39 @@ def for_each_job(
             attempt(session, job)
 
 
+def _say_gated(session: Session, job: JobInfo) -> None:
+    """Reasons for a job held behind its preemption's gate, as they stand: each nominated
+    pod waits on its node for the victims to go (or for the calls to finish); the
+    others wait for the gate."""
+    state = session.snapshot.preemption
+    victims = state.victims_left.get(job.uid, 0)
+    calls = state.calls_left.get(job.uid, 0)
+    for t in job.tasks.values():
+        if not t.sluice or t.status not in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            continue
+        node = t.nominated_node or (t.node_name if t.status is TaskStatus.PIPELINED else "")
+        if node and victims:
+            reason = f"nominated to node {node}; waiting for {victims} victim(s) to terminate"
+        elif node and calls:
+            reason = f"nominated to node {node}; waiting for the preemption's API calls"
+        elif node:
+            reason = f"nominated to node {node}; its room is free, binding next"
+        else:
+            reason = "waiting for its job's preemption to finish"
+        session.record_task_reason(t, reason)
+    session.record_job_reason(job, "waiting for its preemption to finish")
+
+
 def eligible(
     session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
 ) -> bool:
     """May an action try to place ``job`` this cycle? Records the reason when not. A
     parked job (found unschedulable, nothing that could help it changed since) is not
     tried, and says again what it was told (``parked_too``: try it all the same)."""
-    if session.is_gated(job) or job.uid in session.job_errors:
+    if job.uid in session.job_errors:
+        return False
+    if session.is_gated(job):
+        _say_gated(session, job)
         return False
     parked = session.snapshot.parked.get(job.uid)
     if parked is not None and not parked_too:
@@ -81,9 +107,9 @@ def eligible(
     backoff = session.snapshot.error_backoffs.get(job.uid)
     if backoff is not None and backoff.until > session.now:
         session.error_jobs.add(job.uid)
-        session.record_job_reason(
-            job, f"{backoff.reason}; retried in {backoff.until - session.now:.0f}s"
-        )
+        # The wait in all, not what is left of it: a reason that changes every cycle
+        # would rewrite the pods' condition (and repeat their event) every cycle.
+        session.record_job_reason(job, f"{backoff.reason}; retried after {backoff.delay:g}s")
         return False
     if job.problem:
         session.record_job_reason(job, job.problem)

@@ -122,9 +122,20 @@ def _gang_in_best_domain(
             return False
         if stmt.operations:
             stmt.commit()
+            say_nominated(session, job)
         if chosen.name:
             session.placed_in[job.uid] = chosen.name
     return True
+
+
+def say_nominated(session: Session, job: JobInfo) -> None:
+    """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
+    what they wait for (later cycles say how many victims are left)."""
+    for t in job.tasks.values():
+        if t.sluice and t.status is TaskStatus.PIPELINED:
+            session.record_task_reason(
+                t, f"nominated to node {t.node_name}; waiting for the pods evicted for it to go"
+            )
 
 
 def _say_nothing_helps(
@@ -156,6 +167,7 @@ def _attempt(
             found_none |= not search.make_room(session, stmt, task, within)
         if stmt.operations and session.job_pipelined(job):
             stmt.commit()
+            say_nominated(session, job)
             if within is not None and within.name:
                 session.placed_in[job.uid] = within.name
     return found_none

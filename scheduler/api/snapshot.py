@@ -62,6 +62,10 @@ class PreemptionState:
 
     gated: frozenset[str] = frozenset()
     backoffs: Mapping[str, Backoff] = field(default_factory=dict)
+    victims_left: Mapping[str, int] = field(default_factory=dict)
+    """Per gated job, its victims whose deletion has not been seen yet."""
+    calls_left: Mapping[str, int] = field(default_factory=dict)
+    """Per gated job, its preemptions whose API calls have not finished."""
 
 
 NO_PREEMPTIONS = PreemptionState()

@@ -34,7 +34,6 @@ from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFou
 from scheduler.api.resource import CPU
 from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
 from scheduler.api.task import TaskInfo
-from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import (
     Bind,
@@ -50,7 +49,7 @@ from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrors, cycle_failed
 from scheduler.loop.parking import Parking
 from scheduler.loop.reservations import ReservationChange, ReservationKeeper
-from scheduler.loop.status import StatusReporter
+from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
 from scheduler.ports import ClusterPorts, Event, ObjectRef
@@ -263,7 +262,7 @@ class SchedulingLoop:
         for job in session.jobs.values():
             for t in job.tasks.values():
                 reason = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
-                if reason and t.status is TaskState.PENDING and t.sluice:
+                if reason and t.status in WAITING and t.sluice:
                     report.task_reasons[t.key] = reason
         report.job_reasons = dict(session.job_reasons)
         if session.placed_in:

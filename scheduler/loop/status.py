@@ -109,6 +109,9 @@ def pod_group_status(
     }
 
 
+WAITING = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
+"""Pods not bound yet, whose reason users see: pending, or nominated to a node."""
+
 RESERVED = "Reserved"
 """The condition of a PodGroup while starvation protection holds nodes for it."""
 
@@ -236,7 +239,7 @@ class StatusReporter:
         unschedulable: set[str] = set()
         for job in session.jobs.values():
             for task in job.tasks.values():
-                if task.status is not TaskStatus.PENDING or not task.sluice:
+                if task.status not in WAITING or not task.sluice:
                     self._pod_messages.pop(task.uid, None)
                     continue
                 msg = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)

@@ -172,7 +172,12 @@ class PreemptionExecutor:
 
     def view(self) -> PreemptionState:
         """The gates and backoffs as the next cycle sees them (a copy, read-only)."""
-        return PreemptionState(frozenset(self.gates), dict(self.backoffs))
+        return PreemptionState(
+            frozenset(self.gates),
+            dict(self.backoffs),
+            victims_left={job: len(g.waiting_for) for job, g in self.gates.items()},
+            calls_left={job: g.calls for job, g in self.gates.items()},
+        )
 
     @property
     def in_flight(self) -> int:

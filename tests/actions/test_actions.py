@@ -239,10 +239,11 @@ def test_jobs_that_cannot_be_tried_say_why(objects: list[Obj], why: str) -> None
     assert why in session.job_reasons.values()
 
 
-def test_gated_jobs_are_skipped() -> None:
+def test_gated_jobs_are_skipped_and_say_what_they_wait_for() -> None:
     session = run([*NODES_2x2, pod("p")], gated=frozenset({"default/p"}))
     assert binds(session) == {}
-    assert session.job_reasons == {}
+    assert session.job_reasons == {"default/p": "waiting for its preemption to finish"}
+    assert set(session.task_reasons.values()) == {"waiting for its job's preemption to finish"}
 
 
 def test_nominated_node_is_tried_first() -> None:

@@ -54,3 +54,50 @@ def test_the_pod_group_says_what_its_pods_say(
     pod_reasons = [session.task_reasons.get(task_of(session, f"g-{i}").uid, "") for i in (0, 1)]
     assert job_reason.endswith(NO_VICTIMS) is told, job_reason
     assert any(r.endswith(NO_VICTIMS) for r in pod_reasons) is told, pod_reasons
+
+
+def test_a_pods_reason_follows_its_preemption_step_by_step() -> None:
+    """Issue 15 point 2: one node of 2 CPU running a low-priority pod of 2 CPU (grace
+    period 30 s), a high-priority pod of 2 CPU, half of the deletes failing (seed 7). The
+    pod's reason says each failure and its backoff, then, once a delete succeeded, that
+    it is nominated and waits for its victim, until it is bound: never the stale word of
+    an earlier step."""
+    import anyio
+
+    from scheduler import app
+    from scheduler.loop.scheduler_loop import CycleReport
+    from scheduler.sim.clock import VirtualTimeLoop
+    from scheduler.sim.faults import ApiBehaviour
+    from scheduler.sim.runner import Simulation
+    from scheduler.sim.scenario import Arrival, Scenario
+
+    low = pod("low", cpu="2", memory=None, node="n1", priority=0)
+    low["spec"]["terminationGracePeriodSeconds"] = 30
+    objects = [node("n1", cpu="2"), low, pod("high", cpu="2", memory=None, priority=100)]
+    said: list[tuple[float, str | None]] = []
+
+    def watch(report: CycleReport, fresh: list[dict[str, Any]]) -> None:
+        del fresh
+        reason = report.task_reasons.get("default/high")
+        if not said or said[-1][1] != reason:
+            said.append((report.started, reason))
+
+    resolved = app.resolve()
+    sim = Simulation(
+        Scenario(arrivals=[Arrival(0.0, o, "test") for o in objects]),
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        behaviour=ApiBehaviour(failure_rate={"delete": 0.5, "evict": 0.5}, seed=7),
+        on_cycle=watch,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    deleted = next(e["t"] for e in sim.result.timeline if e["event"] == "delete")
+    bound = next(e["t"] for e in sim.result.timeline if e["event"] == "bind")
+    assert bound - deleted == pytest.approx(30.0)  # the victim's grace period
+    waiting = [(t, r) for t, r in said if deleted <= t < bound]
+    assert waiting == [
+        (deleted, "nominated to node n1; waiting for the pods evicted for it to go"),
+        (deleted, "nominated to node n1; waiting for 1 victim(s) to terminate"),
+    ]
+    failures = [r for t, r in said if t < deleted and r and "failed" in r]
+    assert failures and all("preemption retried in" in r for r in failures), said
+    assert said[-1] == (bound, None)  # bound: nothing left to say

@@ -131,11 +131,19 @@ def _gang_in_best_domain(
 def say_nominated(session: Session, job: JobInfo) -> None:
     """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
     what they wait for (later cycles say how many victims are left)."""
+    nodes: list[str] = []
     for t in job.tasks.values():
         if t.sluice and t.status is TaskStatus.PIPELINED:
             session.record_task_reason(
                 t, f"nominated to node {t.node_name}; waiting for the pods evicted for it to go"
             )
+            if t.node_name not in nodes:
+                nodes.append(t.node_name)
+    if nodes:
+        where = ", ".join(sorted(nodes))
+        session.record_job_reason(
+            job, f"nominated to node(s) {where}; waiting for the pods evicted for it to go"
+        )
 
 
 def _say_nothing_helps(

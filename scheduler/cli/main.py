@@ -88,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     from scheduler.cli.run_options import add_arguments
 
     add_arguments(run)
+    exp = sub.add_parser(
+        "explain",
+        help="why a pod or PodGroup is pending, and what the next cycle would do for it",
+        description="Run one scheduling cycle in memory over the objects of a cluster (or of "
+        "scenario files) and say, for one pod or PodGroup: the decision it would get now "
+        "(binds, nominations, the victims a preemption or reclaim would evict), why each pod "
+        "is not placed, node by node, its gang, its queue, and what it waits for. Writes "
+        "nothing.",
+    )
+    from scheduler.cli.explain import add_arguments as add_explain_arguments
+
+    add_explain_arguments(exp)
     ctl = sub.add_parser(
         "controller", help="run the controller: the default Queue and the validating webhook"
     )
@@ -137,6 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scheduler.cli.simulate import simulate
 
             return simulate(args)
+        if args.command == "explain":
+            from scheduler.cli.explain import run_explain
+
+            return run_explain(args)
     except (InvalidInputError, RegistryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,248 @@
+"""``sluice explain``: why a pod or a PodGroup is where it is (layer 3, beside the loop).
+
+Given a cache filled with the cluster's objects (by the command line, from a cluster or a
+scenario file), :func:`explain` runs one scheduling cycle in memory, exactly as the loop
+would (the configured actions and plugins over a snapshot), and reads off what it says of
+one job: the decision it would make now (binds, nominations, the victims preemption or
+reclaim would evict, node by node, in the order chosen), why each pod still pending is
+not placed, node by node (nodes grouped by reason, as kube-scheduler counts them: a node
+is charged to the first filter that refuses it), its gang, its queue (deserved,
+allocated, what the job asks), and what it waits for (a nomination and the victims still
+terminating on that node, a reservation). Nothing is written anywhere: the session is
+thrown away.
+
+What only a running scheduler knows (its preemption gates and backoffs, a job parked or
+elected for starvation protection between its cycles) is not in the objects; the
+PodGroup's conditions, which the scheduler writes, stand for it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from scheduler.api.errors import InvalidInputError
+from scheduler.api.job import JobInfo
+from scheduler.api.resource import ResourceSum
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.fit import Fit
+from scheduler.framework.registry import ResolvedConfiguration
+from scheduler.framework.session import Session, open_session
+
+KINDS = ("pod", "podgroup")
+
+
+def explain(
+    cache: SchedulerCache, resolved: ResolvedConfiguration, kind: str, key: str, *, now: float = 0.0
+) -> dict[str, Any]:
+    """What the next cycle would do for the pod or PodGroup ``key`` (``namespace/name``),
+    and why. Raises InvalidInputError naming the object when it is not there."""
+    if kind not in KINDS:
+        raise InvalidInputError(
+            "explain", "kind", f"must be one of {', '.join(KINDS)}, not {kind!r}"
+        )
+    if "/" not in key:
+        key = f"default/{key}"
+    session = open_session(cache.snapshot(now=now), resolved)
+    try:
+        job, chosen = _find(session, kind, key)
+        before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}
+        for action in resolved.actions:
+            action.execute(session)
+        return _describe(session, job, chosen, before, kind, key)
+    finally:
+        session.close()
+
+
+def _find(session: Session, kind: str, key: str) -> tuple[JobInfo, list[TaskInfo]]:
+    ns, _, name = key.partition("/")
+    if kind == "podgroup":
+        job = session.jobs.get(key)
+        if job is None or not job.has_pod_group:
+            raise InvalidInputError(f"PodGroup {key}", None, "not found (or not of this scheduler)")
+        return job, sorted(job.tasks.values(), key=lambda t: t.name)
+    for job in session.jobs.values():
+        for t in job.tasks.values():
+            if t.namespace == ns and t.name == name:
+                return job, [t]
+    raise InvalidInputError(f"pod {key}", None, "not found (or not of this scheduler)")
+
+
+def nodes_by_reason(session: Session, fit: Fit) -> dict[str, list[str]]:
+    """The nodes refused, by reason, each node charged to the first filter that refuses
+    it (as :meth:`Fit.reasons` counts them), names in table order."""
+    names = [n.name for n in session.table.nodes]
+    out: dict[str, list[str]] = {}
+    unexplained = ~fit.feasible
+    for _, rejections in fit.groups:
+        if not unexplained.any():
+            break
+        hit = np.zeros_like(unexplained)
+        for r in rejections:
+            mine = r.nodes & unexplained
+            if mine.any():
+                out.setdefault(r.reason, []).extend(names[i] for i in np.flatnonzero(mine))
+                hit |= mine
+        unexplained &= ~hit
+    return out
+
+
+def _describe(  # noqa: PLR0917
+    session: Session,
+    job: JobInfo,
+    chosen: list[TaskInfo],
+    before: dict[str, tuple[TaskStatus, str]],
+    kind: str,
+    key: str,
+) -> dict[str, Any]:
+    mine = {t.uid for t in job.tasks.values()}
+    binds = {
+        e.task.key: e.node for e in session.effects if isinstance(e, Bind) and e.task.uid in mine
+    }
+    nominations = {
+        e.task.key: e.node
+        for e in session.effects
+        if isinstance(e, Nominate) and e.task.uid in mine
+    }
+    evictions: dict[str, dict[str, Any]] = {}
+    for e in session.effects:
+        if isinstance(e, Evict) and e.preemptor is not None and e.preemptor.uid in mine:
+            where = evictions.setdefault(
+                e.node, {"node": e.node, "for": e.preemptor.key, "how": e.reason, "victims": []}
+            )
+            where["victims"].append(
+                {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle or "pod"}
+            )
+    pods = []
+    for t in chosen:
+        status, node = before[t.uid]
+        entry: dict[str, Any] = {"pod": t.key, "status": status.value, "node": node}
+        reason = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid, "")
+        if t.sluice and status in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            entry["reason"] = reason
+            if t.key not in binds:
+                entry["nodes"] = nodes_by_reason(session, session.fit(t))
+        if t.nominated_node:
+            entry["nominatedNode"] = t.nominated_node
+        pods.append(entry)
+    return {
+        "kind": kind,
+        "name": key,
+        "job": job.uid,
+        "reason": session.job_reasons.get(job.uid, ""),
+        "next_cycle": {
+            "binds": binds,
+            "nominations": nominations,
+            "evictions": list(evictions.values()),
+        },
+        "pods": pods,
+        "gang": _gang(job, before),
+        "queue": _queue(session, job),
+        "waits_for": _waits(session, job, before),
+    }
+
+
+def _gang(job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> dict[str, Any]:
+    counts = Counter(status.value for status, _ in before.values())
+    return {
+        "podGroup": job.has_pod_group,
+        "minMember": job.min_member,
+        "minTaskMember": dict(job.min_task_member),
+        "pods": len(job.tasks),
+        "byStatus": dict(sorted(counts.items())),
+    }
+
+
+def _queue(session: Session, job: JobInfo) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": job.queue}
+    queue = session.queues.get(job.queue)
+    if queue is None:
+        out["problem"] = f"queue {job.queue!r} does not exist"
+        return out
+    share = session.queue_share(queue)
+    if share is not None:
+        out["deserved"] = share.deserved.to_quantities()
+        out["allocated"] = share.allocated.to_quantities()
+    asks = ResourceSum()
+    for t in job.tasks.values():
+        if t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED) and t.sluice:
+            asks.add(t.request)
+    out["jobAsks"] = asks.result().to_quantities()
+    return out
+
+
+def _waits(session: Session, job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> list[str]:
+    out: list[str] = []
+    for t in job.tasks.values():
+        node_name = t.nominated_node or (
+            before[t.uid][1] if before[t.uid][0] is TaskStatus.PIPELINED else ""
+        )
+        if not node_name or node_name not in session.nodes:
+            continue
+        leaving = [
+            x.key
+            for x in session.nodes[node_name].tasks.values()
+            if x.terminating or x.status is TaskStatus.RELEASING
+        ]
+        what = f"{t.key} is nominated to node {node_name}"
+        if leaving:
+            what += f"; {len(leaving)} pod(s) still terminating there: {', '.join(sorted(leaving))}"
+        out.append(what)
+    for ctype, status, _, message in job.conditions:
+        if ctype == "Reserved" and status == "True":
+            out.append(f"starvation protection: {message}")
+    return out
+
+
+def render(e: dict[str, Any], *, verbose: bool = False) -> str:
+    """``e`` as text for people; ``verbose`` lists the nodes of each reason."""
+    lines = [f"{e['kind']} {e['name']} (job {e['job']}, queue {e['queue']['name']})"]
+    nxt = e["next_cycle"]
+    if nxt["binds"]:
+        lines.append(
+            "Next cycle: would bind " + ", ".join(f"{p} to {n}" for p, n in nxt["binds"].items())
+        )
+    for ev in nxt["evictions"]:
+        victims = ", ".join(
+            f"{v['pod']} (priority {v['priority']}, {v['bundle']})" for v in ev["victims"]
+        )
+        lines.append(f"Next cycle: {ev['how']} on node {ev['node']} for {ev['for']}: {victims}")
+    if nxt["nominations"]:
+        lines.append(
+            "Next cycle: would nominate "
+            + ", ".join(f"{p} to {n}" for p, n in nxt["nominations"].items())
+        )
+    if e["reason"]:
+        lines.append(f"Why: {e['reason']}")
+    for p in e["pods"]:
+        head = f"  pod {p['pod']}: {p['status']}" + (f" on {p['node']}" if p["node"] else "")
+        lines.append(head)
+        if p.get("reason"):
+            lines.append(f"    {p['reason']}")
+        for reason, names in sorted((p.get("nodes") or {}).items()):
+            shown = f": {', '.join(names)}" if verbose else ""
+            lines.append(f"    {len(names)} node(s): {reason}{shown}")
+    g = e["gang"]
+    if g["podGroup"]:
+        statuses = ", ".join(f"{n} {s}" for s, n in g["byStatus"].items())
+        roles = f", minTaskMember {g['minTaskMember']}" if g["minTaskMember"] else ""
+        lines.append(f"Gang: minMember {g['minMember']}{roles}; {g['pods']} pod(s): {statuses}")
+    q = e["queue"]
+    if "problem" in q:
+        lines.append(f"Queue: {q['problem']}")
+    elif "deserved" in q:
+        lines.append(
+            f"Queue {q['name']}: deserves {_fmt(q['deserved'])}, holds {_fmt(q['allocated'])}; "
+            f"this job asks {_fmt(q['jobAsks'])}"
+        )
+    for w in e["waits_for"]:
+        lines.append(f"Waits for: {w}")
+    return "\n".join(lines)
+
+
+def _fmt(quantities: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in quantities.items()) or "nothing"

@@ -1,0 +1,154 @@
+"""``sluice explain`` (issue 15 point 1): what the next cycle would do for a pod or a
+PodGroup and why, from scenario files and from a cluster; it never writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.cli.main import main
+
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
+NODE = {"apiVersion": "v1", "kind": "Node"}
+
+
+def objects_of(name: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((SCENARIOS / name).read_text()) if d]
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        if d.get("kind") == "List":
+            out.extend(d["items"])
+        elif d.get("kind") != "Expectation":
+            out.append(d)
+    return out
+
+
+def explain(
+    tmp_path: Path, objects: list[dict[str, Any]], *args: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    code = main(["explain", *args, "-f", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_gang_preemption_shows_its_victims_by_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects = objects_of("gang_evict_one_gang_not_four.yaml")
+    code, out, err = explain(tmp_path, objects, "podgroup", "high", "-o", "json", capsys=capsys)
+    assert code == 0, err
+    e = json.loads(out)
+    [eviction] = e["next_cycle"]["evictions"]
+    assert eviction["node"] == "n2" and eviction["how"] == "preempted"
+    assert sorted(v["pod"] for v in eviction["victims"]) == [f"default/e-{i}" for i in range(4)]
+    assert {v["bundle"] for v in eviction["victims"]} == {"whole"}
+    assert set(e["next_cycle"]["nominations"].values()) == {"n2"}
+    assert e["reason"] == "nominated to node(s) n2; waiting for the pods evicted for it to go"
+    assert e["gang"]["minMember"] == 4 and e["gang"]["byStatus"] == {"Pending": 4}
+
+
+def test_nodes_are_grouped_by_reason_and_named_with_v(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects: list[dict[str, Any]] = [
+        {
+            **NODE,
+            "metadata": {"name": "small"},
+            "status": {"allocatable": {"cpu": "1", "pods": "10"}},
+        },
+        {
+            **NODE,
+            "metadata": {"name": "tainted"},
+            "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "8", "pods": "10"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {
+                "schedulerName": "sluice",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+            },
+        },
+    ]
+    code, out, err = explain(tmp_path, objects, "pod", "p", "-v", capsys=capsys)
+    assert code == 0, err
+    assert "0/2 nodes are available" in out
+    assert "1 node(s): Insufficient cpu: small" in out
+    assert "1 node(s): node(s) had untolerated taint: tainted" in out
+    code, out, err = explain(tmp_path, objects, "pod", "p", "-o", "json", capsys=capsys)
+    [pod] = json.loads(out)["pods"]
+    assert pod["nodes"] == {
+        "Insufficient cpu": ["small"],
+        "node(s) had untolerated taint": ["tainted"],
+    }
+
+
+def test_a_gang_short_of_members_and_its_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects: list[dict[str, Any]] = [
+        {**NODE, "metadata": {"name": "n0"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}},
+        {
+            "apiVersion": "scheduling.sluice.dev/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g"},
+            "spec": {"minMember": 3},
+        },
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"g-{i}", "labels": {"scheduling.sluice.dev/pod-group": "g"}},
+                "spec": {
+                    "schedulerName": "sluice",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            }
+            for i in range(2)
+        ),
+    ]
+    code, out, err = explain(tmp_path, objects, "podgroup", "default/g", capsys=capsys)
+    assert code == 0, err
+    assert "Why: pod group default/g has 2 pod(s), fewer than its minMember 3" in out
+    assert "Gang: minMember 3; 2 pod(s): 2 Pending" in out
+    assert "Queue default: deserves" in out and "this job asks cpu 2" in out
+
+
+def test_a_job_that_would_be_bound_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects: list[dict[str, Any]] = [
+        {**NODE, "metadata": {"name": "n0"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"schedulerName": "sluice", "containers": [{"name": "c"}]},
+        },
+    ]
+    code, out, _ = explain(tmp_path, objects, "pod", "p", capsys=capsys)
+    assert code == 0
+    assert "Next cycle: would bind default/p to n0" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pod", "nope"], "error: pod default/nope: not found (or not of this scheduler)\n"),
+        (["podgroup", "x/nope"], "error: PodGroup x/nope: not found (or not of this scheduler)\n"),
+    ],
+    ids=["pod", "podgroup"],
+)
+def test_what_is_not_there_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = explain(tmp_path, [], *args, capsys=capsys)
+    assert (code, out, err) == (2, "", message)

@@ -66,7 +66,7 @@ from bench.workloads import (
     source_revision,
 )
 from scheduler.api import labels as L
-from scheduler.api.openapi import load_crds
+from scheduler.schema import load_crds
 from scheduler.loop.clock import SystemClock
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.kubeconfig import write_kubeconfig

@@ -1429,7 +1429,7 @@ class EmulatedApiServer:
     ) -> None:
         from aiohttp import web
 
-        from scheduler.api.openapi import load_crds as load_catalog
+        from scheduler.schema import load_crds as load_catalog
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.node import NodeInfo
@@ -106,6 +107,7 @@ def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskIn
         priority_class=str(spec.get("priorityClassName") or ""),
         start_time=parse_time(status.get("startTime")),
         terminating=bool(meta.get("deletionTimestamp")),
+        ready=pod_ready(status),
         sluice=spec.get("schedulerName", "default-scheduler") == scheduler_name,
     )
 
@@ -232,7 +234,9 @@ def queue_from_object(q: Obj) -> QueueInfo:
     )
 
 
-def budget_from_object(pdb: Obj, disruptions_allowed: int) -> DisruptionBudget:
+def budget_from_object(
+    pdb: Obj, disruptions_allowed: int, unhealthy_evictable: bool = False
+) -> DisruptionBudget:
     meta = pdb.get("metadata") or {}
     where = ref({"kind": "PodDisruptionBudget", "metadata": meta})
     selector = parse_label_selector(
@@ -242,7 +246,11 @@ def budget_from_object(pdb: Obj, disruptions_allowed: int) -> DisruptionBudget:
         null_matches=False,
     )
     return DisruptionBudget(
-        str(meta.get("namespace", "default")), str(meta["name"]), selector, disruptions_allowed
+        str(meta.get("namespace", "default")),
+        str(meta["name"]),
+        selector,
+        disruptions_allowed,
+        unhealthy_evictable,
     )
 
 

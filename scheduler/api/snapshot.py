@@ -31,6 +31,9 @@ class DisruptionBudget:
     name: str
     selector: LabelSelector
     disruptions_allowed: int
+    unhealthy_evictable: bool = False
+    """May an unhealthy pod of it be evicted without costing a disruption
+    (:func:`scheduler.api.disruption.unhealthy_evictable`)?"""
 
 
 @dataclass(frozen=True, slots=True)

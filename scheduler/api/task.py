@@ -67,6 +67,8 @@ class TaskInfo:
     priority_class: str = ""
     start_time: float = 0.0
     terminating: bool = False
+    ready: bool = False
+    """The pod's ``Ready`` condition is True (what a PodDisruptionBudget counts)."""
     sluice: bool = True
     """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
 
@@ -98,6 +100,7 @@ class TaskInfo:
             self.priority_class,
             self.start_time,
             self.terminating,
+            self.ready,
             self.sluice,
         )
 

@@ -39,6 +39,7 @@ from scheduler.api.convert import (
     task_from_pod,
     topology_from_object,
 )
+from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
@@ -275,6 +276,7 @@ class SchedulerCache:
         task.node_name = str((pod.get("spec") or {}).get("nodeName") or "")
         task.nominated_node = str(status.get("nominatedNodeName") or "")
         task.terminating = bool(meta.get("deletionTimestamp"))
+        task.ready = pod_ready(status)
         task.labels = dict(meta.get("labels") or {})
         task.annotations = dict(meta.get("annotations") or {})
         task.start_time = parse_time(status.get("startTime"))

@@ -14,15 +14,19 @@ Called by :class:`~scheduler.cache.SchedulerCache` only; nothing here awaits.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.api import labels as L
 from scheduler.api.convert import budget_from_object, job_for_lone_pod
+from scheduler.api.disruption import (
+    ALWAYS_ALLOW,
+    disruptions_allowed,
+    is_healthy,
+    unhealthy_evictable,
+)
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
-from scheduler.api.selectors import parse_label_selector
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
@@ -153,7 +157,9 @@ def budgets_of(
     budgets: Mapping[str, Obj], tasks: Iterable[TaskInfo]
 ) -> tuple[DisruptionBudget, ...]:
     """The PodDisruptionBudgets, in key order, with the disruptions each allows: its
-    ``status.disruptionsAllowed``, or what the disruption controller would write."""
+    ``status.disruptionsAllowed`` (and ``currentHealthy``, ``desiredHealthy``), or what the
+    disruption controller would write, by the rule the embedded API server's evictions
+    follow too (:mod:`scheduler.api.disruption`)."""
     if not budgets:
         return ()
     pods = [t for t in tasks if t.status in USES_NODE or t.status is TaskStatus.PENDING]
@@ -161,32 +167,30 @@ def budgets_of(
     for key in sorted(budgets):
         obj = budgets[key]
         status = obj.get("status") or {}
+        spec = obj.get("spec") or {}
         base = budget_from_object(obj, 0)
+        where = f"PodDisruptionBudget {base.namespace}/{base.name}"
         if "disruptionsAllowed" in status:
             allowed = int(status["disruptionsAllowed"])
+            healthy = int(status.get("currentHealthy") or 0)
+            desired = int(status.get("desiredHealthy") or 0)
+            evictable = spec.get("unhealthyPodEvictionPolicy") == ALWAYS_ALLOW or (
+                healthy >= desired > 0
+            )
         else:
-            allowed = _disruptions_allowed(obj, base.namespace, pods)
-        out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed))
+            matching = [
+                t
+                for t in pods
+                if t.namespace == base.namespace and base.selector.matches(t.labels or {})
+            ]
+            healthy = sum(1 for t in matching if _healthy(t))
+            allowed = disruptions_allowed(spec, len(matching), healthy, obj=where)
+            evictable = unhealthy_evictable(spec, len(matching), healthy, obj=where)
+        out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed, evictable))
     return tuple(out)
 
 
-def _disruptions_allowed(obj: Obj, namespace: str, pods: Iterable[TaskInfo]) -> int:
-    """What the disruption controller would write, for clusters that run none (simulation)."""
-    spec = obj.get("spec") or {}
-    selector = parse_label_selector(
-        spec.get("selector"), obj="PodDisruptionBudget", field="spec.selector", null_matches=False
+def _healthy(t: TaskInfo) -> bool:
+    return is_healthy(
+        running=t.status is TaskStatus.RUNNING, ready=t.ready, terminating=t.terminating
     )
-    matching = [t for t in pods if t.namespace == namespace and selector.matches(t.labels or {})]
-    expected = len(matching)
-    healthy = sum(1 for t in matching if t.status is TaskStatus.RUNNING and not t.terminating)
-
-    def amount(value: object) -> int:
-        if isinstance(value, str) and value.endswith("%"):
-            return math.ceil(expected * int(value[:-1]) / 100)
-        return int(str(value))
-
-    if "minAvailable" in spec:
-        return max(0, healthy - amount(spec["minAvailable"]))
-    if "maxUnavailable" in spec:
-        return max(0, healthy - (expected - amount(spec["maxUnavailable"])))
-    return max(0, healthy)

@@ -19,7 +19,6 @@ import anyio
 
 from scheduler import app
 from scheduler.api import labels as L
-from scheduler.api.openapi import load_crds
 from scheduler.cache import SchedulerCache
 from scheduler.config import (
     SchedulerConfiguration,
@@ -29,6 +28,7 @@ from scheduler.config import (
 )
 from scheduler.explain import KINDS, explain, render
 from scheduler.logging import quiet
+from scheduler.schema import load_crds
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.scenario import OBJECT_KINDS, load_scenario
 from scheduler.sim.store import ObjectStore

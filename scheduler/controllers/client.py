@@ -17,7 +17,7 @@ from urllib.parse import quote
 import aiohttp
 import kopf
 
-from scheduler.api.openapi import GROUP, VERSION
+from scheduler.schema import GROUP, VERSION
 
 __all__ = ["QUEUES_PATH", "ApiStatusError", "QueueClient"]
 

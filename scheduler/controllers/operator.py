@@ -40,9 +40,9 @@ import aiohttp
 import kopf
 
 from scheduler.api.labels import DEFAULT_QUEUE
-from scheduler.api.openapi import API_VERSION, GROUP, VERSION
 from scheduler.controllers.client import ApiStatusError, QueueClient
 from scheduler.controllers.validation import parent_of, validate_pod_group, validate_queue
+from scheduler.schema import API_VERSION, GROUP, VERSION
 
 __all__ = [
     "DEFAULT_CERT_DIR",

@@ -7,7 +7,7 @@ message starts with the field it is about, as the API server's own messages do::
     spec.parent: queue a -> b -> a forms a cycle
     spec.capability.cpu: 2 is below spec.guarantee.cpu 4
 
-Both functions also run the CRD schema check of :mod:`scheduler.api.openapi`, so that the
+Both functions also run the CRD schema check of :mod:`scheduler.schema`, so that the
 webhook refuses what the API server would refuse on its own, and the checks here see the
 object with the schema's defaults filled in (a PodGroup without ``minMember`` has 1), as a
 validating webhook sees it after the API server has defaulted it. A schema message about a
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeGuard
 
 from scheduler.api.errors import FieldCause, InvalidObjectError, QuantityError
-from scheduler.api.openapi import apply_defaults, load_crds
 from scheduler.api.resource import Resource
+from scheduler.schema import apply_defaults, load_crds
 
 __all__ = [
     "QUEUE_RESOURCE_FIELDS",

@@ -20,7 +20,8 @@ from typing import Any, Final, TypeVar
 from scheduler.api.errors import ApiError
 from scheduler.ports import Clock, Event, EvictionMode, ObjectRef
 from scheduler.sim.faults import FaultInjector
-from scheduler.sim.store import ApiObject, ObjectStore, rfc3339_micro
+from scheduler.sim.objects import rfc3339_micro
+from scheduler.sim.store import ApiObject, ObjectStore
 
 __all__ = ["ApiCall", "EvictionMode", "SimBackend"]
 

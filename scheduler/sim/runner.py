@@ -41,12 +41,12 @@ import anyio
 
 from scheduler.api import labels as L
 from scheduler.api.errors import NotFoundError
-from scheduler.api.openapi import load_crds
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Evict, Nominate
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
+from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector

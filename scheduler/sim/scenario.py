@@ -36,9 +36,9 @@ import yaml
 from scheduler.api import labels as L
 from scheduler.api.convert import node_from_object, pod_group_name, ref, task_from_pod
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
-from scheduler.api.openapi import load_crds
 from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
+from scheduler.schema import load_crds
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 

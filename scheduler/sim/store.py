@@ -32,12 +32,9 @@ import asyncio
 import builtins
 import logging
 import math
-import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, Final, Literal
 
 from scheduler.api.errors import (
@@ -45,12 +42,11 @@ from scheduler.api.errors import (
     ConflictError,
     FieldCause,
     GoneError,
-    InvalidInputError,
     InvalidObjectError,
     NotFoundError,
-    TooManyRequestsError,
 )
-from scheduler.api.selectors import parse_label_selector
+from scheduler.sim.budgets import check_budgets
+from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 
 __all__ = [
@@ -61,11 +57,6 @@ __all__ = [
     "ObjectStore",
     "PatchType",
     "WatchEvent",
-    "parse_rfc3339",
-    "plural",
-    "rfc3339",
-    "rfc3339_micro",
-    "with_condition",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,7 +90,6 @@ _NOT_SPEC: Final[frozenset[str]] = frozenset({"metadata", "status", "kind", "api
 _TERMINAL_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 _DEFAULT_POD_GRACE: Final[int] = 30
 _NAME_ALPHABET: Final[str] = "bcdfghjklmnpqrstvwxz2456789"
-_PDB_MESSAGE: Final[str] = "Cannot evict pod as it would violate the pod's disruption budget."
 _EMPTY: Final[Mapping[Any, Any]] = {}
 
 
@@ -119,106 +109,6 @@ class WatchEvent:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@lru_cache(maxsize=8192)
-def _format_second(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
-
-
-def rfc3339(wall: float) -> str:
-    """``2026-01-01T00:00:00Z`` for a Unix time, truncated to the second (metav1.Time)."""
-    return _format_second(math.floor(wall))
-
-
-def rfc3339_micro(wall: float) -> str:
-    """``2026-01-01T00:00:00.250000Z`` (metav1.MicroTime, used by events and leases)."""
-    second = math.floor(wall)
-    micros = round((wall - second) * 1_000_000)
-    if micros >= 1_000_000:
-        second, micros = second + 1, 0
-    return f"{_format_second(second)[:-1]}.{micros:06d}Z"
-
-
-def parse_rfc3339(text: str) -> float:
-    """Unix time of an RFC 3339 timestamp (``Z`` or an offset; naive means UTC)."""
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
-def plural(kind: str) -> str:
-    """The resource name of a kind as the API server spells it (``PriorityClass`` ->
-    ``priorityclasses``, ``Topology`` -> ``topologies``)."""
-    lower = kind.lower()
-    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
-        return lower[:-1] + "ies"
-    if lower.endswith(("s", "x", "ch", "sh")):
-        return lower + "es"
-    return lower + "s"
-
-
-def with_condition(
-    conditions: Iterable[Mapping[str, Any]] | None, condition: Mapping[str, Any], now: str
-) -> list[Mapping[str, Any]]:
-    """A new conditions list with ``condition`` set (replacing the one of its type).
-
-    ``lastTransitionTime`` is ``now`` when the status changes and kept otherwise, as the
-    API server's condition helpers do.
-    """
-    result: list[Mapping[str, Any]] = []
-    found = False
-    for existing in conditions or ():
-        if existing.get("type") == condition["type"]:
-            found = True
-            merged = {**existing, **condition}
-            if existing.get("status") == condition.get("status") and existing.get(
-                "lastTransitionTime"
-            ):
-                merged["lastTransitionTime"] = existing["lastTransitionTime"]
-            else:
-                merged.setdefault("lastTransitionTime", now)
-                if "lastTransitionTime" not in condition:
-                    merged["lastTransitionTime"] = now
-            result.append(merged)
-        else:
-            result.append(existing)
-    if not found:
-        result.append({"lastTransitionTime": now, **condition})
-    return result
-
-
-def _is_healthy(pod: Mapping[str, Any]) -> bool:
-    """Running, Ready=True and not terminating: what a PodDisruptionBudget counts."""
-    if pod["metadata"].get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or _EMPTY
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-
-
-def _scaled(value: Any, total: int, *, pdb: str, field: str) -> int:
-    """An int-or-percent of ``total``, percentages rounded up."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            if text.endswith("%"):
-                return math.ceil(int(text[:-1]) * total / 100)
-            return int(text)
-        except ValueError:
-            pass
-    raise InvalidObjectError(
-        f"{pdb}: {field}: must be an integer or a percentage, got {value!r}",
-        kind="PodDisruptionBudget",
-        causes=(FieldCause(field, f"invalid value {value!r}"),),
-    )
 
 
 class _Subscriber:
@@ -961,56 +851,16 @@ class ObjectStore:
 
     def _check_budgets(self, pod: ApiObject, namespace: str) -> None:
         budgets = self._objects.get("PodDisruptionBudget")
-        if not budgets:
-            return
-        labels = pod["metadata"].get("labels") or _EMPTY
-        pods: builtins.list[ApiObject] | None = None
-        for (ns, pdb_name), pdb in sorted(budgets.items()):
-            if ns != namespace:
-                continue
-            spec = pdb.get("spec") or _EMPTY
-            where = f"PodDisruptionBudget {ns}/{pdb_name}"
-            try:
-                selector = parse_label_selector(
-                    spec.get("selector"), obj=where, field="spec.selector", null_matches=False
-                )
-            except InvalidInputError as exc:
-                raise InvalidObjectError(
-                    str(exc), kind="PodDisruptionBudget", name=pdb_name
-                ) from exc
-            if not selector.matches(labels):
-                continue
-            if pods is None:
-                pods = self.list("Pod", namespace)[0]
-            matching = [p for p in pods if selector.matches(p["metadata"].get("labels") or _EMPTY)]
-            expected = len(matching)
-            healthy = sum(1 for p in matching if _is_healthy(p))
-            if spec.get("minAvailable") is not None:
-                desired = _scaled(
-                    spec["minAvailable"], expected, pdb=where, field="spec.minAvailable"
-                )
-            elif spec.get("maxUnavailable") is not None:
-                desired = max(
-                    0,
-                    expected
-                    - _scaled(
-                        spec["maxUnavailable"], expected, pdb=where, field="spec.maxUnavailable"
-                    ),
-                )
-            else:
-                continue
-            if not _is_healthy(pod):
-                if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
-                    continue
-                if healthy >= desired > 0:
-                    continue
-            if healthy - desired <= 0:
-                raise TooManyRequestsError(
-                    f"{_PDB_MESSAGE} The disruption budget {pdb_name} needs {desired} healthy "
-                    f"pods and has {healthy} currently",
-                    kind="PodDisruptionBudget",
-                    name=pdb_name,
-                )
+        if budgets:
+            check_budgets(
+                pod,
+                [
+                    ((ns, name), pdb)
+                    for (ns, name), pdb in sorted(budgets.items())
+                    if ns == namespace
+                ],
+                lambda: self.list("Pod", namespace)[0],
+            )
 
     def _commit(
         self,

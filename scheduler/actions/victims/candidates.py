@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler.api.disruption import is_healthy
 from scheduler.api.node import NodeInfo
 from scheduler.api.snapshot import DisruptionBudget
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 
 PRIORITY_OFFSET = 1 << 31
 """Makes every priority positive for the sum, as kube-scheduler does."""
@@ -46,12 +47,19 @@ def kube_rank(c: Candidate) -> RankKey:
 
 
 def pdb_violations(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudget]) -> list[bool]:
-    """For each victim, in order, whether evicting it (after the ones before) breaks a budget."""
+    """For each victim, in order, whether evicting it (after the ones before) breaks a budget.
+    An unhealthy victim of a budget that lets unhealthy pods go costs it nothing (the rule
+    of :mod:`scheduler.api.disruption`, which the Eviction API follows too)."""
     allowed = {(b.namespace, b.name): b.disruptions_allowed for b in budgets}
     out = []
     for v in victims:
         broke = False
+        # Running as the cluster shows it: the search may have marked it releasing already.
+        running = v.status in (TaskStatus.RUNNING, TaskStatus.RELEASING)
+        healthy = is_healthy(running=running, ready=v.ready, terminating=v.terminating)
         for b in budgets:
+            if not healthy and b.unhealthy_evictable:
+                continue
             if b.namespace == v.namespace and b.selector.matches(v.labels or {}):
                 key = (b.namespace, b.name)
                 allowed[key] -= 1

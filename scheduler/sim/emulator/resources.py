@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from scheduler.api.openapi import CrdCatalog, CrdInfo
+from scheduler.schema import CrdCatalog, CrdInfo
 
 __all__ = [
     "ACTION_SUBRESOURCES",

@@ -32,7 +32,7 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
-from scheduler.api.openapi import CrdCatalog, load_crds
+from scheduler.schema import CrdCatalog, load_crds
 from scheduler.sim.admission import AdmissionError, admit_pod_priority
 from scheduler.sim.emulator.discovery import (
     SERVER_VERSION,

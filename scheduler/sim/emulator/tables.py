@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.sim.emulator.resources import ResourceInfo
-from scheduler.sim.store import parse_rfc3339
+from scheduler.sim.objects import parse_rfc3339
 
 __all__ = ["Cell", "TablePrinter", "human_duration"]
 

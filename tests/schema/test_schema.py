@@ -1,4 +1,4 @@
-"""Tests of scheduler.api.openapi: the CRDs in crds/ and the schema validator behind them."""
+"""Tests of scheduler.schema: the CRDs in crds/ and the schema validator behind them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.errors import FieldCause, InvalidInputError, InvalidObjectError
-from scheduler.api.openapi import (
+from scheduler.schema import (
     API_VERSION,
     QUANTITY_PATTERN,
     CrdCatalog,

@@ -4,7 +4,7 @@ Scenarios in tests/scenarios/reclaim_*.yaml show the choices (Volcano's reclaim 
 here: what users see of a reclaim (the victim's event and condition, the queues' status
 and metrics), and, on generated clusters with arrivals and departures over time, the
 invariants: no ping-pong between queues, evictions bounded, no queue taken below its
-guarantee by a reclaim, no queue above its capability.
+guarantee or its deserved share by a reclaim, no queue above its capability.
 """
 
 from __future__ import annotations
@@ -240,12 +240,22 @@ class Watch:
                 victim = self.queue_of(e.task.job_id)
                 self.reclaims.append((report.started, victim, e.queue))
                 taken.setdefault(victim, ResourceSum()).add(e.task.request)
+        registry = self.sim.loop.metrics.registry
         for q, total in taken.items():
             after = held.get(q, Resource())["cpu"]
             before = after + total.result()["cpu"]
             floor = self.world.guarantee.get(q, 0) * 1000
             if before >= floor > after:
                 self.problems.append(f"t={report.started}: reclaim took {q} below its guarantee")
+            # ... nor below its deserved share of this cycle (in cores, as the gauge says)
+            deserved = registry.get_sample_value(
+                "scheduler_queue_deserved", {"queue": q, "resource": "cpu"}
+            )
+            if deserved is not None and after < round(deserved * 1000):
+                self.problems.append(
+                    f"t={report.started}: reclaim took {q} to {after}m, below its share "
+                    f"{deserved * 1000:.0f}m"
+                )
         for q, cap in self.world.capability.items():
             if held.get(q, Resource())["cpu"] > cap * 1000:
                 self.problems.append(f"t={report.started}: {q} above its capability {cap}")

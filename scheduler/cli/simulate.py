@@ -127,14 +127,23 @@ async def _serve(
             file=sys.stderr,
             flush=True,
         )
-        result = await sim.run()
-        if printer is not None:
-            printer.summary(result)
-        else:
-            json.dump(result.to_json(), sys.stdout, indent=2)
-            print()
-        print("the run is over; still serving (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        await anyio.sleep_forever()
+
+        def settled(result: SimulationResult) -> None:
+            if printer is not None:
+                printer.summary(result)
+            else:
+                json.dump(result.to_json(), sys.stdout, indent=2)
+                print(flush=True)
+            print(
+                "the scenario's run is over; still serving and scheduling what clients "
+                "create (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        sim.serving = True
+        sim.on_settled = settled
+        result = await sim.run()  # until --until, or until interrupted
     return result
 
 

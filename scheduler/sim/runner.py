@@ -144,6 +144,14 @@ class Simulation:
         self._placements: dict[str, str] = {}
         """The node set each pod decided for binding was placed in (its bind event says)."""
         self._timed_left = 0
+        self.serving = False
+        """Keep scheduling once the scenario's own run is over (``sluice simulate
+        --serve``): objects created through the served API afterwards are scheduled like
+        the scenario's. The run then ends at ``until`` or when cancelled, never idle."""
+        self.on_settled: Callable[[SimulationResult], None] | None = None
+        """Called once while serving, the first time nothing of the scenario is left to
+        happen, with the result so far."""
+        self._settled = False
         """Arrivals and departures still to come."""
         self._evicted: set[str] = set()
         self._api_nominated: dict[str, str] = {}
@@ -257,7 +265,14 @@ class Simulation:
         )
         if not busy:
             self.result.stopped_by = "idle"
-            return True
+            if not self.serving:
+                return True
+            if not self._settled:
+                self._settled = True
+                self._finish()
+                if self.on_settled is not None:
+                    self.on_settled(self.result)
+            return False
         if self.clock.now() - self.origin >= self.until - _EPSILON:
             # Stop as on SIGTERM: calls already running may finish, and timers still set
             # (backoffs, gates waiting for deletions) are cancelled, not waited for.
@@ -334,6 +349,7 @@ class Simulation:
     def _finish(self) -> None:
         self.result.cycles = self.loop.cycles
         self.result.seconds = round(self.clock.now() - self.origin, 6)
+        self.result.pending = {}  # may be called again (a served run settles, then goes on)
         pods, _ = self.store.list("Pod")
         scheduler = self.cache.scheduler_name
         for pod in pods:

@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/sluice simulate examples/
+	$(BIN)/sluice simulate examples/demo/
 
 test: lint typecheck contracts unit
 

@@ -234,7 +234,7 @@ class Simulation:
             # With SchedulerAsyncPreemption off the cycle has awaited its calls, whose
             # events are already in; the decision goes before them, at the cycle's start.
             base = {"t": round(report.started - self.origin, 6), "cycle": report.number}
-            entries = [{**base, "event": "preempt", **d} for d in decisions]
+            entries = [{**base, "event": d.pop("event"), **d} for d in decisions]
             for events in (self.result.timeline, self._fresh):
                 at = len(events)
                 while at > 0 and events[at - 1]["cycle"] == report.number:
@@ -375,7 +375,8 @@ _EPSILON: Final[float] = 1e-9
 
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
     """The cycle's Nominate and Evict effects as decisions: pod (the preemptor), node and
-    victims, in decision order. A nomination without victims has ``victims: []``."""
+    victims, in decision order, each a ``preempt`` or, when its victims were taken from
+    another queue, a ``reclaim``. A nomination without victims has ``victims: []``."""
     by_pod: dict[str | None, dict[str, Any]] = {}
     for effect in report.effects:
         if isinstance(effect, Nominate):
@@ -386,7 +387,17 @@ def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
             owner = effect.preemptor.key if effect.preemptor is not None else None
             entry = by_pod.setdefault(owner, {"pod": owner, "node": effect.node, "victims": []})
             entry["victims"].append(effect.task.key)
-    return [{"pod": d["pod"], "node": d["node"], "victims": d["victims"]} for d in by_pod.values()]
+            if effect.reason == "reclaimed":
+                entry["reclaim"] = True
+    return [
+        {
+            "event": "reclaim" if d.get("reclaim") else "preempt",
+            "pod": d["pod"],
+            "node": d["node"],
+            "victims": d["victims"],
+        }
+        for d in by_pod.values()
+    ]
 
 
 def _label(obj: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/sluice simulate examples/demo/
+	$(BIN)/sluice simulate examples/demo/ --report .sluice/demo-report.html
 
 test: lint typecheck contracts unit
 

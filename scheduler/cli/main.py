@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         "--real-time", action="store_true", help="run on the real clock instead of the virtual one"
     )
     sim.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a picture of the run to FILE: one self-contained HTML page (pods per "
+        "node over time, preemptions, gates, queue shares, pending pods)",
+    )
+    sim.add_argument(
         "--serve",
         type=int,
         metavar="PORT",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from collections import Counter
 from typing import Any, TextIO
 
@@ -33,6 +34,7 @@ from scheduler.sim.durations import parse_duration
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.kubeconfig import write_kubeconfig
+from scheduler.sim.report import RunRecorder, render
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
 
@@ -102,6 +104,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     )
     if printer is not None:
         printer.origin = sim.origin
+    recorder = _record(sim) if args.report else None
     if args.serve is not None:
         result = anyio.run(_serve, sim, args, printer)
     elif args.real_time:
@@ -113,7 +116,26 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     else:
         json.dump(result.to_json(), out, indent=2, sort_keys=False)
         out.write("\n")
+    if recorder is not None:
+        title = f"sluice simulate {' '.join(args.files)}"
+        target = Path(args.report)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render(title, result, recorder), encoding="utf-8")
+        print(f"report: {args.report}", file=sys.stderr)
     return 0
+
+
+def _record(sim: Simulation) -> RunRecorder:
+    """A recorder fed by ``sim``'s store and loop, for ``--report``."""
+    recorder = RunRecorder(lambda: sim.origin)
+    sim.store.subscribe(recorder.on_store, kinds=("PodGroup", "Pod"))
+    loop = sim.loop
+
+    def sample(report: CycleReport) -> None:
+        recorder.on_cycle(report, loop.metrics.registry, sum(loop.status.pending_by_queue.values()))
+
+    loop.observers.append(sample)
+    return recorder
 
 
 async def _serve(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio

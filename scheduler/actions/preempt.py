@@ -38,12 +38,11 @@ class PreemptAction:
 
     def __init__(self, arguments: SearchArguments) -> None:
         self.args = arguments
-        self.policy = policy = LowerPriority()
+        policy = LowerPriority()
         self.search = VictimSearch(arguments, policy)
         self.gang_search = GangSearch(policy, arguments.roiThreshold)
 
     def execute(self, session: Session) -> None:
-        self.policy.prepare(session)
         self._withdraw_stale(session)
         jobs = []
         for job in session.jobs.values():

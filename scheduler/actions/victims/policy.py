@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol
 from scheduler.actions.victims.bundles import Kind
 from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, kube_rank_bound
 from scheduler.api.node import NodeInfo
-from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.session import Session
@@ -116,7 +115,6 @@ class LowerPriority:
 
     def __init__(self) -> None:
         self._lowest: tuple[Session, int, dict[str, int]] | None = None
-        self._held: tuple[Session, dict[str, Resource]] | None = None
 
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         """Is some evictable pod of the preemptor's queue (or job) of lower priority?"""
@@ -167,43 +165,13 @@ class LowerPriority:
         return session.victims(preemptor, candidates)
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
-        return session.fits_on(preemptor, node, releasing=True) and self.queue_allows(
-            session, preemptor
-        )
+        return fits_within_share(session, preemptor, node)
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
         return kube_rank(candidate)
 
-    def prepare(self, session: Session) -> None:
-        """What each queue holds before the preempt action's first search (called by the
-        action once per cycle): the most a queue above its share may hold after trading
-        its own lower-priority pods for higher ones."""
-        held: dict[str, Resource] = {}
-        for name, queue in session.queues.items():
-            share = session.queue_share(queue)
-            if share is not None:
-                held[name] = share.allocated
-        self._held = (session, held)
-
     def queue_allows(self, session: Session, preemptor: TaskInfo) -> bool:
-        """Within its queue's share; or, for a queue above its share (it borrowed idle
-        room), no more than the queue held when the action began, and within its
-        capability: its victims are its own pods, so such a preemption trades them for
-        the preemptor and never makes the queue grow (its ancestors neither)."""
-        if within_share(session, preemptor):
-            return True
-        if self._held is None or self._held[0] is not session:
-            return False
-        queue = session.queues[session.jobs[preemptor.job_id].queue]
-        before = self._held[1].get(queue.name)
-        share = session.queue_share(queue)
-        if before is None or share is None:
-            return False
-        after = share.allocated + preemptor.request
-        capability = queue.capability or {}
-        if any(after.get(name, 0) > limit for name, limit in capability.items()):
-            return False  # a resource the capability does not name is unbounded
-        return after.fits_in(before)
+        return within_share(session, preemptor)
 
     def order_bundles(
         self, session: Session, scored: Sequence[Scored], roi_threshold: float

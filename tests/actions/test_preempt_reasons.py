@@ -101,3 +101,35 @@ def test_a_pods_reason_follows_its_preemption_step_by_step() -> None:
     failures = [r for t, r in said if t < deleted and r and "failed" in r]
     assert failures and all("preemption retried in" in r for r in failures), said
     assert said[-1] == (bound, None)  # bound: nothing left to say
+
+
+def test_a_pod_groups_condition_follows_the_gangs_current_reason() -> None:
+    """Issue 15 point 2: a gang created pod by pod, with no room for it: while members are
+    missing its PodGroup says so; once all exist, it says what stops it now (the room),
+    not the first reason seen."""
+    import anyio
+
+    from scheduler import app
+    from scheduler.sim.clock import VirtualTimeLoop
+    from scheduler.sim.runner import Simulation
+    from scheduler.sim.scenario import Arrival, Scenario
+
+    hog = pod("hog", cpu="3", memory=None, node="n1")
+    members = []
+    for i in range(4):
+        member = pod(f"g-{i}", cpu="1", memory=None, group="g")
+        if i:
+            member["metadata"]["annotations"] = {"sim.sluice.dev/arrival": f"{4 + i}s"}
+        members.append(member)
+    objects = [node("n1", cpu="4"), hog, pod_group("g", min_member=4), *members]
+    resolved = app.resolve()
+    sim = Simulation(
+        Scenario(arrivals=[Arrival(0.0, o, "test") for o in objects]),
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        until=20.0,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    group = sim.store.get("PodGroup", "default", "g")
+    [condition] = [c for c in group["status"]["conditions"] if c["type"] == "Unschedulable"]
+    assert "fewer than its minMember" not in condition["message"], condition
+    assert "too little for 4 pods of 1 CPU" in condition["message"], condition

@@ -325,7 +325,9 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "revision": source_revision(),
     }
-    if bound == w.pods and proc.returncode == 0:
+    if profile and prof_path.exists():
+        figures["scheduler_profile"] = str(prof_path)  # kept, for pstats' callers
+    elif bound == w.pods and proc.returncode == 0:
         shutil.rmtree(workdir, ignore_errors=True)
         figures["scheduler_log"] = None
     return figures

@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -309,9 +309,9 @@ class ControlPlane:
     state: Path | None
     started: bool
     """This command ran ``up`` (and runs ``down`` at the end)."""
-    kube_scheduler_pid: int | None = None
-    kube_scheduler_owned: bool = False
-    kube_scheduler_argv: list[str] = field(default_factory=list)
+    external_kube_scheduler: int | None = None
+    """The pid of a kube-scheduler this command did not start (``up --kube-scheduler``,
+    ``--kube-scheduler-pid``): its runs are live (see the module's docstring)."""
 
     @property
     def apiserver_pid(self) -> int | None:
@@ -320,24 +320,6 @@ class ControlPlane:
     @property
     def etcd_pid(self) -> int | None:
         return _pid_file(self.state, "etcd")
-
-    def stop_kube_scheduler(self) -> None:
-        """Stop the kube-scheduler this command started (by its pid)."""
-        pid = self.kube_scheduler_pid
-        if pid is None or not self.kube_scheduler_owned:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        for _ in range(40):
-            if not Path(f"/proc/{pid}").exists():
-                break
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    break
-            time.sleep(0.25)
-        if self.state is not None:
-            (self.state / "run" / "kube-scheduler.pid").unlink(missing_ok=True)
-        self.kube_scheduler_pid = None
 
 
 def _cmdline(pid: int | None) -> list[str]:
@@ -356,72 +338,33 @@ def _kube_bin(name: str) -> Path:
     return Path(cache) / "bin" / name
 
 
-def start_control_plane(state: Path, opts: Options) -> ControlPlane:
-    """``up --state STATE``, then kube-scheduler with the same QPS as Sluice's (``up
-    --kube-scheduler`` would run it at its default 50 QPS), its pid in the state dir so
-    that ``down`` stops it too."""
+def start_control_plane(state: Path) -> ControlPlane:
+    """``up --state STATE`` (without kube-scheduler: each kube-scheduler run starts its
+    own, with the same QPS as Sluice's)."""
     subprocess.run(
         [str(K8S_DIR / "up"), "--state", str(state)],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=sys.stderr,
     )
-    kubeconfig = state / "kubeconfig"
-    port = _free_port()
-    argv = [
+    return ControlPlane(state / "kubeconfig", state, started=True)
+
+
+def kube_scheduler_argv(kubeconfig: Path, opts: Options) -> list[str]:
+    """The stock kube-scheduler as ``up --kube-scheduler`` starts it, but at Sluice's QPS
+    (``up`` leaves it at its default 50, which would cap it at 50 binds a second)."""
+    return [
         str(_kube_bin("kube-scheduler")),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
+        f"--secure-port={_free_port()}",
         "--leader-elect=false",
         f"--kube-api-qps={opts.kube_api_qps:g}",
         f"--kube-api-burst={opts.kube_api_burst}",
         "--v=1",
     ]
-    with open(state / "logs" / "kube-scheduler.log", "wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    (state / "run" / "kube-scheduler.pid").write_text(f"{proc.pid}\n")
-    _wait_healthy(port, proc, state / "logs" / "kube-scheduler.log")
-    return ControlPlane(
-        kubeconfig,
-        state,
-        started=True,
-        kube_scheduler_pid=proc.pid,
-        kube_scheduler_owned=True,
-        kube_scheduler_argv=argv[5:],
-    )
-
-
-def _wait_healthy(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Until kube-scheduler answers ``/healthz`` (60 s at most)."""
-    import ssl
-    import urllib.request
-
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"kube-scheduler exited with {proc.returncode}; see {log}")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(
-                f"https://127.0.0.1:{port}/healthz", context=context, timeout=2
-            ) as reply,
-        ):
-            if reply.status == 200:
-                return
-        time.sleep(0.25)
-    raise RuntimeError(f"kube-scheduler not healthy after 60 s; see {log}")
 
 
 def stop_control_plane(plane: ControlPlane) -> None:
@@ -693,42 +636,67 @@ class RunContext:
     workdir: Path
 
 
-async def _raw_binder(
-    api: KubeClient, run: str, nodes: int, pods: list[dict[str, Any]], creators: int
-) -> None:
-    """Create each pod and bind it at once, round-robin over the run's nodes."""
+def _binding(run: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": run, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+async def _create_pods(
+    api: KubeClient, run: str, pods: list[dict[str, Any]], limit: int, *, nodes: int = 0
+) -> dict[str, str]:
+    """Create ``pods``, ``limit`` at once; with ``nodes``, bind each at once after its
+    create, round-robin over the run's nodes (the live raw run). Returns name -> uid."""
+    uids: dict[str, str] = {}
 
     def job(i: int) -> Callable[[], Awaitable[None]]:
         async def go() -> None:
-            p = pods[i]
-            name = p["metadata"]["name"]
-            created = await _create(api, PODS.path(run), p)
-            body = {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {"name": name, "namespace": run, "uid": created["metadata"]["uid"]},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": f"{run}-node-{i % nodes}"},
-            }
-            await api.request("POST", PODS.path(run, name, "binding"), body=body, kind="Pod")
+            name = pods[i]["metadata"]["name"]
+            created = await _create(api, PODS.path(run), pods[i])
+            uids[name] = created["metadata"]["uid"]
+            if nodes:
+                body = _binding(run, name, uids[name], f"{run}-node-{i % nodes}")
+                await api.request("POST", PODS.path(run, name, "binding"), body=body, kind="Pod")
 
         return go
 
-    await _bounded(creators, (job(i) for i in range(len(pods))))
+    await _bounded(limit, (job(i) for i in range(len(pods))))
+    return uids
 
 
-def _creator(api: KubeClient, run: str, pod: dict[str, Any]) -> Callable[[], Awaitable[None]]:
-    async def go() -> None:
-        await _create(api, PODS.path(run), pod)
+async def _bind_all(
+    api: KubeClient, run: str, uids: dict[str, str], *, nodes: int, limit: int
+) -> None:
+    """The raw run: bind every pod of ``uids`` (name -> uid, in creation order),
+    round-robin over the run's nodes, ``limit`` at once."""
+    names = list(uids)
 
-    return go
+    def job(i: int) -> Callable[[], Awaitable[None]]:
+        async def go() -> None:
+            body = _binding(run, names[i], uids[names[i]], f"{run}-node-{i % nodes}")
+            await api.request("POST", PODS.path(run, names[i], "binding"), body=body, kind="Pod")
+
+        return go
+
+    await _bounded(limit, (job(i) for i in range(len(names))))
 
 
-async def _start_sluice(
-    ctx: RunContext, run: str, extra: list[str]
-) -> tuple[anyio.abc.Process, int, Path]:
-    port = _free_port()
-    log_path = ctx.workdir / f"{run}.log"
-    argv = [
+async def _start(argv: list[str], log_path: Path) -> anyio.abc.Process:
+    with open(log_path, "wb") as log:
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _sluice_argv(ctx: RunContext, port: int, extra: list[str]) -> list[str]:
+    return [
         *sluice_command(),
         "run",
         "--kubeconfig",
@@ -743,25 +711,24 @@ async def _start_sluice(
         str(ctx.opts.kube_api_burst),
         *extra,
     ]
-    with open(log_path, "wb") as log:
-        proc = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
+
+
+async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> None:
+    """Until ``sluice run`` answers ``/readyz`` (its informers listed everything)."""
     deadline = time.monotonic() + 120
     while True:
         if proc.returncode is not None:
             raise RuntimeError(f"sluice run exited with {proc.returncode}; see {log_path}")
         with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
             if (await _get(port, "/readyz"))[0] == 200:
-                break
+                return
         if time.monotonic() > deadline:
             raise RuntimeError(f"sluice run not ready after 120 s; see {log_path}")
         await anyio.sleep(0.1)
-    await anyio.sleep(SETTLE_SECONDS)
-    return proc, port, log_path
 
 
 async def _stop(proc: anyio.abc.Process) -> int | None:
+    """SIGTERM (Sluice then writes the events still due), SIGKILL after 30 s."""
     if proc.returncode is None:
         proc.send_signal(signal.SIGTERM)
         with anyio.move_on_after(30):
@@ -774,16 +741,18 @@ async def _stop(proc: anyio.abc.Process) -> int | None:
 
 async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
     """Set up, measure and clean up one run of ``shape`` by ``runner``; its figures."""
-    api, opts = ctx.api, ctx.opts
+    api, opts, plane = ctx.api, ctx.opts, ctx.plane
     run = f"bench-{shape.name[:4]}-{runner[:6].rstrip('-')}-{secrets.token_hex(3)}"
     scheduler_name = {"kube-scheduler": KUBE_SCHEDULER, "raw": RAW_SCHEDULER}.get(
         runner, L.SCHEDULER_NAME
     )
     is_sluice = runner.startswith("sluice")
+    live = runner == "kube-scheduler" and plane.external_kube_scheduler is not None
     t_setup = time.monotonic()
     figures: dict[str, Any] = {
         "shape": shape.name,
         "runner": runner,
+        "mode": "live" if live else "backlog",
         "namespace": run,
         "nodes": shape.nodes,
         "running_pods": shape.running,
@@ -791,34 +760,24 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
         "pod_groups": -(-shape.pods // shape.gang_size) if shape.gang_size and is_sluice else 0,
     }
     proc: anyio.abc.Process | None = None
+    log_path = ctx.workdir / f"{run}.log"
     try:
         await setup_run(
             api, shape, run, scheduler_name=scheduler_name, pod_groups=is_sluice, opts=opts
         )
-        if runner == "kube-scheduler" and ctx.plane.kube_scheduler_pid is None:
-            raise RuntimeError("no kube-scheduler: give --state of `up --kube-scheduler`")
-        pid: int | None = ctx.plane.kube_scheduler_pid if runner == "kube-scheduler" else None
-        if is_sluice:
-            extra = []
-            if runner == "sluice-event-qps":
-                extra = [
-                    "--event-qps",
-                    f"{opts.event_qps:g}",
-                    "--event-burst",
-                    str(opts.event_burst),
-                ]
-                figures["event_qps"] = opts.event_qps
-                figures["event_burst"] = opts.event_burst
-            proc, port, log_path = await _start_sluice(ctx, run, extra)
-            pid = proc.pid
-            figures["scheduler_log"] = str(log_path)
+        pods = measured_pods(shape, run, scheduler_name)
+        names = [p["metadata"]["name"] for p in pods]
+        uids: dict[str, str] = {}
+        if not live:  # the backlog: every measured pod exists before the scheduler starts
+            t_create = time.monotonic()
+            uids = await _create_pods(api, run, pods, opts.creators)
+            figures["create_seconds"] = round(time.monotonic() - t_create, 2)
         figures["setup_seconds"] = round(time.monotonic() - t_setup, 1)
 
-        pods = measured_pods(shape, run, scheduler_name)
-        watch = BindWatch(api, run, {p["metadata"]["name"] for p in pods})
-        scheduler = ProcessMeter(pid)
-        apiserver = ProcessMeter(ctx.plane.apiserver_pid)
-        etcd = ProcessMeter(ctx.plane.etcd_pid)
+        watch = BindWatch(api, run, set(names))
+        apiserver = ProcessMeter(plane.apiserver_pid)
+        etcd = ProcessMeter(plane.etcd_pid)
+        scheduler = ProcessMeter(None)
         cpu_at_last_bind: dict[str, float | None] = {}
 
         def on_done() -> None:
@@ -829,37 +788,61 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
         watch.on_done = on_done
         bench_cpu0 = time.process_time()
         load0 = os.getloadavg()
+        port = _free_port()
         async with anyio.create_task_group() as tg:
             await tg.start(watch.run_watch)
-            scheduler.start(reset_peak=runner == "kube-scheduler")
             apiserver.start()
             etcd.start()
             t_start = time.monotonic()
-            if runner == "raw":
-                await _raw_binder(api, run, shape.nodes, pods, opts.creators)
+            if live:
+                scheduler = ProcessMeter(plane.external_kube_scheduler)
+                scheduler.start(reset_peak=True)
+                await _create_pods(api, run, pods, opts.creators)
+                figures["create_seconds"] = round(time.monotonic() - t_start, 2)
+            elif runner == "raw":
+                await _bind_all(api, run, uids, nodes=shape.nodes, limit=opts.creators)
             else:
-                await _bounded(opts.creators, (_creator(api, run, p) for p in pods))
-            t_created = time.monotonic()
+                if runner == "kube-scheduler":
+                    argv = kube_scheduler_argv(plane.kubeconfig, opts)
+                    figures["kube_scheduler_args"] = argv[5:]
+                else:
+                    extra = []
+                    if runner == "sluice-event-qps":
+                        extra = ["--event-qps", f"{opts.event_qps:g}"]
+                        extra += ["--event-burst", str(opts.event_burst)]
+                        figures.update(event_qps=opts.event_qps, event_burst=opts.event_burst)
+                    argv = _sluice_argv(ctx, port, extra)
+                proc = await _start(argv, log_path)
+                if plane.state is not None and runner == "kube-scheduler":  # `down` stops it
+                    (plane.state / "run" / "kube-scheduler.pid").write_text(f"{proc.pid}\n")
+                scheduler = ProcessMeter(proc.pid)
+                scheduler.start()
+                scheduler.cpu_start = 0.0  # a new process: all of its CPU counts
+                if is_sluice:
+                    await _wait_ready(proc, port, log_path)
+                    figures["ready_after"] = round(time.monotonic() - t_start, 2)
             with anyio.move_on_after(opts.timeout):
-                await watch.done.wait()
+                while not watch.done.is_set():
+                    if proc is not None and proc.returncode is not None:
+                        raise RuntimeError(
+                            f"{runner} exited with {proc.returncode}; see {log_path}"
+                        )
+                    with anyio.move_on_after(1.0):
+                        await watch.done.wait()
             tg.cancel_scope.cancel()
         bench_cpu = time.process_time() - bench_cpu0
         times = list(watch.bound.values())
         last = max(times) if times else None
+        sched_cpu = cpu_at_last_bind.get("scheduler")
         figures.update(
             bound=len(times),
             unbound=shape.pods - len(times),
             **throughput(times, shape.pods),
             seconds_to_last_bind=round(last - t_start, 2) if last is not None else None,
             first_bind_after=round(min(times) - t_start, 2) if times else None,
-            create_seconds=round(t_created - t_start, 2),
-            scheduler_cpu_seconds=cpu_at_last_bind.get("scheduler"),
+            scheduler_cpu_seconds=sched_cpu,
             scheduler_peak_rss_mb=scheduler.peak_rss_mb(),
-            cpu_ms_per_pod=(
-                round(1000 * cpu_at_last_bind["scheduler"] / len(times), 2)
-                if cpu_at_last_bind.get("scheduler") and times
-                else None
-            ),
+            cpu_ms_per_pod=round(1000 * sched_cpu / len(times), 2) if sched_cpu and times else None,
             apiserver_cpu_seconds=cpu_at_last_bind.get("apiserver"),
             etcd_cpu_seconds=cpu_at_last_bind.get("etcd"),
             bench_cpu_seconds=round(bench_cpu, 2),
@@ -870,16 +853,21 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 _, text = await _get(port, "/metrics")
                 figures["events_dropped"] = _metric_sum(text, "scheduler_events_dropped_total")
-            figures["scheduler_exit_code"] = await _stop(proc)  # SIGTERM writes what is due
-        elif runner == "kube-scheduler":
-            await anyio.sleep(EVENTS_GRACE_SECONDS)
+        if runner == "kube-scheduler":
+            await anyio.sleep(EVENTS_GRACE_SECONDS)  # its broadcaster writes a little later
+        if proc is not None:
+            figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":
             figures["scheduled_events"] = await count_scheduled_events(api, run)
-        if figures["unbound"] == 0 and figures.get("scheduler_exit_code", 0) == 0:
-            figures.pop("scheduler_log", None)
+        # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
+        if figures["unbound"] or (is_sluice and figures.get("scheduler_exit_code") != 0):
+            figures["scheduler_log"] = str(log_path)
     finally:
         if proc is not None:
-            await _stop(proc)
+            with anyio.CancelScope(shield=True):
+                await _stop(proc)
+            if plane.state is not None and runner == "kube-scheduler":
+                (plane.state / "run" / "kube-scheduler.pid").unlink(missing_ok=True)
         with anyio.CancelScope(shield=True):
             t_clean = time.monotonic()
             try:
@@ -1026,19 +1014,16 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
         "revision": source_revision(),
         "kube_api_qps": opts.kube_api_qps,
         "kube_api_burst": opts.kube_api_burst,
-        "kube_scheduler": plane.kube_scheduler_argv or None,
+        "external_kube_scheduler": _cmdline(plane.external_kube_scheduler) or None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     async with api:
         await ensure_cluster_objects(api)
         ctx = RunContext(api, plane, opts, workdir)
-        kube_first = [r for r in runners if r == "kube-scheduler"]
-        for runner in [*kube_first, *[r for r in runners if r != "kube-scheduler"]]:
-            if runner != "kube-scheduler" and plane.kube_scheduler_owned:
-                plane.stop_kube_scheduler()  # it would watch (and cost) every later run
+        for runner in runners:
             for shape in shapes:
                 figures = await run_one(ctx, shape, runner)
-                ks = plane.kube_scheduler_pid
+                ks = plane.external_kube_scheduler
                 figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
                 figures.update(common)
                 results.append(figures)
@@ -1061,24 +1046,19 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
     )
     _shapes(args), _runners(args)  # check them before starting anything
-    if args.kubeconfig is not None:
-        plane = ControlPlane(args.kubeconfig, args.state, started=False)
-        plane.kube_scheduler_pid = args.kube_scheduler_pid or _pid_file(
+    if args.kubeconfig is not None or (args.state and (args.state / "kubeconfig").exists()):
+        kubeconfig = args.kubeconfig or args.state / "kubeconfig"
+        plane = ControlPlane(kubeconfig, args.state, started=False)
+        plane.external_kube_scheduler = args.kube_scheduler_pid or _pid_file(
             args.state, "kube-scheduler"
         )
-        plane.kube_scheduler_argv = _cmdline(plane.kube_scheduler_pid)
-    elif args.state is not None and (args.state / "kubeconfig").exists():
-        plane = ControlPlane(args.state / "kubeconfig", args.state, started=False)
-        plane.kube_scheduler_pid = args.kube_scheduler_pid or _pid_file(
-            args.state, "kube-scheduler"
-        )
-        plane.kube_scheduler_argv = _cmdline(plane.kube_scheduler_pid)
     else:
         state = args.state or Path(tempfile.mkdtemp(prefix="sluice-real-k8s-"))
-        plane = start_control_plane(state, opts)
+        plane = start_control_plane(state)
         if args.keep:
             plane.started = False
             sys.stderr.write(f"bench real: control plane kept in {state}\n")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still run `down` below
     try:
         return anyio.run(_main, args, plane, opts)
     finally:

@@ -154,6 +154,8 @@ class Options:
     setup_concurrency: int = 32
     timeout: float = 900.0
     """How long the measured pods of one run may take to be bound."""
+    profile: bool = False
+    """Run ``sluice run`` under cProfile (its figures are then inflated)."""
 
 
 # --------------------------------------------------------------------------- objects
@@ -812,6 +814,10 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                         extra += ["--event-burst", str(opts.event_burst)]
                         figures.update(event_qps=opts.event_qps, event_burst=opts.event_burst)
                     argv = _sluice_argv(ctx, port, extra)
+                    if opts.profile:  # cProfile of the scheduler process, kept beside its log
+                        prof = log_path.with_suffix(".prof")
+                        argv = [sys.executable, "-m", "cProfile", "-o", str(prof), *argv]
+                        figures["scheduler_profile"] = str(prof)
                 proc = await _start(argv, log_path)
                 if plane.state is not None and runner == "kube-scheduler":  # `down` stops it
                     (plane.state / "run" / "kube-scheduler.pid").write_text(f"{proc.pid}\n")
@@ -839,6 +845,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             unbound=shape.pods - len(times),
             **throughput(times, shape.pods),
             seconds_to_last_bind=round(last - t_start, 2) if last is not None else None,
+            pods_per_second=round(len(times) / (last - t_start), 1) if last is not None else None,
             first_bind_after=round(min(times) - t_start, 2) if times else None,
             scheduler_cpu_seconds=sched_cpu,
             scheduler_peak_rss_mb=scheduler.peak_rss_mb(),
@@ -862,6 +869,8 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
         if figures["unbound"] or (is_sluice and figures.get("scheduler_exit_code") != 0):
             figures["scheduler_log"] = str(log_path)
+        else:
+            log_path.unlink(missing_ok=True)
     finally:
         if proc is not None:
             with anyio.CancelScope(shield=True):
@@ -889,30 +898,36 @@ def _metric_sum(text: str, name: str) -> float:
 
 
 def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One shape's runners side by side: binds a second (10-90 %), and the ratios."""
+    """One shape's runners side by side, and Sluice's ratios to kube-scheduler and raw:
+    ``_vs_`` on the bind rate between 10 and 90 % (first to last when missing), and
+    ``_vs_..._overall`` on ``pods_per_second`` (pods over the time from the start to the
+    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end)."""
     by = {r["runner"]: r for r in runs if r["shape"] == shape}
 
     def rate(runner: str) -> float | None:
         r = by.get(runner)
         return None if r is None else (r.get("binds_per_second_10_90") or r.get("binds_per_second"))
 
-    kube = rate("kube-scheduler")
-    raw = rate("raw")
+    def overall(runner: str) -> float | None:
+        r = by.get(runner)
+        return None if r is None else r.get("pods_per_second")
+
     out: dict[str, Any] = {"shape": shape, "summary": True}
     for runner in RUNNERS:
         if runner in by:
             out[runner] = {
                 "binds_per_second_10_90": rate(runner),
+                "pods_per_second": overall(runner),
                 "seconds_to_last_bind": by[runner].get("seconds_to_last_bind"),
                 "scheduler_cpu_seconds": by[runner].get("scheduler_cpu_seconds"),
                 "scheduler_peak_rss_mb": by[runner].get("scheduler_peak_rss_mb"),
             }
     for runner in ("sluice", "sluice-event-qps"):
-        mine = rate(runner)
-        if mine is not None and kube:
-            out[f"{runner}_vs_kube_scheduler"] = round(mine / kube, 2)
-        if mine is not None and raw:
-            out[f"{runner}_vs_raw"] = round(mine / raw, 2)
+        for other, key in (("kube-scheduler", "kube_scheduler"), ("raw", "raw")):
+            for suffix, fn in (("", rate), ("_overall", overall)):
+                mine, theirs = fn(runner), fn(other)
+                if mine is not None and theirs:
+                    out[f"{runner}_vs_{key}{suffix}"] = round(mine / theirs, 2)
     return out
 
 
@@ -963,6 +978,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--creators", type=int, default=32, help="measured pods created at once")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds one run may take")
     p.add_argument("--keep", action="store_true", help="leave the control plane running")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="run sluice under cProfile; the profile's path is in scheduler_profile",
+    )
     return p
 
 
@@ -1032,6 +1052,8 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
                     status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))
+    with contextlib.suppress(OSError):
+        workdir.rmdir()  # unless it holds a log or a profile worth keeping
     return status
 
 
@@ -1044,6 +1066,7 @@ def main(argv: list[str] | None = None) -> int:
         event_burst=args.event_burst,
         creators=args.creators,
         timeout=args.timeout,
+        profile=args.profile,
     )
     _shapes(args), _runners(args)  # check them before starting anything
     if args.kubeconfig is not None or (args.state and (args.state / "kubeconfig").exists()):

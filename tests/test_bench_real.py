@@ -129,17 +129,31 @@ def test_runners_run_in_their_fixed_order() -> None:
 
 def test_compare_gives_ratios_to_kube_scheduler_and_raw() -> None:
     runs = [
-        {"shape": "s", "runner": "kube-scheduler", "binds_per_second_10_90": 200.0},
-        {"shape": "s", "runner": "raw", "binds_per_second_10_90": 400.0},
-        {"shape": "s", "runner": "sluice", "binds_per_second_10_90": 300.0},
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "pods_per_second": 20.0,
+        },
+        {"shape": "s", "runner": "raw", "binds_per_second_10_90": 400.0, "pods_per_second": 400.0},
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 300.0,
+            "pods_per_second": 50.0,
+        },
         {"shape": "s", "runner": "sluice-event-qps", "binds_per_second": 360.0},
         {"shape": "other", "runner": "sluice", "binds_per_second_10_90": 1.0},
     ]
     out = real.compare("s", runs)
     assert out["sluice_vs_kube_scheduler"] == 1.5
     assert out["sluice_vs_raw"] == 0.75
+    assert out["sluice_vs_kube_scheduler_overall"] == 2.5
+    assert out["sluice_vs_raw_overall"] == 0.12
     assert out["sluice-event-qps_vs_kube_scheduler"] == 1.8  # falls back to first-to-last
     assert out["sluice-event-qps_vs_raw"] == 0.9
+    assert "sluice-event-qps_vs_raw_overall" not in out  # no figure, no ratio
+    assert out["sluice"]["pods_per_second"] == 50.0
 
 
 def test_metric_sum_adds_every_label_set() -> None:

@@ -82,8 +82,6 @@ RAW_SCHEDULER: Final = "bench-nobody"
 HIGH_PRIORITY_CLASS: Final = "bench-high"
 HIGH_PRIORITY: Final = 10
 SETTLE_SECONDS: Final = 1.0
-EVENTS_GRACE_SECONDS: Final = 3.0
-"""After the last bind: how long kube-scheduler's events may take to be written."""
 RUNNERS: Final = ("kube-scheduler", "raw", "sluice", "sluice-event-qps")
 
 
@@ -154,6 +152,9 @@ class Options:
     setup_concurrency: int = 32
     timeout: float = 900.0
     """How long the measured pods of one run may take to be bound."""
+    events_wait: float = 120.0
+    """After the last bind, how long the bench waits for the Scheduled events of every
+    measured pod before it stops the scheduler (not in ``sluice-event-qps`` runs)."""
     profile: bool = False
     """Run ``sluice run`` under cProfile (its figures are then inflated)."""
 
@@ -543,68 +544,100 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
 # --------------------------------------------------------------------------- measuring
 
 
-class BindWatch:
-    """Watches the run's bound pods and notes when each measured pod is first seen bound
-    (``time.monotonic``). ``done`` is set once all are; ``on_done`` is called then."""
+class FirstSeen:
+    """Lists then watches ``path`` (with ``query``) and notes when each key is first seen
+    (``time.monotonic``): ``key_of(obj)`` is the key of an object, or None to ignore it.
+    ``done`` is set, and ``on_done`` called, once every key of ``expected`` was seen."""
 
-    def __init__(self, api: KubeClient, run: str, measured: set[str]) -> None:
+    def __init__(
+        self,
+        api: KubeClient,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        key_of: Callable[[dict[str, Any]], str | None],
+        expected: set[str],
+    ) -> None:
         self.api = api
-        self.run = run
-        self.measured = measured
-        self.bound: dict[str, float] = {}
+        self.path = path
+        self.query = list(query)
+        self.key_of = key_of
+        self.expected = expected
+        self.seen: dict[str, float] = {}
         self.done = anyio.Event()
         self.on_done: Callable[[], None] | None = None
         self.restarts = 0
 
-    def _seen(self, obj: dict[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        bound = (obj.get("spec") or {}).get("nodeName")
-        if bound and name in self.measured and name not in self.bound:
-            self.bound[name] = time.monotonic()
-            if len(self.bound) == len(self.measured) and not self.done.is_set():
+    def _see(self, obj: dict[str, Any]) -> None:
+        key = self.key_of(obj)
+        if key is not None and key in self.expected and key not in self.seen:
+            self.seen[key] = time.monotonic()
+            if len(self.seen) == len(self.expected) and not self.done.is_set():
                 if self.on_done is not None:
                     self.on_done()
                 self.done.set()
 
+    async def _list(self) -> str:
+        items, version = await _list_all(self.api, self.path, self.query)
+        for item in items:
+            self._see(item)
+        return str(version)
+
     async def run_watch(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        query = [("fieldSelector", "spec.nodeName!=")]
-        path = PODS.path(self.run)
-        items, version = await _list_all(self.api, path, query)
-        for item in items:
-            self._seen(item)
+        version = await self._list()
         task_status.started()
         while not self.done.is_set():
             try:
                 async with self.api.stream(
-                    path,
+                    self.path,
                     query=[
-                        *query,
+                        *self.query,
                         ("watch", "true"),
                         ("allowWatchBookmarks", "true"),
                         ("resourceVersion", version),
                         ("timeoutSeconds", "600"),
                     ],
                     timeout=aiohttp.ClientTimeout(total=700, sock_connect=10),
-                    kind="Pod",
                 ) as reader:
                     while (line := await reader.read()) is not None:
                         obj = line.get("object") or {}
                         kind = line.get("type")
                         if kind == "ERROR":
-                            raise GoneError(str(obj.get("message")), kind="Pod")
+                            raise GoneError(str(obj.get("message")))
                         version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                         if kind in ("ADDED", "MODIFIED"):
-                            self._seen(obj)
+                            self._see(obj)
             except GoneError:
                 self.restarts += 1
-                items, version = await _list_all(self.api, path, query)
-                for item in items:
-                    self._seen(item)
+                version = await self._list()
             except ApiError:
                 self.restarts += 1
                 await anyio.sleep(0.2)
+
+
+def bound_pod(obj: dict[str, Any]) -> str | None:
+    """The name of a pod that has a node, else None."""
+    if (obj.get("spec") or {}).get("nodeName"):
+        return str((obj.get("metadata") or {}).get("name"))
+    return None
+
+
+def scheduled_event(obj: dict[str, Any]) -> str | None:
+    """The name of the pod a ``Scheduled`` Event (events.k8s.io/v1) is about, else None."""
+    if obj.get("reason") == "Scheduled":
+        return str((obj.get("regarding") or {}).get("name"))
+    return None
+
+
+def bind_watch(api: KubeClient, run: str, names: set[str]) -> FirstSeen:
+    """When each measured pod is first seen bound (only bound pods are sent)."""
+    return FirstSeen(api, PODS.path(run), [("fieldSelector", "spec.nodeName!=")], bound_pod, names)
+
+
+def event_watch(api: KubeClient, run: str, names: set[str]) -> FirstSeen:
+    """When the Scheduled event of each measured pod is first seen."""
+    return FirstSeen(api, EVENTS.path(run), [], scheduled_event, names)
 
 
 def throughput(times: Sequence[float], total: int) -> dict[str, float | None]:
@@ -776,23 +809,32 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             figures["create_seconds"] = round(time.monotonic() - t_create, 2)
         figures["setup_seconds"] = round(time.monotonic() - t_setup, 1)
 
-        watch = BindWatch(api, run, set(names))
+        watch = bind_watch(api, run, set(names))
+        events = event_watch(api, run, set(names)) if runner != "raw" else None
         apiserver = ProcessMeter(plane.apiserver_pid)
         etcd = ProcessMeter(plane.etcd_pid)
         scheduler = ProcessMeter(None)
         cpu_at_last_bind: dict[str, float | None] = {}
+        cpu_at_last_event: dict[str, float | None] = {}
 
         def on_done() -> None:
             cpu_at_last_bind.update(
                 scheduler=scheduler.cpu(), apiserver=apiserver.cpu(), etcd=etcd.cpu()
             )
 
+        def on_events_done() -> None:
+            cpu_at_last_event.update(scheduler=scheduler.cpu())
+
         watch.on_done = on_done
+        if events is not None:
+            events.on_done = on_events_done
         bench_cpu0 = time.process_time()
         load0 = os.getloadavg()
         port = _free_port()
         async with anyio.create_task_group() as tg:
             await tg.start(watch.run_watch)
+            if events is not None:
+                await tg.start(events.run_watch)
             apiserver.start()
             etcd.start()
             t_start = time.monotonic()
@@ -835,9 +877,16 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                         )
                     with anyio.move_on_after(1.0):
                         await watch.done.wait()
+            events_at_last_bind = len(events.seen) if events is not None else None
+            if events is not None and runner != "sluice-event-qps":
+                with anyio.move_on_after(opts.events_wait):  # the same work: every event
+                    await events.done.wait()
             tg.cancel_scope.cancel()
         bench_cpu = time.process_time() - bench_cpu0
-        times = list(watch.bound.values())
+        times = list(watch.seen.values())
+        event_times = list(events.seen.values()) if events is not None else []
+        last_event = max(event_times) if event_times else None
+        all_events = events is not None and events.done.is_set()
         last = max(times) if times else None
         sched_cpu = cpu_at_last_bind.get("scheduler")
         figures.update(
@@ -854,14 +903,18 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             etcd_cpu_seconds=cpu_at_last_bind.get("etcd"),
             bench_cpu_seconds=round(bench_cpu, 2),
             load_average=[round(load0[0], 2), round(os.getloadavg()[0], 2)],
-            watch_restarts=watch.restarts,
+            scheduled_events_at_last_bind=events_at_last_bind,
+            seconds_to_last_event=(
+                round(last_event - t_start, 2) if all_events and last_event else None
+            ),
+            events_per_second=throughput(event_times, len(event_times))["binds_per_second"],
+            scheduler_cpu_seconds_to_last_event=cpu_at_last_event.get("scheduler"),
+            watch_restarts=watch.restarts + (events.restarts if events is not None else 0),
         )
         if is_sluice and proc is not None:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 _, text = await _get(port, "/metrics")
                 figures["events_dropped"] = _metric_sum(text, "scheduler_events_dropped_total")
-        if runner == "kube-scheduler":
-            await anyio.sleep(EVENTS_GRACE_SECONDS)  # its broadcaster writes a little later
         if proc is not None:
             figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":

@@ -164,3 +164,17 @@ def test_metric_sum_adds_every_label_set() -> None:
         "scheduler_events_dropped_totalx 9.0\n"
     )
     assert real._metric_sum(text, "scheduler_events_dropped_total") == 5.0
+
+
+@pytest.mark.parametrize(
+    ("key_of", "obj", "expected"),
+    [
+        (real.bound_pod, {"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}, "p"),
+        (real.bound_pod, {"metadata": {"name": "p"}, "spec": {}}, None),
+        (real.scheduled_event, {"reason": "Scheduled", "regarding": {"name": "p"}}, "p"),
+        (real.scheduled_event, {"reason": "FailedScheduling", "regarding": {"name": "p"}}, None),
+    ],
+    ids=["bound", "pending", "scheduled", "other-reason"],
+)
+def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str | None) -> None:
+    assert key_of(obj) == expected

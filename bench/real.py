@@ -1,41 +1,35 @@
 """``python -m bench real``: Sluice and kube-scheduler side by side through a real API
-server, and the server's raw bind limit.
+server, and the server's raw bind limit (bench/README.md describes options and figures).
 
-Job: for each shape (SchedulingBasic, PreemptionBasic, a gang shape), create its nodes
-and pods on one real API server (``../shared/k8s``, v1.36) once for each runner, in a
-namespace of its own, and measure how fast the runner binds the measured pods:
+Job: for each runner and each shape (SchedulingBasic, PreemptionBasic, a gang shape),
+one **run** on one real API server (``../shared/k8s``, v1.36), in a namespace of its own:
 
-* ``kube-scheduler``: the stock scheduler (``schedulerName: default-scheduler``);
-* ``sluice``: ``sluice run`` as a subprocess (``schedulerName: sluice``), started after
-  the setup of its run and stopped (SIGTERM) after it; ``sluice-event-qps``: the same
-  with ``--event-qps`` limiting its Scheduled events;
-* ``raw``: no scheduler: the bench itself binds every measured pod round-robin over the
-  nodes as soon as it is created, with no decision: the server's bind limit.
+* ``kube-scheduler``: the stock scheduler (``schedulerName: default-scheduler``), a
+  process started for the run at Sluice's QPS and stopped after it;
+* ``sluice``: ``sluice run`` as a subprocess (``schedulerName: sluice``), the same way;
+  ``sluice-event-qps``: with ``--event-qps`` limiting its Scheduled events;
+* ``raw``: no scheduler: the bench binds every measured pod round-robin over the nodes,
+  with no decision and no event: the server's bind limit.
 
 Every run's nodes carry the label ``bench.sluice.dev/run=<run>`` and its pods a
-``nodeSelector`` on it, so that a scheduler only ever places pods on its own run's
-nodes; when a run is over its pods (deleted with grace period 0), nodes, PodGroups and
-events are deleted, so the next run starts on an empty server. kube-scheduler's runs come
-first; then, when this command started kube-scheduler, it is stopped (it would otherwise
-spend the machine's CPU watching the other runs), and the raw and Sluice runs follow.
+``nodeSelector`` on it, so a scheduler only places pods on its own run's nodes; after
+the run its pods (grace period 0), nodes, PodGroups and events are deleted, so the next
+run starts on an empty server.
 
-Setup (not measured): the namespace, the nodes (created, then their status patched:
-allocatable, ``Ready``), the running pods (created bound, then marked Running), the
-PodGroups (Sluice's gang run), then for Sluice ``sluice run`` until ``/readyz`` and one
-more second. Measured: the bench starts a watch of the namespace's bound pods
-(``fieldSelector=spec.nodeName!=``), then creates the measured pods, ``--creators`` at a
-time; a pod is bound when the watch first shows it with a node. Figures per run (one JSON
-line each): ``binds_per_second`` (first to last bind), ``binds_per_second_10_90``
-(between the binds of 10 % and 90 % of the pods), ``seconds_to_last_bind`` (from the
-first create to the last bind), the scheduler's CPU seconds over that interval and its
-peak RSS (``/proc/<pid>``: utime + stime, ``VmHWM``, reset before the run for the
-long-lived kube-scheduler), the same for kube-apiserver and etcd when their pids are
-known, and the Scheduled events written. A last line per shape compares the runners.
+Setup (not measured): the namespace, the nodes (created, then their status patched),
+the running pods (created bound, then marked Running), the PodGroups (Sluice's gang
+runs), then every measured pod (**a backlog**: created while no scheduler runs, since
+on 2 cores the server creates pods about as fast as a scheduler binds them). Measured:
+the bench watches the namespace's bound pods and Scheduled events, starts the scheduler
+process (time 0) and notes when each pod is first seen bound and when its event is first
+seen. After the last bind it waits (up to ``events_wait``) for every pod's event, so
+both schedulers are stopped only once they did the same work (not with
+``--event-qps``). With a kube-scheduler the bench did not start, its runs are **live**:
+the pods are created while it runs, and time 0 is the first create.
 
-Both schedulers write one Scheduled event per bound pod (kube-scheduler through its event
-broadcaster, Sluice through its event writer), so they put the same load on the server;
-``sluice-event-qps`` shows Sluice with those writes rate limited.
-"""
+Contracts: one JSON line per run, then one per shape comparing the runners; CPU and peak
+RSS from ``/proc/<pid>`` (a new process per run: its whole CPU counts); the control plane
+this command started is stopped (``down``) however it ends, SIGTERM included."""
 
 from __future__ import annotations
 
@@ -148,7 +142,9 @@ class Options:
     """``--event-qps`` of the ``sluice-event-qps`` runs (kube-scheduler's default QPS)."""
     event_burst: int = 100
     creators: int = 32
-    """Measured pods created at once (and binds at once in a raw run)."""
+    """Measured pods created at once."""
+    raw_binds: int = 64
+    """Binds at once in a raw run (Sluice's bind pool: ``bindConcurrency`` 64)."""
     setup_concurrency: int = 32
     timeout: float = 900.0
     """How long the measured pods of one run may take to be bound."""
@@ -844,7 +840,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 await _create_pods(api, run, pods, opts.creators)
                 figures["create_seconds"] = round(time.monotonic() - t_start, 2)
             elif runner == "raw":
-                await _bind_all(api, run, uids, nodes=shape.nodes, limit=opts.creators)
+                await _bind_all(api, run, uids, nodes=shape.nodes, limit=opts.raw_binds)
             else:
                 if runner == "kube-scheduler":
                     argv = kube_scheduler_argv(plane.kubeconfig, opts)
@@ -1029,6 +1025,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--event-qps", type=float, default=50.0, help="of the sluice-event-qps runs")
     p.add_argument("--event-burst", type=int, default=100)
     p.add_argument("--creators", type=int, default=32, help="measured pods created at once")
+    p.add_argument("--raw-binds", type=int, default=64, help="binds at once in the raw runs")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds one run may take")
     p.add_argument("--keep", action="store_true", help="leave the control plane running")
     p.add_argument(
@@ -1118,6 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
         event_qps=args.event_qps,
         event_burst=args.event_burst,
         creators=args.creators,
+        raw_binds=args.raw_binds,
         timeout=args.timeout,
         profile=args.profile,
     )

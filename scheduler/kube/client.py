@@ -242,11 +242,14 @@ class KubeClient:
         timeout: float | None = None,
         kind: str = "",
         name: str = "",
+        decode: bool = True,
     ) -> dict[str, Any]:
         """One request; the reply body as JSON (an empty dict if there is none).
 
         A reply outside 2xx raises the ApiError for its status (``kind``/``name`` name
         the object in the error); so do timeouts and connection errors. Makes one attempt.
+        ``decode=False``: the caller has no use for a successful reply (an event write),
+        which is then read but not decoded, and ``{}`` is returned.
         """
         with api_errors(kind, name):
             response = await self._send(
@@ -258,7 +261,7 @@ class KubeClient:
                 response.release()
             if not 200 <= response.status < 300:
                 raise error_from_status(response.status, data, kind=kind, name=name)
-            if not data.strip():
+            if not decode or not data.strip():
                 return {}
             value = json.loads(data)
         if not isinstance(value, dict):

@@ -447,3 +447,14 @@ async def test_the_hot_path_does_not_read_the_environment_per_request(
                 await api.request("GET", NODES.path())
     assert len(seen) == 3
     assert calls == [url]
+
+
+async def test_a_reply_not_wanted_is_not_decoded_but_errors_still_raise(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        reply = await cluster.client.request(
+            "POST", PODS.path("default"), body=pod("a"), kind="Pod", name="a", decode=False
+        )
+        assert reply == {}
+        assert cluster.store.get("Pod", "default", "a") is not None
+        with pytest.raises(AlreadyExistsError):
+            await cluster.client.request("POST", PODS.path("default"), body=pod("a"), decode=False)

@@ -1,4 +1,4 @@
-"""bench/real.py: the objects each run creates, the figures it derives (no API server)."""
+"""bench/real.py, bench/real_cluster.py: the objects of a run, the figures (no API server)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench import real
+from bench import real, real_cluster
 from scheduler.api import labels as L
 
 
@@ -37,7 +37,7 @@ from scheduler.api import labels as L
     ids=["none", "one", "steady", "slow-ends", "incomplete"],
 )
 def test_throughput(times: list[float], total: int, expected: dict[str, Any]) -> None:
-    assert real.throughput(times, total) == expected
+    assert real_cluster.throughput(times, total) == expected
 
 
 @pytest.mark.parametrize(
@@ -52,23 +52,25 @@ def test_throughput(times: list[float], total: int, expected: dict[str, Any]) ->
 def test_measured_pods(
     shape: str, scheduler: str, names: list[str], groups: list[str | None], priority_class: str
 ) -> None:
-    pods = real.measured_pods(real.SHAPES[shape], "run-1", scheduler)
-    assert len(pods) == real.SHAPES[shape].pods
+    pods = real_cluster.measured_pods(real_cluster.SHAPES[shape], "run-1", scheduler)
+    assert len(pods) == real_cluster.SHAPES[shape].pods
     assert [p["metadata"]["name"] for p in pods[:2]] == names
     assert [p["metadata"]["labels"].get(L.POD_GROUP_LABEL) for p in pods[:2]] == groups
     for p in pods[:2]:
         spec = p["spec"]
         assert p["metadata"]["namespace"] == "run-1"
         assert spec["schedulerName"] == scheduler
-        assert spec["nodeSelector"] == {real.RUN_LABEL: "run-1"}  # only its run's nodes
+        assert spec["nodeSelector"] == {real_cluster.RUN_LABEL: "run-1"}  # only its run's nodes
         assert spec.get("priorityClassName") == priority_class
         assert "priority" not in spec  # Priority admission refuses a priority it did not set
-        assert spec["containers"][0]["resources"]["requests"]["cpu"] == (real.SHAPES[shape].pod_cpu)
+        assert spec["containers"][0]["resources"]["requests"]["cpu"] == (
+            real_cluster.SHAPES[shape].pod_cpu
+        )
 
 
 def test_gang_pods_fill_their_groups() -> None:
-    shape = real.SHAPES["gang"]
-    pods = real.measured_pods(shape, "r", L.SCHEDULER_NAME)
+    shape = real_cluster.SHAPES["gang"]
+    pods = real_cluster.measured_pods(shape, "r", L.SCHEDULER_NAME)
     groups: dict[str, int] = {}
     for p in pods:
         g = p["metadata"]["labels"][L.POD_GROUP_LABEL]
@@ -77,10 +79,10 @@ def test_gang_pods_fill_their_groups() -> None:
 
 
 def test_nodes_and_running_pods_belong_to_their_run() -> None:
-    node = real.node_object("run-2", 7)
+    node = real_cluster.node_object("run-2", 7)
     assert node["metadata"]["name"] == "run-2-node-7"
-    assert node["metadata"]["labels"][real.RUN_LABEL] == "run-2"
-    running = real.pod_object(
+    assert node["metadata"]["labels"][real_cluster.RUN_LABEL] == "run-2"
+    running = real_cluster.pod_object(
         "run-2", "running-0", scheduler_name="x", cpu="900m", node_name="run-2-node-0"
     )
     assert running["spec"]["nodeName"] == "run-2-node-0"
@@ -169,10 +171,14 @@ def test_metric_sum_adds_every_label_set() -> None:
 @pytest.mark.parametrize(
     ("key_of", "obj", "expected"),
     [
-        (real.bound_pod, {"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}, "p"),
-        (real.bound_pod, {"metadata": {"name": "p"}, "spec": {}}, None),
-        (real.scheduled_event, {"reason": "Scheduled", "regarding": {"name": "p"}}, "p"),
-        (real.scheduled_event, {"reason": "FailedScheduling", "regarding": {"name": "p"}}, None),
+        (real_cluster.bound_pod, {"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}, "p"),
+        (real_cluster.bound_pod, {"metadata": {"name": "p"}, "spec": {}}, None),
+        (real_cluster.scheduled_event, {"reason": "Scheduled", "regarding": {"name": "p"}}, "p"),
+        (
+            real_cluster.scheduled_event,
+            {"reason": "FailedScheduling", "regarding": {"name": "p"}},
+            None,
+        ),
     ],
     ids=["bound", "pending", "scheduled", "other-reason"],
 )

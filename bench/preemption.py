@@ -1,8 +1,10 @@
-"""The preemption workloads: kube-scheduler's PreemptionBasic and PreemptionAsync.
+"""The preemption workloads: kube-scheduler's PreemptionBasic and PreemptionAsync, and
+PreemptionStorm.
 
-Both run the real loop on the embedded cluster on the real clock, with every API call of
-the embedded cluster taking ``API_LATENCY`` seconds (bind, delete, evict, patch, create),
-and with the feature gate ``SchedulerAsyncPreemption`` on or off (the ``-off`` names).
+They run the real loop on the embedded cluster on the real clock, with every API call of
+the embedded cluster taking ``API_LATENCY`` seconds (bind, delete, evict, patch, create;
+deletes ``STORM_DELETE_LATENCY`` in PreemptionStorm), and with the feature gate
+``SchedulerAsyncPreemption`` on or off (the ``-off`` names).
 The pod templates are scheduler_perf's (``config/templates/pod-*.yaml``):
 
 * low priority (running at the start, 4 per node): no priority (0), 900m CPU / 500Mi,
@@ -20,7 +22,10 @@ cycle the high-priority pods are created in one burst; they are the measured pod
 **PreemptionAsync**: the same start; after the first cycle a high-priority pod is due
 every ``CHURN_INTERVAL`` seconds (kube's ``churn`` op) until every measured pod is bound,
 and ``MEASURED_AT`` seconds after the churn started the default pods are created in one
-burst; they are the measured pods. The preemptors' time from creation to binding is
+burst; they are the measured pods. **PreemptionStorm**: PreemptionBasic's burst at
+``STORM_SHAPE``'s size behind slow deletes; each preemptor's time from the cycle that
+chose its victims to their deletion (when its gate can open) and to its bind is
+reported. The preemptors' time from creation to binding is
 reported beside. The embedded cluster shares the one thread with the scheduler, so a
 preemptor due while a cycle runs is created when the cycle yields; its time counts from
 when it was due (``created_to_bound_seconds``; ``in_store_to_bound_seconds`` counts from
@@ -98,6 +103,9 @@ KUBE_SHAPES: dict[str, dict[str, int]] = {
     "async": {"nodes": 5000, "running": 20000, "pods": 5000},
 }
 """scheduler_perf's sizes (``misc/performance-config.yaml``); ``scaled_from`` when not."""
+STORM_DELETE_LATENCY = 0.1
+"""PreemptionStorm: seconds every delete takes (a slow API server, or admission)."""
+STORM_SHAPE: dict[str, int] = {"nodes": 500, "running": 2000, "pods": 500}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +120,11 @@ class PreemptionWorkload:
     """Low-priority pods running at the start, spread round-robin over the nodes."""
     async_preemption: bool = True
     description: str = ""
+    delete_latency: float = API_LATENCY
+    """Seconds a delete (or eviction) call takes; the other calls take ``API_LATENCY``."""
 
 
-def _pair(shape: str, title: str, text: str, **sizes: int) -> dict[str, PreemptionWorkload]:
+def _pair(shape: str, title: str, text: str, **sizes: Any) -> dict[str, PreemptionWorkload]:
     base = f"preemption-{shape}"
     return {
         f"{base}{suffix}": PreemptionWorkload(
@@ -142,6 +152,15 @@ WORKLOADS: dict[str, PreemptionWorkload] = {
         "5,000 nodes, 20,000 low-priority pods of 900m, a priority-10 pod asking 3 CPU "
         "every 200 ms, 5,000 default pods of 100m measured; every API call 20 ms",
         **KUBE_SHAPES["async"],
+    ),
+    **_pair(
+        "storm",
+        "PreemptionStorm",
+        "500 nodes, 2,000 low-priority pods of 900m, then 500 pods of priority 10 asking "
+        "3 CPU at once, each with three victims of its own; every delete 100 ms, the other "
+        "calls 20 ms",
+        delete_latency=STORM_DELETE_LATENCY,
+        **STORM_SHAPE,
     ),
 }
 
@@ -216,10 +235,17 @@ class Tracker:
         """Keys of every pod decided as a victim."""
         self.bad_victims: list[str] = []
         """Evict effects whose victim is not of strictly lower priority than its preemptor."""
+        self.decided_at: dict[str, float] = {}
+        """When the cycle that first decided each preemptor's victims ended."""
+        self.victims_of: dict[str, list[str]] = {}
+        self.gone: dict[str, float] = {}
+        """When each pod's deletion reached the store."""
 
     def on_store(self, ev: WatchEvent) -> None:
         if ev.type == "ADDED" and ev.obj["metadata"]["name"].startswith("high-"):
             self.created[_key(ev.obj)] = time.monotonic()
+        elif ev.type == "DELETED":
+            self.gone[_key(ev.obj)] = time.monotonic()
 
     def on_call(self, call: ApiCall) -> None:
         if call.kind == "bind" and call.ok and call.ref.name.startswith("high-"):
@@ -239,7 +265,26 @@ class Tracker:
                 self.bad_victims.append(f"{e.task.key} ({e.task.priority}) by {by}")
             if e.preemptor is not None:
                 self.decided[e.preemptor.key] += 1
+                # the end of the decisions (``started`` is time.monotonic on the real
+                # clock); with async preemption off the report comes after the calls
+                decided = report.started + report.seconds
+                self.decided_at.setdefault(e.preemptor.key, decided)
+                self.victims_of.setdefault(e.preemptor.key, []).append(e.task.key)
             self.victims.add(e.task.key)
+
+    def gate_seconds(self) -> list[float]:
+        """Per preemptor, from the cycle that decided its victims to the deletion of the
+        last of them (when its gate can open), sorted; preemptors with a victim never
+        deleted are left out."""
+        out = []
+        for p, victims in self.victims_of.items():
+            if all(v in self.gone for v in victims):
+                out.append(max(self.gone[v] for v in victims) - self.decided_at[p])
+        return sorted(out)
+
+    def decided_to_bound(self) -> list[float]:
+        """Per preemptor, from the cycle that decided its victims to its bind, sorted."""
+        return sorted(t - self.decided_at[k] for k, t in self.bound.items() if k in self.decided_at)
 
     def latencies(self, *, from_due: bool) -> list[float]:
         """Seconds from creation (or from when it was due) to binding, sorted."""
@@ -289,7 +334,7 @@ def run(
     src = f"bench:{w.name}"
     arrivals = [Arrival(0.0, node(i), src) for i in range(w.nodes)]
     arrivals.extend(Arrival(0.0, low_pod(i, f"node-{i % w.nodes}"), src) for i in range(w.running))
-    if w.shape == "basic":
+    if w.shape in ("basic", "storm"):
         measured = [high_pod(i) for i in range(w.pods)]
     else:
         measured = [default_pod(i) for i in range(w.pods)]
@@ -305,7 +350,13 @@ def run(
     sim = _Simulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
-        behaviour=ApiBehaviour(latency=dict.fromkeys(CALL_KINDS, API_LATENCY)),
+        behaviour=ApiBehaviour(
+            latency={
+                **dict.fromkeys(CALL_KINDS, API_LATENCY),
+                "delete": w.delete_latency,
+                "evict": w.delete_latency,
+            }
+        ),
         real_time=True,
         on_cycle=on_cycle,
     )
@@ -421,7 +472,7 @@ def _figures(
         "no node over-allocated": not over,
         "no failed delete": tracker.failed_deletes == 0,
     }
-    if w.shape == "basic":
+    if w.shape in ("basic", "storm"):
         checks["three victims per preemptor"] = (
             set(tracker.decided.values()) == {VICTIMS_PER_PREEMPTOR}
             and len(tracker.decided) == w.pods
@@ -429,7 +480,8 @@ def _figures(
     failures = [name for name, ok in checks.items() if not ok]
     if deadline_hit:
         failures.append(f"stopped after {DEADLINE:.0f} s with measured pods unbound")
-    kube = KUBE_SHAPES[w.shape]
+    here_sizes = {"nodes": w.nodes, "running": w.running, "pods": w.pods}
+    kube = KUBE_SHAPES.get(w.shape, STORM_SHAPE if w.shape == "storm" else here_sizes)
     here = {"nodes": w.nodes, "running": w.running, "pods": w.pods}
     gates = resolved.config.feature_gates
     return {
@@ -437,6 +489,7 @@ def _figures(
         "description": w.description,
         "feature_gates": {GATE: bool(gates.get(GATE))},
         "api_latency_seconds": API_LATENCY,
+        "delete_latency_seconds": w.delete_latency,
         "nodes": w.nodes,
         "pods": w.pods,
         "running_pods": w.running,
@@ -451,6 +504,8 @@ def _figures(
             "unbound_count": len(unbound_preemptors),
             "created_to_bound_seconds": _latency_quantiles(lat),
             "in_store_to_bound_seconds": _latency_quantiles(tracker.latencies(from_due=False)),
+            "decided_to_victims_gone_seconds": _latency_quantiles(tracker.gate_seconds()),
+            "decided_to_bound_seconds": _latency_quantiles(tracker.decided_to_bound()),
             "created_late": tracker.late(LATE),
             "churn_seconds": (
                 _r(churn_stopped - start) if w.shape == "async" and churn_stopped else None

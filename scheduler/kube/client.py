@@ -13,8 +13,18 @@ offer the rest of ``scheduler.kube`` a raw-JSON way to use it. Contracts:
 * **Errors**: every failure leaves this module as a
   :class:`scheduler.api.errors.ApiError` subclass (:mod:`scheduler.kube.errors`).
 * **Raw JSON**: :meth:`KubeClient.request` and :meth:`KubeClient.stream` never build the
-  client's model objects (``_preload_content=False``, ``json.loads``), which are several
-  times slower and fail on some replies (a binding's ``Status``).
+  client's model objects, which are several times slower and fail on some replies (a
+  binding's ``Status``).
+* **The hot path**: :meth:`request` and :meth:`stream` do not go through the library's
+  ``call_api`` either: they take the token, ask the library for the credentials of the
+  moment (``update_params_for_auth``, so rotated tokens are followed) and send on an
+  aiohttp session of their own over the library's connector (same TLS context, same
+  connection pool). That session does not ``trust_env``: the library's does, and then
+  aiohttp looks up ``~/.netrc`` and the proxy variables in a worker thread on every
+  request (two thread hops per call, about a third of the client's CPU per bind).
+  Instead the proxy of the configuration, or else of the environment (``HTTPS_PROXY``,
+  ``NO_PROXY``...), is resolved once for the API server's address; ``.netrc`` is not
+  read (kubeconfig credentials are the only ones a Kubernetes client uses).
 
 One :class:`KubeClient` per process, used from one event loop. Close it (``async with``).
 :meth:`KubeClient.sibling` gives a second client on the same configuration with a
@@ -28,9 +38,12 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client import ApiClient, Configuration
+from yarl import URL
 
 from scheduler.api.errors import ServerError
 from scheduler.kube.config import load_configuration
@@ -113,6 +126,8 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst, clock=clock)
         self.timeout = timeout
         self.api: ApiClient = LimitedApiClient(configuration, self.limiter, timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: tuple[str | None, Any] | None = None
 
     @classmethod
     async def connect(
@@ -148,6 +163,8 @@ class KubeClient:
 
     async def close(self) -> None:
         """Close the connection pool. Idempotent."""
+        if self._session is not None:
+            await self._session.close()  # not the connector: the library's, closed next
         await self.api.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -155,6 +172,25 @@ class KubeClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    def _session_and_proxy(self) -> tuple[aiohttp.ClientSession, tuple[str | None, Any]]:
+        """The hot path's session (made on first use, inside the event loop) and proxy."""
+        if self._session is None or self._proxy is None:
+            library: aiohttp.ClientSession = self.api.rest_client.pool_manager
+            self._session = aiohttp.ClientSession(
+                connector=library.connector,
+                connector_owner=False,
+                trust_env=False,
+                read_bufsize=2**21,  # the library's: watch lines of large objects
+            )
+            proxy: str | None = self.configuration.proxy or None
+            proxy_auth = None
+            if proxy is None:
+                with contextlib.suppress(LookupError):
+                    url, proxy_auth = get_env_proxy_for_url(URL(self.host))
+                    proxy = str(url)
+            self._proxy = (proxy, proxy_auth)
+        return self._session, self._proxy
 
     async def _send(
         self,
@@ -166,18 +202,32 @@ class KubeClient:
         content_type: str | None,
         timeout: float | aiohttp.ClientTimeout | None,
     ) -> aiohttp.ClientResponse:
-        headers = {"Accept": JSON}
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        response: aiohttp.ClientResponse = await self.api.call_api(
-            path,
+        """Take a token, then send one request on the hot path's session (see the module's
+        docstring). ``body`` is encoded as JSON; ``content_type`` defaults to JSON."""
+        await self.limiter.acquire()
+        session, (proxy, proxy_auth) = self._session_and_proxy()
+        headers = {**self.api.default_headers, "Accept": JSON}
+        params = list(query)
+        await self.api.update_params_for_auth(headers, params, ["BearerToken"])
+        data: bytes | None = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = content_type or JSON
+        url = self.host + path
+        if params:
+            url += "?" + urlencode(params)
+        if not isinstance(timeout, aiohttp.ClientTimeout):
+            timeout = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        response: aiohttp.ClientResponse = await session.request(
             method,
-            query_params=list(query),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout or self.timeout,
+            url,
+            data=data,
+            headers=headers,
+            timeout=timeout,
+            proxy=proxy,
+            proxy_auth=proxy_auth,
+            proxy_headers=self.configuration.proxy_headers,
+            server_hostname=self.configuration.tls_server_name or None,
         )
         return response
 
@@ -192,11 +242,14 @@ class KubeClient:
         timeout: float | None = None,
         kind: str = "",
         name: str = "",
+        decode: bool = True,
     ) -> dict[str, Any]:
         """One request; the reply body as JSON (an empty dict if there is none).
 
         A reply outside 2xx raises the ApiError for its status (``kind``/``name`` name
         the object in the error); so do timeouts and connection errors. Makes one attempt.
+        ``decode=False``: the caller has no use for a successful reply (an event write),
+        which is then read but not decoded, and ``{}`` is returned.
         """
         with api_errors(kind, name):
             response = await self._send(
@@ -208,7 +261,7 @@ class KubeClient:
                 response.release()
             if not 200 <= response.status < 300:
                 raise error_from_status(response.status, data, kind=kind, name=name)
-            if not data.strip():
+            if not decode or not data.strip():
                 return {}
             value = json.loads(data)
         if not isinstance(value, dict):

@@ -87,8 +87,10 @@ class EventSettings:
     max_tracked: int = 50_000
     """Series remembered for aggregation (least recently seen forgotten first; those
     still to be written are kept)."""
-    workers: int = 4
-    """Writes in flight at once."""
+    workers: int = 16
+    """Writes in flight at once. The binds have 64: with 4 here, a Scheduled event
+    was written for 300 of 4,000 pods by the time the last was bound through a real API
+    server, and the last event came 3.6 s after the last bind (with 16: 1,137, 1.8 s)."""
     timeout: float = 10.0
     """``_request_timeout`` of each event write."""
 
@@ -425,6 +427,7 @@ class KubeEventRecorder:
             timeout=self.settings.timeout,
             kind="Event",
             name=series.name,
+            decode=False,
         )
 
     async def _patch(self, series: _Series, count: int) -> None:
@@ -439,4 +442,5 @@ class KubeEventRecorder:
             timeout=self.settings.timeout,
             kind="Event",
             name=series.name,
+            decode=False,
         )

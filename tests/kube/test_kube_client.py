@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
 import pytest
+from aiohttp import web
 from kube_support import FakeClock, pod, running_cluster
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -319,3 +322,139 @@ async def test_stream_of_a_missing_resource_raises_before_reading(tmp_path: Path
         with pytest.raises(NotFoundError):
             async with cluster.client.stream(missing.path(), query=[("watch", "true")]):
                 pass
+
+
+# --------------------------------------------------------------------------- the hot path
+
+
+@contextlib.asynccontextmanager
+async def _recording_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """An HTTP server that records what each request carried and answers ``{}``."""
+    seen: list[dict[str, Any]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "query": list(request.query.items()),
+                "content_type": request.headers.get("Content-Type"),
+                "authorization": request.headers.get("Authorization"),
+                "user_agent": request.headers.get("User-Agent"),
+                "body": await request.read(),
+            }
+        )
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (
+            {"method": "GET", "path": "/api/v1/pods", "query": [("limit", "5"), ("a", "b c")]},
+            {"query": [("limit", "5"), ("a", "b c")], "content_type": None, "body": b""},
+        ),
+        (
+            {"method": "POST", "path": "/api/v1/namespaces/n/pods/p/binding", "body": {"k": 1}},
+            {"query": [], "content_type": "application/json", "body": b'{"k":1}'},
+        ),
+        (
+            {
+                "method": "PATCH",
+                "path": "/api/v1/namespaces/n/pods/p/status",
+                "body": {"status": {"x": "ü"}},
+                "content_type": "application/strategic-merge-patch+json",
+            },
+            {
+                "query": [],
+                "content_type": "application/strategic-merge-patch+json",
+                "body": json.dumps({"status": {"x": "ü"}}, separators=(",", ":")).encode(),
+            },
+        ),
+        (
+            {"method": "DELETE", "path": "/api/v1/namespaces/n/pods/p", "body": {}},
+            {"query": [], "content_type": "application/json", "body": b"{}"},
+        ),
+    ],
+    ids=["get-with-query", "post-json", "patch-content-type", "delete-empty-options"],
+)
+async def test_the_hot_path_sends_what_the_library_would(
+    tmp_path: Path, call: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    async with _recording_server() as (url, seen):
+        config = await load_configuration(write_kubeconfig(tmp_path / "kc", url), environ={})
+        config.api_key = {"BearerToken": "first"}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        async with KubeClient(config, qps=0) as api:
+            assert await api.request(**call) == {}
+            assert api.limiter.taken == 1
+    (got,) = seen
+    assert {k: got[k] for k in expected} == expected
+    assert (got["method"], got["path"]) == (call["method"], call["path"])
+    assert got["authorization"] == "Bearer first"
+    assert got["user_agent"].startswith("sluice/")
+
+
+async def test_the_hot_path_follows_a_rotated_token(tmp_path: Path) -> None:
+    """The credentials are asked for on every request (in-cluster tokens rotate)."""
+    tokens = iter(["one", "two", "three"])
+
+    def refresh(config: k8s.Configuration) -> None:
+        config.api_key["BearerToken"] = next(tokens)
+
+    async with _recording_server() as (url, seen):
+        config = await load_configuration(write_kubeconfig(tmp_path / "kc", url), environ={})
+        config.api_key = {"BearerToken": "stale"}
+        config.refresh_api_key_hook = refresh
+        async with KubeClient(config, qps=0) as api:
+            await api.request("GET", NODES.path())
+            async with api.stream(NODES.path(), query=[("watch", "true")]) as reader:
+                assert await reader.read() == {}
+            await api.request("GET", NODES.path())
+    assert [s["authorization"] for s in seen] == ["one", "two", "three"]
+
+
+async def test_the_hot_path_does_not_read_the_environment_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library's session trusts the environment, which costs two thread hops a
+    request (netrc, proxies); the hot path resolves the proxy once and never netrc."""
+    calls: list[str] = []
+    import aiohttp.client as aiohttp_client
+
+    def get_env_proxy(url: Any) -> Any:
+        calls.append(str(url))
+        raise LookupError(url)
+
+    monkeypatch.setattr(aiohttp_client, "get_env_proxy_for_url", get_env_proxy)
+    monkeypatch.setattr("scheduler.kube.client.get_env_proxy_for_url", get_env_proxy)
+    async with _recording_server() as (url, seen):
+        config = await load_configuration(write_kubeconfig(tmp_path / "kc", url), environ={})
+        async with KubeClient(config, qps=0) as api:
+            for _ in range(3):
+                await api.request("GET", NODES.path())
+    assert len(seen) == 3
+    assert calls == [url]
+
+
+async def test_a_reply_not_wanted_is_not_decoded_but_errors_still_raise(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        reply = await cluster.client.request(
+            "POST", PODS.path("default"), body=pod("a"), kind="Pod", name="a", decode=False
+        )
+        assert reply == {}
+        assert cluster.store.get("Pod", "default", "a") is not None
+        with pytest.raises(AlreadyExistsError):
+            await cluster.client.request("POST", PODS.path("default"), body=pod("a"), decode=False)

@@ -1,0 +1,657 @@
+"""The cluster side of ``python -m bench real`` (see :mod:`bench.real`): the shapes and
+the objects of a run, the control plane and the processes measured, the API calls that
+set a run up and clean it away, and the watches that note when each pod is bound and
+when its Scheduled event is written.
+
+Contracts: every object of a run is in its namespace or carries its label
+``bench.sluice.dev/run``, so :func:`cleanup_run` removes it all; calls go through one
+:class:`~scheduler.kube.KubeClient` (no rate limit), setup calls are retried a few times
+on a server error, and the first failure ends a bounded batch (:func:`bounded`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import anyio
+import yaml
+
+from bench.http_workload import _cpu_seconds, _free_port, _vm_hwm_kib
+from bench.workloads import NODE_ALLOCATABLE, POD_REQUESTS
+from scheduler.api import labels as L
+from scheduler.api.errors import (
+    AlreadyExistsError,
+    ApiError,
+    GoneError,
+    NotFoundError,
+    TooManyRequestsError,
+)
+from scheduler.kube import KubeClient
+from scheduler.kube.resources import EVENTS, MERGE_PATCH, NODES, POD_GROUPS, PODS, QUEUES
+
+K8S_DIR: Final = Path(os.environ.get("SLUICE_K8S_DIR", "/work/shared/k8s"))
+"""Where ``up`` and ``down`` are (``../shared/k8s``)."""
+ROOT: Final = Path(__file__).resolve().parent.parent
+RUN_LABEL: Final = "bench.sluice.dev/run"
+KUBE_SCHEDULER: Final = "default-scheduler"
+RAW_SCHEDULER: Final = "bench-nobody"
+"""The schedulerName of the raw runs' pods: no scheduler takes them."""
+HIGH_PRIORITY_CLASS: Final = "bench-high"
+HIGH_PRIORITY: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    name: str
+    nodes: int
+    running: int
+    """Pods bound before the run (round-robin over the nodes)."""
+    pods: int
+    """Measured pods."""
+    description: str
+    running_cpu: str = POD_REQUESTS["cpu"]
+    pod_cpu: str = POD_REQUESTS["cpu"]
+    high_priority: bool = False
+    """Measured pods of PriorityClass ``bench-high`` (preemptors)."""
+    gang_size: int = 0
+    """Measured pods in PodGroups of this many (minMember), for Sluice; 0: none."""
+
+
+SHAPES: Final[dict[str, Shape]] = {
+    s.name: s
+    for s in (
+        Shape(
+            "scheduling-basic",
+            nodes=5000,
+            running=1000,
+            pods=10000,
+            description="5,000 nodes, 1,000 running pods, 10,000 pending pods of 100m / 500Mi",
+        ),
+        Shape(
+            "preemption-basic",
+            nodes=1000,
+            running=4000,
+            pods=1000,
+            running_cpu="900m",
+            pod_cpu="3",
+            high_priority=True,
+            description=(
+                "1,000 nodes, 4,000 running pods of 900m (priority 0), 1,000 pods of "
+                "priority 10 asking 3 CPU: each must preempt three"
+            ),
+        ),
+        Shape(
+            "gang",
+            nodes=1000,
+            running=0,
+            pods=8000,
+            gang_size=16,
+            description=(
+                "1,000 nodes, 500 PodGroups of 16 pods of 100m / 500Mi (minMember 16; "
+                "kube-scheduler, which has no PodGroup, places the same pods one by one)"
+            ),
+        ),
+    )
+}
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def node_object(run: str, i: int) -> dict[str, Any]:
+    name = f"{run}-node-{i}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, RUN_LABEL: run}},
+        "spec": {},
+    }
+
+
+def node_status() -> dict[str, Any]:
+    return {
+        "status": {
+            "allocatable": dict(NODE_ALLOCATABLE),
+            "capacity": dict(NODE_ALLOCATABLE),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "bench node",
+                }
+            ],
+        }
+    }
+
+
+def pod_object(
+    run: str,
+    name: str,
+    *,
+    scheduler_name: str,
+    cpu: str,
+    node_name: str = "",
+    high_priority: bool = False,
+    group: str = "",
+) -> dict[str, Any]:
+    requests = {**POD_REQUESTS, "cpu": cpu}
+    labels = {RUN_LABEL: run}
+    if group:
+        labels[L.POD_GROUP_LABEL] = group
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "nodeSelector": {RUN_LABEL: run},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": dict(requests), "limits": dict(requests)},
+            }
+        ],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if high_priority:
+        spec["priorityClassName"] = HIGH_PRIORITY_CLASS
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": run, "labels": labels},
+        "spec": spec,
+    }
+
+
+def running_status() -> dict[str, Any]:
+    return {
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+    }
+
+
+def pod_group_object(run: str, name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": L.API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": run},
+        "spec": {"minMember": min_member, "queue": L.DEFAULT_QUEUE},
+    }
+
+
+def measured_pods(shape: Shape, run: str, scheduler_name: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(shape.pods):
+        group = f"gang-{i // shape.gang_size}" if shape.gang_size else ""
+        name = f"{group}-{i % shape.gang_size}" if group else f"pod-{i}"
+        out.append(
+            pod_object(
+                run,
+                name,
+                scheduler_name=scheduler_name,
+                cpu=shape.pod_cpu,
+                high_priority=shape.high_priority,
+                group=group,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass(slots=True)
+class ProcessMeter:
+    """CPU seconds and peak RSS of one process, from /proc."""
+
+    pid: int | None
+    cpu_start: float | None = None
+
+    def start(self, *, reset_peak: bool = False) -> None:
+        if self.pid is None:
+            return
+        if reset_peak:  # "5" resets VmHWM (proc(5), clear_refs); best effort
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        self.cpu_start = _cpu_seconds(self.pid)
+
+    def cpu(self) -> float | None:
+        if self.pid is None or self.cpu_start is None:
+            return None
+        now = _cpu_seconds(self.pid)
+        return None if now is None else round(now - self.cpu_start, 2)
+
+    def peak_rss_mb(self) -> float | None:
+        if self.pid is None:
+            return None
+        kib = _vm_hwm_kib(self.pid)
+        return round(kib / 1024, 1) if kib else None
+
+
+def pid_file(state: Path | None, name: str) -> int | None:
+    if state is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((state / "run" / f"{name}.pid").read_text().strip())
+        if Path(f"/proc/{pid}").exists():
+            return pid
+    return None
+
+
+@dataclass
+class ControlPlane:
+    """The API server used: the kubeconfig, and the state dir of ``up`` when known."""
+
+    kubeconfig: Path
+    state: Path | None
+    started: bool
+    """This command ran ``up`` (and runs ``down`` at the end)."""
+    external_kube_scheduler: int | None = None
+    """The pid of a kube-scheduler this command did not start (``up --kube-scheduler``,
+    ``--kube-scheduler-pid``): its runs are live (see the module's docstring)."""
+
+    @property
+    def apiserver_pid(self) -> int | None:
+        return pid_file(self.state, "kube-apiserver")
+
+    @property
+    def etcd_pid(self) -> int | None:
+        return pid_file(self.state, "etcd")
+
+
+def cmdline(pid: int | None) -> list[str]:
+    """The arguments of ``pid`` (its QPS shows there), or none."""
+    if pid is None:
+        return []
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[1:-1]
+    return []
+
+
+def _kube_bin(name: str) -> Path:
+    cache = os.environ.get("SLUICE_K8S_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sluice-k8s/v1.36.2"
+    )
+    return Path(cache) / "bin" / name
+
+
+def start_control_plane(state: Path) -> ControlPlane:
+    """``up --state STATE`` (without kube-scheduler: each kube-scheduler run starts its
+    own, with the same QPS as Sluice's)."""
+    subprocess.run(
+        [str(K8S_DIR / "up"), "--state", str(state)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=sys.stderr,
+    )
+    return ControlPlane(state / "kubeconfig", state, started=True)
+
+
+def kube_scheduler_argv(kubeconfig: Path, qps: float, burst: int) -> list[str]:
+    """The stock kube-scheduler as ``up --kube-scheduler`` starts it, but at Sluice's QPS
+    (``up`` leaves it at its default 50, which would cap it at 50 binds a second)."""
+    return [
+        str(_kube_bin("kube-scheduler")),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={_free_port()}",
+        "--leader-elect=false",
+        f"--kube-api-qps={qps:g}",
+        f"--kube-api-burst={burst}",
+        "--v=1",
+    ]
+
+
+def stop_control_plane(plane: ControlPlane) -> None:
+    if plane.started and plane.state is not None:
+        subprocess.run(
+            [str(K8S_DIR / "down"), str(plane.state)],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=sys.stderr,
+        )
+
+
+# --------------------------------------------------------------------------- API helpers
+
+
+async def bounded(limit: int, jobs: Iterable[Callable[[], Awaitable[None]]]) -> None:
+    """Run ``jobs`` with at most ``limit`` at once; the first failure ends them all."""
+    it = iter(jobs)
+
+    async def worker() -> None:
+        for job in it:
+            await job()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(limit):
+            tg.start_soon(worker)
+
+
+async def create(api: KubeClient, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create ``obj`` (retried on 5xx/429 a few times: setup must not fail for a blip)."""
+    for attempt in range(5):
+        try:
+            return await api.request("POST", path, body=obj, kind=obj["kind"], timeout=60)
+        except AlreadyExistsError:
+            raise
+        except ApiError:
+            if attempt == 4:
+                raise
+            await anyio.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def _patch_status(api: KubeClient, path: str, patch: dict[str, Any]) -> None:
+    await api.request("PATCH", path, body=patch, content_type=MERGE_PATCH, timeout=60)
+
+
+async def ensure_cluster_objects(api: KubeClient) -> None:
+    """The CRDs of ``crds/`` (served), the Queue ``default`` and the PriorityClass
+    ``bench-high``, each created when missing."""
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for crd_file in sorted((ROOT / "crds").glob("*.yaml")):
+        for doc in yaml.safe_load_all(crd_file.read_text()):
+            if isinstance(doc, dict):
+                with contextlib.suppress(AlreadyExistsError):
+                    await api.request("POST", crd_path, body=doc, kind="CustomResourceDefinition")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await api.request("GET", QUEUES.path())
+            await api.request("GET", POD_GROUPS.path("default"))
+            break
+        except (NotFoundError, TooManyRequestsError):  # 429: "storage is (re)initializing"
+            if time.monotonic() > deadline:
+                raise
+            await anyio.sleep(0.5)
+    queue = {
+        "apiVersion": L.API_VERSION,
+        "kind": "Queue",
+        "metadata": {"name": L.DEFAULT_QUEUE},
+        "spec": {"weight": 1},
+    }
+    with contextlib.suppress(AlreadyExistsError):
+        await api.request("POST", QUEUES.path(), body=queue, kind="Queue")
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": HIGH_PRIORITY_CLASS},
+        "value": HIGH_PRIORITY,
+        "description": "the preemptors of python -m bench real",
+    }
+    with contextlib.suppress(AlreadyExistsError):
+        await api.request(
+            "POST",
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            body=priority_class,
+            kind="PriorityClass",
+        )
+
+
+async def list_all(api: KubeClient, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
+    """Every item of a (paged) list, and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    version = ""
+    while True:
+        q = [*query, ("limit", "1000")] + ([("continue", token)] if token else [])
+        doc = await api.request("GET", path, query=q, timeout=120)
+        items.extend(doc.get("items") or ())
+        meta = doc.get("metadata") or {}
+        version = version or str(meta.get("resourceVersion") or "")
+        token = str(meta.get("continue") or "")
+        if not token:
+            return items, version
+
+
+async def setup_run(
+    api: KubeClient,
+    shape: Shape,
+    run: str,
+    *,
+    scheduler_name: str,
+    pod_groups: bool,
+    concurrency: int,
+) -> None:
+    """The namespace, nodes (with status), running pods (bound, Running) and PodGroups."""
+    await create(
+        api,
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": run}},
+    )
+
+    def node_job(i: int) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            obj = node_object(run, i)
+            await create(api, NODES.path(), obj)
+            name = obj["metadata"]["name"]
+            await _patch_status(api, NODES.path(None, name, "status"), node_status())
+
+        return job
+
+    await bounded(concurrency, (node_job(i) for i in range(shape.nodes)))
+
+    def running_job(i: int) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            name = f"running-{i}"
+            obj = pod_object(
+                run,
+                name,
+                scheduler_name=scheduler_name,
+                cpu=shape.running_cpu,
+                node_name=f"{run}-node-{i % shape.nodes}",
+            )
+            await create(api, PODS.path(run), obj)
+            await _patch_status(api, PODS.path(run, name, "status"), running_status())
+
+        return job
+
+    await bounded(concurrency, (running_job(i) for i in range(shape.running)))
+    if pod_groups and shape.gang_size:
+        groups = -(-shape.pods // shape.gang_size)
+
+        def group_job(g: int) -> Callable[[], Awaitable[None]]:
+            async def job() -> None:
+                members = min(shape.gang_size, shape.pods - g * shape.gang_size)
+                await create(api, POD_GROUPS.path(run), pod_group_object(run, f"gang-{g}", members))
+
+            return job
+
+        await bounded(concurrency, (group_job(g) for g in range(groups)))
+
+
+async def cleanup_run(api: KubeClient, run: str) -> None:
+    """Delete the run's pods (grace period 0: no kubelet finishes them), nodes, PodGroups
+    and events. The namespace stays (no namespace controller would finish deleting it)."""
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    selector = [("labelSelector", f"{RUN_LABEL}={run}")]
+    for path, query in (
+        (PODS.path(run), ()),
+        (NODES.path(), selector),
+        (POD_GROUPS.path(run), ()),
+        (EVENTS.path(run), ()),
+        ("/api/v1/namespaces/" + run + "/events", ()),
+    ):
+        with contextlib.suppress(NotFoundError):
+            await api.request("DELETE", path, query=query, body=now, timeout=600)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+class FirstSeen:
+    """Lists then watches ``path`` (with ``query``) and notes when each key is first seen
+    (``time.monotonic``): ``key_of(obj)`` is the key of an object, or None to ignore it.
+    ``done`` is set, and ``on_done`` called, once every key of ``expected`` was seen."""
+
+    def __init__(
+        self,
+        api: KubeClient,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        key_of: Callable[[dict[str, Any]], str | None],
+        expected: set[str],
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.query = list(query)
+        self.key_of = key_of
+        self.expected = expected
+        self.seen: dict[str, float] = {}
+        self.done = anyio.Event()
+        self.on_done: Callable[[], None] | None = None
+        self.restarts = 0
+
+    def _see(self, obj: dict[str, Any]) -> None:
+        key = self.key_of(obj)
+        if key is not None and key in self.expected and key not in self.seen:
+            self.seen[key] = time.monotonic()
+            if len(self.seen) == len(self.expected) and not self.done.is_set():
+                if self.on_done is not None:
+                    self.on_done()
+                self.done.set()
+
+    async def _list(self) -> str:
+        items, version = await list_all(self.api, self.path, self.query)
+        for item in items:
+            self._see(item)
+        return str(version)
+
+    async def run_watch(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        version = await self._list()
+        task_status.started()
+        while not self.done.is_set():
+            try:
+                async with self.api.stream(
+                    self.path,
+                    query=[
+                        *self.query,
+                        ("watch", "true"),
+                        ("allowWatchBookmarks", "true"),
+                        ("resourceVersion", version),
+                        ("timeoutSeconds", "600"),
+                    ],
+                    timeout=aiohttp.ClientTimeout(total=700, sock_connect=10),
+                ) as reader:
+                    while (line := await reader.read()) is not None:
+                        obj = line.get("object") or {}
+                        kind = line.get("type")
+                        if kind == "ERROR":
+                            raise GoneError(str(obj.get("message")))
+                        version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                        if kind in ("ADDED", "MODIFIED"):
+                            self._see(obj)
+            except GoneError:
+                self.restarts += 1
+                version = await self._list()
+            except ApiError:
+                self.restarts += 1
+                await anyio.sleep(0.2)
+
+
+def bound_pod(obj: dict[str, Any]) -> str | None:
+    """The name of a pod that has a node, else None."""
+    if (obj.get("spec") or {}).get("nodeName"):
+        return str((obj.get("metadata") or {}).get("name"))
+    return None
+
+
+def scheduled_event(obj: dict[str, Any]) -> str | None:
+    """The name of the pod a ``Scheduled`` Event (events.k8s.io/v1) is about, else None."""
+    if obj.get("reason") == "Scheduled":
+        return str((obj.get("regarding") or {}).get("name"))
+    return None
+
+
+def bind_watch(api: KubeClient, run: str, names: set[str]) -> FirstSeen:
+    """When each measured pod is first seen bound (only bound pods are sent)."""
+    return FirstSeen(api, PODS.path(run), [("fieldSelector", "spec.nodeName!=")], bound_pod, names)
+
+
+def event_watch(api: KubeClient, run: str, names: set[str]) -> FirstSeen:
+    """When the Scheduled event of each measured pod is first seen."""
+    return FirstSeen(api, EVENTS.path(run), [], scheduled_event, names)
+
+
+def throughput(times: Sequence[float], total: int) -> dict[str, float | None]:
+    """Binds a second from the first bind to the last, and between 10 % and 90 %."""
+    ts = sorted(times)
+    out: dict[str, float | None] = {"binds_per_second": None, "binds_per_second_10_90": None}
+    if len(ts) >= 2 and ts[-1] > ts[0]:
+        out["binds_per_second"] = round((len(ts) - 1) / (ts[-1] - ts[0]), 1)
+    if total >= 10 and len(ts) >= total:
+        lo, hi = ts[int(total * 0.1)], ts[int(total * 0.9) - 1]
+        if hi > lo:
+            out["binds_per_second_10_90"] = round(
+                (int(total * 0.9) - 1 - int(total * 0.1)) / (hi - lo), 1
+            )
+    return out
+
+
+async def count_scheduled_events(api: KubeClient, run: str) -> int:
+    items, _ = await list_all(api, EVENTS.path(run))
+    return sum(1 for e in items if e.get("reason") == "Scheduled")
+
+
+def binding(run: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": run, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+async def create_pods(
+    api: KubeClient, run: str, pods: list[dict[str, Any]], limit: int, *, nodes: int = 0
+) -> dict[str, str]:
+    """Create ``pods``, ``limit`` at once; with ``nodes``, bind each at once after its
+    create, round-robin over the run's nodes (the live raw run). Returns name -> uid."""
+    uids: dict[str, str] = {}
+
+    def job(i: int) -> Callable[[], Awaitable[None]]:
+        async def go() -> None:
+            name = pods[i]["metadata"]["name"]
+            created = await create(api, PODS.path(run), pods[i])
+            uids[name] = created["metadata"]["uid"]
+            if nodes:
+                body = binding(run, name, uids[name], f"{run}-node-{i % nodes}")
+                await api.request("POST", PODS.path(run, name, "binding"), body=body, kind="Pod")
+
+        return go
+
+    await bounded(limit, (job(i) for i in range(len(pods))))
+    return uids
+
+
+async def bind_all(
+    api: KubeClient, run: str, uids: dict[str, str], *, nodes: int, limit: int
+) -> None:
+    """The raw run: bind every pod of ``uids`` (name -> uid, in creation order),
+    round-robin over the run's nodes, ``limit`` at once."""
+    names = list(uids)
+
+    def job(i: int) -> Callable[[], Awaitable[None]]:
+        async def go() -> None:
+            body = binding(run, names[i], uids[names[i]], f"{run}-node-{i % nodes}")
+            await api.request("POST", PODS.path(run, names[i], "binding"), body=body, kind="Pod")
+
+        return go
+
+    await bounded(limit, (job(i) for i in range(len(names))))

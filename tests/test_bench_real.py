@@ -1,0 +1,186 @@
+"""bench/real.py, bench/real_cluster.py: the objects of a run, the figures (no API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import real, real_cluster
+from scheduler.api import labels as L
+
+
+@pytest.mark.parametrize(
+    ("times", "total", "expected"),
+    [
+        ([], 10, {"binds_per_second": None, "binds_per_second_10_90": None}),
+        ([1.0], 1, {"binds_per_second": None, "binds_per_second_10_90": None}),
+        # 11 binds 0.1 s apart: 10 intervals in 1 s; 10 % (index 1) to 90 % (index 8)
+        (
+            [i / 10 for i in range(11)],
+            11,
+            {"binds_per_second": 10.0, "binds_per_second_10_90": 10.0},
+        ),
+        # a slow start and tail do not count between 10 and 90 %
+        (
+            [0.0, *[5 + i / 100 for i in range(18)], 30.0],
+            20,
+            {"binds_per_second": 0.6, "binds_per_second_10_90": 100.0},
+        ),
+        # not all bound: no 10-90 figure (its 90 % is not known)
+        (
+            [i / 10 for i in range(5)],
+            10,
+            {"binds_per_second": 10.0, "binds_per_second_10_90": None},
+        ),
+    ],
+    ids=["none", "one", "steady", "slow-ends", "incomplete"],
+)
+def test_throughput(times: list[float], total: int, expected: dict[str, Any]) -> None:
+    assert real_cluster.throughput(times, total) == expected
+
+
+@pytest.mark.parametrize(
+    ("shape", "scheduler", "names", "groups", "priority_class"),
+    [
+        ("scheduling-basic", "default-scheduler", ["pod-0", "pod-1"], [None, None], None),
+        ("preemption-basic", L.SCHEDULER_NAME, ["pod-0", "pod-1"], [None, None], "bench-high"),
+        ("gang", L.SCHEDULER_NAME, ["gang-0-0", "gang-0-1"], ["gang-0", "gang-0"], None),
+    ],
+    ids=["basic", "preemptors", "gang"],
+)
+def test_measured_pods(
+    shape: str, scheduler: str, names: list[str], groups: list[str | None], priority_class: str
+) -> None:
+    pods = real_cluster.measured_pods(real_cluster.SHAPES[shape], "run-1", scheduler)
+    assert len(pods) == real_cluster.SHAPES[shape].pods
+    assert [p["metadata"]["name"] for p in pods[:2]] == names
+    assert [p["metadata"]["labels"].get(L.POD_GROUP_LABEL) for p in pods[:2]] == groups
+    for p in pods[:2]:
+        spec = p["spec"]
+        assert p["metadata"]["namespace"] == "run-1"
+        assert spec["schedulerName"] == scheduler
+        assert spec["nodeSelector"] == {real_cluster.RUN_LABEL: "run-1"}  # only its run's nodes
+        assert spec.get("priorityClassName") == priority_class
+        assert "priority" not in spec  # Priority admission refuses a priority it did not set
+        assert spec["containers"][0]["resources"]["requests"]["cpu"] == (
+            real_cluster.SHAPES[shape].pod_cpu
+        )
+
+
+def test_gang_pods_fill_their_groups() -> None:
+    shape = real_cluster.SHAPES["gang"]
+    pods = real_cluster.measured_pods(shape, "r", L.SCHEDULER_NAME)
+    groups: dict[str, int] = {}
+    for p in pods:
+        g = p["metadata"]["labels"][L.POD_GROUP_LABEL]
+        groups[g] = groups.get(g, 0) + 1
+    assert len(groups) == 500 and set(groups.values()) == {16}
+
+
+def test_nodes_and_running_pods_belong_to_their_run() -> None:
+    node = real_cluster.node_object("run-2", 7)
+    assert node["metadata"]["name"] == "run-2-node-7"
+    assert node["metadata"]["labels"][real_cluster.RUN_LABEL] == "run-2"
+    running = real_cluster.pod_object(
+        "run-2", "running-0", scheduler_name="x", cpu="900m", node_name="run-2-node-0"
+    )
+    assert running["spec"]["nodeName"] == "run-2-node-0"
+    assert running["spec"]["terminationGracePeriodSeconds"] == 0  # victims go at once
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            [],
+            [
+                ("scheduling-basic", 5000, 1000, 10000),
+                ("preemption-basic", 1000, 4000, 1000),
+                ("gang", 1000, 0, 8000),
+            ],
+        ),
+        (["--shapes", "gang", "--scale", "0.1"], [("gang", 100, 0, 800)]),
+        (["--shapes", "gang", "--scale", "0.01"], [("gang", 10, 0, 80)]),  # whole gangs
+        (["--shapes", "scheduling-basic", "--scale", "0.001"], [("scheduling-basic", 5, 1, 10)]),
+    ],
+    ids=["defaults", "gang-tenth", "gang-whole-groups", "tiny"],
+)
+def test_shapes_scale(argv: list[str], expected: list[tuple[str, int, int, int]]) -> None:
+    shapes = real._shapes(real._parser().parse_args(argv))
+    assert [(s.name, s.nodes, s.running, s.pods) for s in shapes] == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--shapes", "nope"], ["--runners", "kube-scheduler,nope"], ["--scale", "0"]],
+    ids=["shape", "runner", "scale"],
+)
+def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
+    args = real._parser().parse_args(argv)
+    with pytest.raises(SystemExit) as caught:
+        real._shapes(args)
+        real._runners(args)
+    assert "\n" not in str(caught.value)
+
+
+def test_runners_run_in_their_fixed_order() -> None:
+    args = real._parser().parse_args(["--runners", "sluice,raw,kube-scheduler"])
+    assert real._runners(args) == ["kube-scheduler", "raw", "sluice"]
+
+
+def test_compare_gives_ratios_to_kube_scheduler_and_raw() -> None:
+    runs = [
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "pods_per_second": 20.0,
+        },
+        {"shape": "s", "runner": "raw", "binds_per_second_10_90": 400.0, "pods_per_second": 400.0},
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 300.0,
+            "pods_per_second": 50.0,
+        },
+        {"shape": "s", "runner": "sluice-event-qps", "binds_per_second": 360.0},
+        {"shape": "other", "runner": "sluice", "binds_per_second_10_90": 1.0},
+    ]
+    out = real.compare("s", runs)
+    assert out["sluice_vs_kube_scheduler"] == 1.5
+    assert out["sluice_vs_raw"] == 0.75
+    assert out["sluice_vs_kube_scheduler_overall"] == 2.5
+    assert out["sluice_vs_raw_overall"] == 0.12
+    assert out["sluice-event-qps_vs_kube_scheduler"] == 1.8  # falls back to first-to-last
+    assert out["sluice-event-qps_vs_raw"] == 0.9
+    assert "sluice-event-qps_vs_raw_overall" not in out  # no figure, no ratio
+    assert out["sluice"]["pods_per_second"] == 50.0
+
+
+def test_metric_sum_adds_every_label_set() -> None:
+    text = (
+        "# HELP scheduler_events_dropped_total x\n"
+        'scheduler_events_dropped_total{reason="limit"} 2.0\n'
+        'scheduler_events_dropped_total{reason="queue_full"} 3.0\n'
+        "scheduler_events_dropped_totalx 9.0\n"
+    )
+    assert real._metric_sum(text, "scheduler_events_dropped_total") == 5.0
+
+
+@pytest.mark.parametrize(
+    ("key_of", "obj", "expected"),
+    [
+        (real_cluster.bound_pod, {"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}, "p"),
+        (real_cluster.bound_pod, {"metadata": {"name": "p"}, "spec": {}}, None),
+        (real_cluster.scheduled_event, {"reason": "Scheduled", "regarding": {"name": "p"}}, "p"),
+        (
+            real_cluster.scheduled_event,
+            {"reason": "FailedScheduling", "regarding": {"name": "p"}},
+            None,
+        ),
+    ],
+    ids=["bound", "pending", "scheduled", "other-reason"],
+)
+def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str | None) -> None:
+    assert key_of(obj) == expected

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import gang_preemption, http_workload, idle, preemption, reclaim
+from bench import gang_preemption, http_workload, idle, preemption, reclaim, storm
 from bench.workloads import DEFAULTS, Workload, run
 
 WORKLOADS: dict[str, Any] = {
@@ -30,11 +30,12 @@ WORKLOADS: dict[str, Any] = {
     **reclaim.WORKLOADS,
     **gang_preemption.WORKLOADS,
     **idle.WORKLOADS,
+    **storm.WORKLOADS,
     **http_workload.WORKLOADS,
 }
 GROUPS = {
     "all": list(WORKLOADS),
-    "preemption": [*preemption.WORKLOADS, *gang_preemption.WORKLOADS],
+    "preemption": [*preemption.WORKLOADS, *storm.WORKLOADS, *gang_preemption.WORKLOADS],
     "queues": list(reclaim.WORKLOADS),
     "idle": list(idle.WORKLOADS),
     "http": list(http_workload.WORKLOADS),
@@ -80,6 +81,7 @@ def _workload(
     | reclaim.ReclaimWorkload
     | gang_preemption.GangPreemptionWorkload
     | idle.IdleWorkload
+    | storm.StormWorkload
 ):
     w = WORKLOADS[name]
     changes: dict[str, Any] = {}
@@ -111,6 +113,8 @@ def _child(args: argparse.Namespace) -> int:
         figures = gang_preemption.run(w, wrap=wrap)
     elif isinstance(w, idle.IdleWorkload):
         figures = idle.run(w, wrap=wrap)
+    elif isinstance(w, storm.StormWorkload):
+        figures = storm.run(w, wrap=wrap)
     elif w.name in http_workload.WORKLOADS:
         figures = http_workload.run(w, wrap=wrap)
     else:

@@ -1,9 +1,9 @@
 """The preemption workloads: kube-scheduler's PreemptionBasic and PreemptionAsync, and
-PreemptionStorm.
+PreemptionBurst.
 
 They run the real loop on the embedded cluster on the real clock, with every API call of
 the embedded cluster taking ``API_LATENCY`` seconds (bind, delete, evict, patch, create;
-deletes ``STORM_DELETE_LATENCY`` in PreemptionStorm), and with the feature gate
+deletes ``BURST_DELETE_LATENCY`` in PreemptionBurst), and with the feature gate
 ``SchedulerAsyncPreemption`` on or off (the ``-off`` names).
 The pod templates are scheduler_perf's (``config/templates/pod-*.yaml``):
 
@@ -22,8 +22,8 @@ cycle the high-priority pods are created in one burst; they are the measured pod
 **PreemptionAsync**: the same start; after the first cycle a high-priority pod is due
 every ``CHURN_INTERVAL`` seconds (kube's ``churn`` op) until every measured pod is bound,
 and ``MEASURED_AT`` seconds after the churn started the default pods are created in one
-burst; they are the measured pods. **PreemptionStorm**: PreemptionBasic's burst at
-``STORM_SHAPE``'s size behind slow deletes; each preemptor's time from the cycle that
+burst; they are the measured pods. **PreemptionBurst**: PreemptionBasic's burst at
+``BURST_SHAPE``'s size behind slow deletes; each preemptor's time from the cycle that
 chose its victims to their deletion (when its gate can open) and to its bind is
 reported. The preemptors' time from creation to binding is
 reported beside. The embedded cluster shares the one thread with the scheduler, so a
@@ -103,9 +103,9 @@ KUBE_SHAPES: dict[str, dict[str, int]] = {
     "async": {"nodes": 5000, "running": 20000, "pods": 5000},
 }
 """scheduler_perf's sizes (``misc/performance-config.yaml``); ``scaled_from`` when not."""
-STORM_DELETE_LATENCY = 0.1
-"""PreemptionStorm: seconds every delete takes (a slow API server, or admission)."""
-STORM_SHAPE: dict[str, int] = {"nodes": 500, "running": 2000, "pods": 500}
+BURST_DELETE_LATENCY = 0.1
+"""PreemptionBurst: seconds every delete takes (a slow API server, or admission)."""
+BURST_SHAPE: dict[str, int] = {"nodes": 500, "running": 2000, "pods": 500}
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +154,13 @@ WORKLOADS: dict[str, PreemptionWorkload] = {
         **KUBE_SHAPES["async"],
     ),
     **_pair(
-        "storm",
-        "PreemptionStorm",
+        "burst",
+        "PreemptionBurst",
         "500 nodes, 2,000 low-priority pods of 900m, then 500 pods of priority 10 asking "
         "3 CPU at once, each with three victims of its own; every delete 100 ms, the other "
         "calls 20 ms",
-        delete_latency=STORM_DELETE_LATENCY,
-        **STORM_SHAPE,
+        delete_latency=BURST_DELETE_LATENCY,
+        **BURST_SHAPE,
     ),
 }
 
@@ -334,7 +334,7 @@ def run(
     src = f"bench:{w.name}"
     arrivals = [Arrival(0.0, node(i), src) for i in range(w.nodes)]
     arrivals.extend(Arrival(0.0, low_pod(i, f"node-{i % w.nodes}"), src) for i in range(w.running))
-    if w.shape in ("basic", "storm"):
+    if w.shape in ("basic", "burst"):
         measured = [high_pod(i) for i in range(w.pods)]
     else:
         measured = [default_pod(i) for i in range(w.pods)]
@@ -472,7 +472,7 @@ def _figures(
         "no node over-allocated": not over,
         "no failed delete": tracker.failed_deletes == 0,
     }
-    if w.shape in ("basic", "storm"):
+    if w.shape in ("basic", "burst"):
         checks["three victims per preemptor"] = (
             set(tracker.decided.values()) == {VICTIMS_PER_PREEMPTOR}
             and len(tracker.decided) == w.pods
@@ -481,7 +481,7 @@ def _figures(
     if deadline_hit:
         failures.append(f"stopped after {DEADLINE:.0f} s with measured pods unbound")
     here_sizes = {"nodes": w.nodes, "running": w.running, "pods": w.pods}
-    kube = KUBE_SHAPES.get(w.shape, STORM_SHAPE if w.shape == "storm" else here_sizes)
+    kube = KUBE_SHAPES.get(w.shape, BURST_SHAPE if w.shape == "burst" else here_sizes)
     here = {"nodes": w.nodes, "running": w.running, "pods": w.pods}
     gates = resolved.config.feature_gates
     return {

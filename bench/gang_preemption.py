@@ -21,7 +21,6 @@ over-allocated. Target: at least 100 pods/s.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,7 +28,8 @@ from typing import Any
 
 import anyio
 
-from bench.workloads import NAMESPACE, _r, peak_rss_mb, source_revision
+from bench.common import NODE, HoldingSimulation, cpu_node, machine, run_driven
+from bench.workloads import NAMESPACE, _r, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.framework.effects import Evict
@@ -44,7 +44,6 @@ API_LATENCY = 0.02
 DEADLINE = 600.0
 SETTLE = 3.0
 """Seconds the run goes on after the last preemptor is bound (nothing more may go)."""
-NODE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
 LOW = {"cpu": "1", "memory": "100Mi"}
 HIGH = {"cpu": "4", "memory": "100Mi"}
 GANG = 8
@@ -68,15 +67,6 @@ class GangPreemptionWorkload:
 
 
 WORKLOADS = {"gang-preemption": GangPreemptionWorkload()}
-
-
-def _node(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": f"node-{i}"},
-        "status": {"allocatable": dict(NODE), "capacity": dict(NODE)},
-    }
 
 
 def _group(name: str, min_member: int) -> dict[str, Any]:
@@ -132,13 +122,6 @@ def high_objects(pods: int) -> list[dict[str, Any]]:
     return out
 
 
-class _Simulation(Simulation):
-    holding = True
-
-    def _should_stop(self, report: CycleReport) -> bool:
-        return not self.holding and super()._should_stop(report)
-
-
 def _milli(text: str) -> int:
     return int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
 
@@ -157,7 +140,7 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
     quiet()
     load_before = os.getloadavg()
     src = "bench:gang-preemption"
-    arrivals = [Arrival(0.0, _node(i), src) for i in range(w.nodes)]
+    arrivals = [Arrival(0.0, cpu_node(i), src) for i in range(w.nodes)]
     arrivals += [Arrival(0.0, o, src) for o in low_objects(w.nodes, w.running)]
     burst = high_objects(w.pods)
     preemptors = sum(1 for o in burst if o["kind"] == "Pod")
@@ -184,7 +167,7 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
         elif call.kind in ("delete", "evict"):
             (deleted if call.ok else failed).append(call.ref.name)
 
-    sim = _Simulation(
+    sim = HoldingSimulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         behaviour=ApiBehaviour(latency=dict.fromkeys(CALL_KINDS, API_LATENCY)),
@@ -212,17 +195,8 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
         sim.holding = False
         sim.loop.stop()
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drive)
-            await sim.run()
-            tg.cancel_scope.cancel()
-
     t0 = time.monotonic()
-    if wrap is None:
-        anyio.run(main)
-    else:
-        wrap(lambda: anyio.run(main))
+    run_driven(sim, drive, wrap)
     run_seconds = time.monotonic() - t0
     seconds = times["done"] - times["submitted"]
     running: Counter[str] = Counter()
@@ -276,15 +250,9 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
         },
         "run_seconds": _r(run_seconds),
         "peak_rss_mb": peak_rss_mb(),
-        "load_average": {
-            "before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **machine(load_before),
         "checks": checks,
         "failures": [name for name, ok in checks.items() if not ok],
         "part_broken_gangs": part_broken[:10],
         "over_allocated_nodes": over[:10],
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "revision": source_revision(),
     }

@@ -16,26 +16,24 @@ Target: under 5 % of one core.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from bench.workloads import NAMESPACE, _r, peak_rss_mb, source_revision
+from bench.common import HoldingSimulation, cpu_node, machine, run_driven
+from bench.workloads import NAMESPACE, _r, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.backend import ApiCall
-from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
 
 WINDOW = 20.0
 """Seconds of steady state measured."""
 DEADLINE = 300.0
-NODE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
 POD = {"cpu": "500m", "memory": "100Mi"}
 GANG = 8
 TARGET_CORE_SHARE = 0.05
@@ -55,15 +53,6 @@ class IdleWorkload:
 
 
 WORKLOADS = {"idle-gangs": IdleWorkload()}
-
-
-def _node(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": f"node-{i}"},
-        "status": {"allocatable": dict(NODE), "capacity": dict(NODE)},
-    }
 
 
 def _objects(gangs: int) -> list[dict[str, Any]]:
@@ -98,20 +87,13 @@ def _objects(gangs: int) -> list[dict[str, Any]]:
     return out
 
 
-class _Simulation(Simulation):
-    holding = True
-
-    def _should_stop(self, report: CycleReport) -> bool:
-        return not self.holding and super()._should_stop(report)
-
-
 def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
     quiet()
     load_before = os.getloadavg()
     src = "bench:idle-gangs"
     gangs = w.pods // GANG
     fit = min(gangs, w.nodes)
-    arrivals = [Arrival(0.0, _node(i), src) for i in range(w.nodes)]
+    arrivals = [Arrival(0.0, cpu_node(i), src) for i in range(w.nodes)]
     arrivals += [Arrival(0.0, o, src) for o in _objects(gangs)]
     resolved = app.resolve()
     cycles: list[tuple[float, CycleReport]] = []
@@ -125,7 +107,7 @@ def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
         if call.kind == "bind" and call.ok:
             bound.append(call.ref.name)
 
-    sim = _Simulation(
+    sim = HoldingSimulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         real_time=True,
@@ -147,17 +129,8 @@ def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
         sim.holding = False
         sim.loop.stop()
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drive)
-            await sim.run()
-            tg.cancel_scope.cancel()
-
     t0 = time.monotonic()
-    if wrap is None:
-        anyio.run(main)
-    else:
-        wrap(lambda: anyio.run(main))
+    run_driven(sim, drive, wrap)
     wall = times["end"] - times["start"]
     cpu = times["cpu_end"] - times["cpu_start"]
     steady = cycles[times["cycles_start"] :]
@@ -195,13 +168,7 @@ def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
         ),
         "run_seconds": _r(time.monotonic() - t0),
         "peak_rss_mb": peak_rss_mb(),
-        "load_average": {
-            "before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **machine(load_before),
         "checks": checks,
         "failures": [name for name, ok in checks.items() if not ok],
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "revision": source_revision(),
     }

@@ -52,6 +52,7 @@ from typing import Any
 
 import anyio
 
+from bench.common import HoldingSimulation
 from bench.workloads import (
     NAMESPACE,
     NODE_ALLOCATABLE,
@@ -296,15 +297,6 @@ class Tracker:
         return sum(1 for k, t in self.due.items() if self.created.get(k, t) - t > slack)
 
 
-class _Simulation(Simulation):
-    """A Simulation that does not stop while the driver still has pods to create."""
-
-    holding = True
-
-    def _should_stop(self, report: CycleReport) -> bool:
-        return not self.holding and super()._should_stop(report)
-
-
 def _over_allocated(sim: Simulation) -> list[str]:
     """Nodes whose pods (not yet removed) request more CPU or pods than allocatable."""
     cpu: Counter[str] = Counter()
@@ -347,7 +339,7 @@ def run(
         meter.on_cycle(report, events)
         tracker.on_cycle(report)
 
-    sim = _Simulation(
+    sim = HoldingSimulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         behaviour=ApiBehaviour(

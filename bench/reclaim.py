@@ -18,28 +18,26 @@ share within 10 s of submitting.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from bench.workloads import NAMESPACE, _r, peak_rss_mb, source_revision
+from bench.common import HoldingSimulation, cpu_node, machine, run_driven
+from bench.workloads import NAMESPACE, _r, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.backend import ApiCall
 from scheduler.sim.faults import CALL_KINDS, ApiBehaviour
-from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
 
 API_LATENCY = 0.02
 SETTLE = 5.0
 """Seconds the run goes on after ``b`` reached its share, to see that nothing more goes."""
 DEADLINE = 300.0
-NODE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
 POD = {"cpu": "1", "memory": "100Mi"}
 TARGET_SECONDS = 10.0
 
@@ -68,15 +66,6 @@ def _queue(name: str) -> dict[str, Any]:
     }
 
 
-def _node(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": f"node-{i}"},
-        "status": {"allocatable": dict(NODE), "capacity": dict(NODE)},
-    }
-
-
 def _pod(queue: str, i: int, node: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": L.SCHEDULER_NAME,
@@ -99,19 +88,12 @@ def _pod(queue: str, i: int, node: str | None = None) -> dict[str, Any]:
     return obj
 
 
-class _Simulation(Simulation):
-    holding = True
-
-    def _should_stop(self, report: CycleReport) -> bool:
-        return not self.holding and super()._should_stop(report)
-
-
 def run(w: ReclaimWorkload, *, wrap: Any = None) -> dict[str, Any]:
     quiet()
     load_before = os.getloadavg()
     src = "bench:reclaim"
     arrivals = [Arrival(0.0, _queue(q), src) for q in ("a", "b")]
-    arrivals += [Arrival(0.0, _node(i), src) for i in range(w.nodes)]
+    arrivals += [Arrival(0.0, cpu_node(i), src) for i in range(w.nodes)]
     arrivals += [Arrival(0.0, _pod("a", i, f"node-{i % w.nodes}"), src) for i in range(w.running)]
     burst = [_pod("b", i) for i in range(w.pods)]
     resolved = app.resolve()
@@ -133,7 +115,7 @@ def run(w: ReclaimWorkload, *, wrap: Any = None) -> dict[str, Any]:
             else:
                 failed.append(call.ref.name)
 
-    sim = _Simulation(
+    sim = HoldingSimulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         behaviour=ApiBehaviour(latency=dict.fromkeys(CALL_KINDS, API_LATENCY)),
@@ -162,17 +144,8 @@ def run(w: ReclaimWorkload, *, wrap: Any = None) -> dict[str, Any]:
         sim.holding = False
         sim.loop.stop()
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drive)
-            await sim.run()
-            tg.cancel_scope.cancel()
-
     t0 = time.monotonic()
-    if wrap is None:
-        anyio.run(main)
-    else:
-        wrap(lambda: anyio.run(main))
+    run_driven(sim, drive, wrap)
     run_seconds = time.monotonic() - t0
     submitted, at_share = times["submitted"], times["at_share"]
     seconds = at_share - submitted
@@ -215,13 +188,7 @@ def run(w: ReclaimWorkload, *, wrap: Any = None) -> dict[str, Any]:
         },
         "run_seconds": _r(run_seconds),
         "peak_rss_mb": peak_rss_mb(),
-        "load_average": {
-            "before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **machine(load_before),
         "checks": checks,
         "failures": [name for name, ok in checks.items() if not ok],
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "revision": source_revision(),
     }

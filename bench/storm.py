@@ -19,22 +19,21 @@ fifth of async off, and under 1.5 s.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from bench.common import HoldingSimulation, machine, run_driven
 from bench.preemption import (
     GATE,
     _over_allocated,
-    _Simulation,
     default_pod,
     high_pod,
     low_pod,
 )
-from bench.workloads import _r, node, peak_rss_mb, source_revision
+from bench.workloads import _r, node, peak_rss_mb
 from scheduler import app
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict
@@ -117,7 +116,7 @@ def run(w: StormWorkload, *, wrap: Any = None) -> dict[str, Any]:
         elif not call.ok:
             failed.append(f"{call.kind} {call.ref.key}")
 
-    sim = _Simulation(
+    sim = HoldingSimulation(
         Scenario(arrivals=arrivals, sources=[src]),
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         behaviour=ApiBehaviour(
@@ -158,16 +157,7 @@ def run(w: StormWorkload, *, wrap: Any = None) -> dict[str, Any]:
         sim.holding = False
         sim.loop.stop()
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drive)
-            await sim.run()
-            tg.cancel_scope.cancel()
-
-    if wrap is None:
-        anyio.run(main)
-    else:
-        wrap(lambda: anyio.run(main))
+    run_driven(sim, drive, wrap)
     latency = {
         kind: [bound[n] - due[n] for n in due if n.startswith(prefix) and n in bound]
         for kind, prefix in (("default", "default-"), ("preemptors", "high-"))
@@ -202,13 +192,7 @@ def run(w: StormWorkload, *, wrap: Any = None) -> dict[str, Any]:
         "failed_calls": failed[:10],
         "run_seconds": _r(times.get("end", 0.0) - times.get("start", 0.0)),
         "peak_rss_mb": peak_rss_mb(),
-        "load_average": {
-            "before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **machine(load_before),
         "checks": checks,
         "failures": [name for name, ok in checks.items() if not ok],
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "revision": source_revision(),
     }

@@ -29,36 +29,18 @@ from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from tests import simulated
 
 Obj = dict[str, Any]
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 
 
 def simulate(objects: list[Obj], *, on_cycle: Any = None, until: float | None = None) -> Simulation:
-    quiet()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cluster.yaml"
-        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
-        scenario = load_scenario([str(path)])
-    resolved = app.resolve()
-    sim = Simulation(
-        scenario,
-        lambda cache, ports: app.build_loop(resolved, cache, ports),
-        on_cycle=on_cycle,
-        until=until,
-        max_cycles=600,
-    )
-    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
-    return sim
-
-
-def scenario_objects(name: str) -> list[Obj]:
-    docs = yaml.safe_load_all((SCENARIOS / name).read_text())
-    return [d for d in docs if d and d.get("kind") != "Expectation"]
+    return simulated.simulate(objects, on_cycle=on_cycle, until=until, max_cycles=600)
 
 
 def test_what_users_see_of_a_reclaim() -> None:
-    sim = simulate(scenario_objects("reclaim_low_priority_from_high.yaml"))
+    sim = simulate(simulated.scenario_objects("reclaim_low_priority_from_high.yaml"))
     events, _ = sim.store.list("Event", "default")
     notes = [
         e["note"] for e in events if e["regarding"]["name"] == "a-1" and e["reason"] == "Preempted"

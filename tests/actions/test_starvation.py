@@ -30,6 +30,7 @@ from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from tests import simulated
 from tests.builders import pod_group
 
 Obj = dict[str, Any]
@@ -44,32 +45,8 @@ def simulate(
     on_cycle: Any = None,
     until: float | None = None,
 ) -> Simulation:
-    quiet()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cluster.yaml"
-        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
-        scenario = load_scenario([str(path)])
-    resolved = app.resolve(SchedulerConfiguration(actions=actions))
-    sim = Simulation(
-        scenario,
-        lambda cache, ports: app.build_loop(resolved, cache, ports),
-        on_cycle=on_cycle,
-        until=until,
-        max_cycles=2000,
-    )
-    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
-    return sim
-
-
-def scenario_objects(name: str) -> list[Obj]:
-    docs = yaml.safe_load_all((SCENARIOS / name).read_text())
-    items: list[Obj] = []
-    for d in docs:
-        if d and d.get("kind") == "List":
-            items.extend(d["items"])
-        elif d and d.get("kind") != "Expectation":
-            items.append(d)
-    return items
+    config = SchedulerConfiguration(actions=actions)
+    return simulated.simulate(objects, config=config, on_cycle=on_cycle, until=until)
 
 
 def node(name: str, cpu: str = "4") -> Obj:
@@ -147,7 +124,7 @@ def events_of(sim: Simulation, kind: str) -> list[dict[str, Any]]:
 
 
 def test_the_issue_scenario_with_and_without_protection() -> None:
-    objects = scenario_objects("starvation_stream_gang.yaml")
+    objects = simulated.scenario_objects("starvation_stream_gang.yaml")
     protected = simulate(objects)
     started = bound_at(protected, "big-0")
     assert started is not None and started - 5.0 <= 30.0, started
@@ -192,7 +169,7 @@ def test_the_reserved_condition_while_nodes_are_held() -> None:
         gauge = sim.loop.metrics.registry.get_sample_value("scheduler_reserved_nodes")
         seen.append((report.started, reserved[0]["message"] if reserved else None, gauge))
 
-    objects = scenario_objects("starvation_stream_gang.yaml")
+    objects = simulated.scenario_objects("starvation_stream_gang.yaml")
     quiet()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.yaml"

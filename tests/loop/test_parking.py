@@ -8,23 +8,16 @@ fit beside a cluster that is full, and the searches made for it counted cycle by
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-import yaml
 
-from scheduler import app
 from scheduler.actions import allocate
 from scheduler.api import labels as L
-from scheduler.logging import quiet
 from scheduler.loop.parking import Parking
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
-from scheduler.sim.scenario import load_scenario
+from tests import simulated
 
 Obj = dict[str, Any]
 
@@ -89,20 +82,11 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def simulate(objects: list[Obj], until: float, reports: list[CycleReport]) -> Simulation:
-    quiet()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cluster.yaml"
-        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
-        scenario = load_scenario([str(path)])
-    resolved = app.resolve()
-    sim = Simulation(
-        scenario,
-        lambda cache, ports: app.build_loop(resolved, cache, ports),
-        on_cycle=lambda report, fresh: reports.append(report),
-        until=until,
-    )
-    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
-    return sim
+    def keep(report: CycleReport, fresh: list[dict[str, Any]]) -> None:
+        del fresh
+        reports.append(report)
+
+    return simulated.simulate(objects, on_cycle=keep, until=until)
 
 
 def full_cluster() -> list[Obj]:

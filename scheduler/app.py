@@ -47,6 +47,7 @@ def build_loop(
             async_enabled=config.gate("SchedulerAsyncPreemption"),
             concurrency=config.bind_concurrency,
             wake=loop.wake,
+            outcomes=loop.outcomes,
         )
         cache.on_pod_deleted.append(executor.pod_deleted)
         loop.preemption = executor

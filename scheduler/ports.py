@@ -6,7 +6,9 @@ the embedded cluster, so the loop cannot tell them apart.
 
 Every method that touches the cluster is a coroutine and raises only
 :class:`scheduler.api.errors.ApiError` subclasses (backends translate their library's
-errors). Callers own retries: a port makes one attempt.
+errors). Callers own retries: a port makes one attempt. A write that raises
+:class:`~scheduler.api.errors.AmbiguousError` may have taken effect; its caller learns
+the outcome from the events or by a read (:class:`PodReader`) before undoing anything.
 """
 
 from __future__ import annotations
@@ -100,6 +102,25 @@ class StatusWriter(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PodState:
+    """A pod as one read of the API server shows it."""
+
+    node_name: str
+    """The node it is bound to; "" while unbound."""
+    terminating: bool
+    """Its deletion has begun (``metadata.deletionTimestamp`` is set)."""
+
+
+class PodReader(Protocol):
+    async def read_pod(self, pod: ObjectRef) -> PodState | None:
+        """The pod as the API server has it now; None when it is gone, or when the pod of
+        that name has another uid than ``pod.uid`` (a new pod). One attempt; a failure
+        raises an ApiError (a ServerError when the server could not answer). Called to
+        learn the outcome of an ambiguous write; reads change nothing."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """A Kubernetes event about ``regarding`` (events.k8s.io/v1 shape)."""
 
@@ -126,3 +147,6 @@ class ClusterPorts:
     status: StatusWriter
     events: EventRecorder
     clock: Clock
+    reader: PodReader | None = None
+    """Reads pods to learn the outcome of ambiguous writes. Without one, outcomes are
+    learnt from the events alone (see :mod:`scheduler.preemption.outcomes`)."""

@@ -19,14 +19,25 @@
         ├── InvalidObjectError     422: the object fails validation; carries field causes
         ├── GoneError              410: the resourceVersion of a watch is too old
         ├── TooManyRequestsError   429: an eviction refused by a PodDisruptionBudget, rate limits
-        └── ServerError            5xx, timeouts, injected faults: retry later
+        └── ServerError            the request was refused or never sent (cannot connect,
+            │                      injected refusal): it did not take effect; retry later
+            └── AmbiguousError     the outcome is unknown: 5xx, a timeout, the connection
+                                   reset or closed before the reply, a reply that cannot
+                                   be read. A write may have taken effect
 
 Expected outcomes (a pod does not fit) are values, never exceptions. Adapters translate
 library errors into this tree and chain them with ``raise ... from``.
+
+Refused or ambiguous: a ServerError that is not an AmbiguousError means the call did not
+take effect, so its caller may undo what it assumed of it. An AmbiguousError does not say:
+the caller keeps its assumption until it learns the outcome (an event shows it, or a read
+of the object does), as the loop does for binds and the preemption executor for evictions
+and status patches. Code that only retries catches ServerError and gets both.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -144,4 +155,26 @@ class TooManyRequestsError(ApiError):
 
 
 class ServerError(ApiError):
+    """The call failed and did not take effect (refused before it was applied, or never
+    sent). Retry later. Its subclass :class:`AmbiguousError` is the exception."""
+
     code = 500
+
+
+class AmbiguousError(ServerError):
+    """The call's outcome is unknown: the server answered 5xx, the request timed out, or the
+    connection was reset or closed before the reply could be read. A write may have been
+    applied. Callers that assumed its effect keep the assumption until they learn the
+    outcome (see the module docstring)."""
+
+
+_ASSIGNED = re.compile(r'already assigned to node "([^"]+)"')
+
+
+def assigned_node(exc: ApiError) -> str:
+    """The node a 409 on a binding says the pod is already assigned to (the API server's
+    message: ``pod ns/name is already assigned to node "n1"``), or "" if it names none."""
+    if not isinstance(exc, ConflictError):
+        return ""
+    m = _ASSIGNED.search(str(exc))
+    return m.group(1) if m else ""

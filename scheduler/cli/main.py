@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KIND=RATE,...",
         help="failure rate per call kind, within [0, 1]",
     )
+    sim.add_argument(
+        "--api-lost-replies",
+        default="",
+        metavar="KIND=RATE,...",
+        help="rate per call kind, within [0, 1], of calls applied whose reply is then lost "
+        "(the scheduler gets an error and must learn the outcome)",
+    )
     sim.add_argument("--seed", type=int, help="seed of the random failures")
     sim.add_argument(
         "--real-time", action="store_true", help="run on the real clock instead of the virtual one"

@@ -1,11 +1,11 @@
 """``sluice simulate``: run a scenario and print what happened (layer 5).
 
 Settings come from the flags, else from the scenario's Simulation document:
-``--api-latency``, ``--api-failures``, ``--seed`` and ``--until`` (the horizon; a
-positive duration, checked here, before anything is loaded). The run itself, what stops
-it (``stoppedBy``: idle, cycles, until) and the meaning of every key of ``--output
-json`` are described in :mod:`scheduler.sim.runner`; text output is per-cycle lines and
-a summary that names what stopped the run and the clock time it took.
+``--api-latency``, ``--api-failures``, ``--api-lost-replies``, ``--seed`` and ``--until``
+(the horizon; a positive duration, checked here, before anything is loaded). The run
+itself, what stops it (``stoppedBy``: idle, cycles, until) and the meaning of every key
+of ``--output json`` are described in :mod:`scheduler.sim.runner`; text output is
+per-cycle lines and a summary that names what stopped the run and the clock time it took.
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ STOP_REASONS = {
 
 def _behaviour(args: argparse.Namespace, scenario_behaviour: ApiBehaviour | None) -> ApiBehaviour:
     base = scenario_behaviour or ApiBehaviour()
-    flags = ApiBehaviour.parse(args.api_latency, args.api_failures, args.seed or 0)
+    flags = ApiBehaviour.parse(
+        args.api_latency, args.api_failures, args.seed or 0, args.api_lost_replies
+    )
     return ApiBehaviour(
         latency={**base.latency, **flags.latency},
         failure_rate={**base.failure_rate, **flags.failure_rate},
         seed=base.seed if args.seed is None else args.seed,
+        lost_reply_rate={**base.lost_reply_rate, **flags.lost_reply_rate},
     )
 
 

@@ -18,6 +18,10 @@ them apart. Contracts, besides those of the ports:
   conditions merge by type and the others stay. ``patch_status``: a JSON merge patch
   (``application/merge-patch+json``) of a custom object's ``status`` subresource. Both
   carry the object's uid when known, which the API server checks.
+* ``read_pod`` (the :class:`~scheduler.ports.PodReader` port): a GET of the pod, to learn
+  the outcome of a write that raised AmbiguousError (a 5xx, a timeout, a connection lost
+  before the reply); every write above may raise it, and a 409 naming the pod's node is
+  how a second bind of a pod bound already answers.
 * ``record`` (:class:`~scheduler.kube.events.KubeEventRecorder`) is synchronous and never
   blocks nor raises: it queues; the writer (:meth:`KubeBackend.run`, which the owner of
   the backend runs in its task group) writes ``events.k8s.io/v1`` Events through a client
@@ -33,7 +37,7 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskStatus
 
-from scheduler.api.errors import AlreadyExistsError, ConflictError
+from scheduler.api.errors import AlreadyExistsError, ConflictError, NotFoundError
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.resources import (
@@ -46,7 +50,7 @@ from scheduler.kube.resources import (
     Resource,
 )
 from scheduler.loop.clock import SystemClock
-from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef
+from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef, PodState
 
 __all__ = ["KubeBackend"]
 
@@ -91,7 +95,9 @@ class KubeBackend:
 
     def ports(self) -> ClusterPorts:
         """The ports for the loop: this backend for each, and its clock."""
-        return ClusterPorts(binder=self, evictor=self, status=self, events=self, clock=self.clock)
+        return ClusterPorts(
+            binder=self, evictor=self, status=self, events=self, clock=self.clock, reader=self
+        )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Write recorded events until cancelled (see :meth:`KubeEventRecorder.run`)."""
@@ -224,8 +230,35 @@ class KubeBackend:
             name=ref.name,
         )
 
+    # ----------------------------------------------------------------- PodReader
+
+    async def read_pod(self, pod: ObjectRef) -> PodState | None:
+        """GET ``pod``: where it is bound and whether it is being deleted; None when it is
+        gone or another pod (another uid) has its name. One attempt."""
+        try:
+            obj = await self.client.request(
+                "GET",
+                PODS.path(pod.namespace, pod.name),
+                timeout=self.timeout,
+                kind="Pod",
+                name=pod.name,
+            )
+        except NotFoundError:
+            return None
+        return pod_state(obj, pod.uid)
+
     # ----------------------------------------------------------------- EventRecorder
 
     def record(self, event: Event) -> None:
         """Queue ``event`` (see :meth:`KubeEventRecorder.record`). Never blocks or raises."""
         self.events.record(event)
+
+
+def pod_state(obj: Mapping[str, Any], uid: str = "") -> PodState | None:
+    """The :class:`PodState` of the pod object ``obj``; None if ``uid`` is given and is not
+    its uid (the pod read is another pod of the same name)."""
+    meta = obj.get("metadata") or {}
+    if uid and meta.get("uid") and meta.get("uid") != uid:
+        return None
+    spec = obj.get("spec") or {}
+    return PodState(str(spec.get("nodeName") or ""), bool(meta.get("deletionTimestamp")))

@@ -5,8 +5,12 @@ Every failure of a request leaves ``scheduler.kube`` as an
 :class:`~scheduler.api.errors.ApiError` subclass, chained to the library's exception with
 ``raise ... from``: 404 NotFoundError, 409 AlreadyExistsError (reason ``AlreadyExists``)
 or ConflictError, 410 GoneError, 422 InvalidObjectError (with the field causes of the
-``Status``), 429 TooManyRequestsError, anything else, timeouts and connection errors
-ServerError. :func:`api_errors` and :func:`error_from_status` are the two helpers; nothing
+``Status``), 429 TooManyRequestsError. What leaves the outcome of a write unknown is an
+:class:`~scheduler.api.errors.AmbiguousError`: a 5xx, a timeout once connected, the
+connection reset or closed before the reply, a reply that cannot be read. What shows the
+request was never applied is a plain ServerError: no connection could be made (refused,
+DNS, a connect timeout), another status (400, 401, 403, ...).
+:func:`api_errors` and :func:`error_from_status` are the two helpers; nothing
 else in the package catches library exceptions. Pure functions, no I/O.
 """
 
@@ -22,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from scheduler.api.errors import (
     AlreadyExistsError,
+    AmbiguousError,
     ApiError,
     ConflictError,
     FieldCause,
@@ -82,13 +87,17 @@ def error_from_status(
     if status == 429:
         return TooManyRequestsError(message, kind=kind, name=name)
     label = f"HTTP {status} {reason}".rstrip() if status else "request failed"
+    if status >= 500:
+        return AmbiguousError(f"{label}: {message}", kind=kind, name=name)
     return ServerError(f"{label}: {message}", kind=kind, name=name)
 
 
 def translate_error(exc: BaseException, *, kind: str = "", name: str = "") -> ApiError:
     """The ApiError for an exception raised by kubernetes-asyncio or aiohttp.
 
-    An ApiError is returned unchanged. The caller raises the result ``from exc``.
+    An ApiError is returned unchanged. The caller raises the result ``from exc``. Failures
+    to connect are refusals (ServerError); failures once the request may have been sent are
+    ambiguous (AmbiguousError); see the module docstring.
     """
     if isinstance(exc, ApiError):
         return exc
@@ -96,13 +105,28 @@ def translate_error(exc: BaseException, *, kind: str = "", name: str = "") -> Ap
         return error_from_status(int(exc.status or 0), exc.body, kind=kind, name=name)
     if isinstance(exc, aiohttp.ClientResponseError):
         return error_from_status(exc.status, exc.message, kind=kind, name=name)
-    if isinstance(exc, TimeoutError):
-        return ServerError("the request to the API server timed out", kind=kind, name=name)
-    if isinstance(exc, aiohttp.ClientError | OSError):
+    if isinstance(exc, _NOT_SENT):
         return ServerError(f"cannot reach the API server: {exc!r}", kind=kind, name=name)
+    if isinstance(exc, TimeoutError):
+        return AmbiguousError("the request to the API server timed out", kind=kind, name=name)
+    if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
+        return AmbiguousError(
+            f"the connection to the API server was lost before the reply: {exc!r}",
+            kind=kind,
+            name=name,
+        )
     if isinstance(exc, ValueError):
-        return ServerError(f"malformed reply from the API server: {exc}", kind=kind, name=name)
+        return AmbiguousError(f"malformed reply from the API server: {exc}", kind=kind, name=name)
     return ServerError(f"API request failed: {exc!r}", kind=kind, name=name)
+
+
+#: Failures that show the request never reached the API server: a refusal, not ambiguous.
+_NOT_SENT: Final = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+    ConnectionRefusedError,
+    aiohttp.InvalidURL,
+)
 
 
 _LIBRARY_ERRORS: Final = (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError)

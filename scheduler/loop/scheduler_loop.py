@@ -13,8 +13,9 @@ whole (nothing of it is handed on, the next snapshot copies everything afresh), 
 and the loop goes on. Nothing a plugin raises ends the process.
 
 The loop owns one task group; every background call belongs to it, and failures are
-handled where they are expected (a failed bind forgets the assumed pod, which is then
-retried) and logged and counted otherwise.
+handled where they are expected (a refused bind forgets the assumed pod, which is then
+retried; a bind whose reply was lost keeps it until its outcome is learnt) and logged and
+counted otherwise.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from scheduler.api.errors import ApiError, ConflictError, InvariantError, NotFoundError
+from scheduler.api.errors import (
+    AmbiguousError,
+    ApiError,
+    ConflictError,
+    InvariantError,
+    NotFoundError,
+    assigned_node,
+)
 from scheduler.api.resource import CPU
 from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
 from scheduler.api.task import TaskInfo
@@ -53,6 +61,7 @@ from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
 from scheduler.ports import ClusterPorts, Event, ObjectRef
+from scheduler.preemption.outcomes import Outcome, OutcomeResolver
 
 log = get_logger("sluice.loop")
 
@@ -139,6 +148,9 @@ class SchedulingLoop:
         self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
         self.ledger: EffectLedger = cache
         """Where every effect is assumed, and forgotten when its call fails."""
+        self.outcomes = OutcomeResolver(ports, self.metrics)
+        """Learns the outcome of binds whose reply was lost; the preemption executor is
+        given the same one (``sluice run`` and the simulator do so)."""
         self.job_errors = JobErrors(self.metrics)
         self.reservations = ReservationKeeper(ports.events, self.metrics)
         self.parking = Parking()
@@ -397,7 +409,11 @@ class SchedulingLoop:
             await self.preemption.handle(preemption, displaced)
 
     def _bind(self, effect: Bind) -> None:
-        """Submit the bind of ``effect`` (assumed already); a failure forgets it."""
+        """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is
+        retried); an ambiguous failure keeps it until the outcome is learnt
+        (:class:`~scheduler.preemption.outcomes.OutcomeResolver`): took effect, it stays
+        bound; did not (or unknown at the deadline), it is forgotten. A 409 saying the pod
+        is already on the node chosen is success (an earlier attempt's reply was lost)."""
         task = effect.task
         ref = ObjectRef.of_pod(task)
 
@@ -413,31 +429,50 @@ class SchedulingLoop:
                 self.ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self.metrics.binds.labels("gone").inc()
                 return
-            except ApiError as exc:
-                self.ledger.forget(effect)
-                self.metrics.binds.labels("error").inc()
-                self._failed_call("bind", exc)
-                self.metrics.schedule_attempts.labels("error", PROFILE).inc()
-                if not isinstance(exc, ConflictError):
-                    self.ports.events.record(
-                        Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
-                    )
-                return
-            self.metrics.binds.labels("ok").inc()
-            self.metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
-            self.metrics.attempt_duration.labels("scheduled", PROFILE).observe(
-                time.perf_counter() - t0
-            )
-            self.ports.events.record(
-                Event(
-                    ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}"
+            except AmbiguousError as exc:
+                outcome = await self.outcomes.bind(
+                    ref, effect.node, exc, shown=lambda: self._shown_bound(task.uid, effect.node)
                 )
-            )
+                if outcome is not Outcome.TOOK_EFFECT:
+                    self._bind_failed(effect, ref, exc)
+                    return
+            except ApiError as exc:
+                if assigned_node(exc) != effect.node:
+                    self._bind_failed(effect, ref, exc)
+                    return
+            self._bound(effect, ref, t0)
 
         self.binds.submit(f"bind {ref.key}", call)
 
+    def _shown_bound(self, uid: str, node: str) -> bool:
+        """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""
+        task = self.cache.tasks.get(uid)
+        return task is not None and task.node_name == node and task.status is not TaskState.BINDING
+
+    def _bind_failed(self, effect: Bind, ref: ObjectRef, exc: ApiError) -> None:
+        self.ledger.forget(effect)
+        self.metrics.binds.labels("error").inc()
+        self._failed_call("bind", exc)
+        self.metrics.schedule_attempts.labels("error", PROFILE).inc()
+        if not isinstance(exc, ConflictError | AmbiguousError):
+            self.ports.events.record(
+                Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
+            )
+
+    def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
+        self.metrics.binds.labels("ok").inc()
+        self.metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
+        self.metrics.attempt_duration.labels("scheduled", PROFILE).observe(time.perf_counter() - t0)
+        self.ports.events.record(
+            Event(ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}")
+        )
+
     def _failed_call(self, call: str, exc: Exception) -> None:
         self.metrics.api_errors.labels(call).inc()
+        if call == "patch" and isinstance(exc, AmbiguousError):
+            # The status reporter's writes: the next cycle compares what it wants with what
+            # the events show, so a patch that took effect is not written again.
+            self.metrics.api_ambiguous.labels("status").inc()
         log.warning("api call failed", call=call, error=str(exc))
 
     def _background_error(self, label: str, exc: BaseException) -> None:

@@ -72,6 +72,20 @@ class Metrics:
         self.api_errors = Counter(
             "sluice_api_errors_total", "Failed API calls by kind of call.", ["call"], registry=r
         )
+        self.api_ambiguous = Counter(
+            "scheduler_api_ambiguous_total",
+            "Writes whose outcome was unknown when they failed (a 5xx, a timeout, the "
+            "connection lost before the reply), by call: bind, evict, patch, status.",
+            ["call"],
+            registry=r,
+        )
+        self.api_ambiguous_resolved = Counter(
+            "scheduler_api_ambiguous_resolved_total",
+            "Ambiguous writes whose outcome was then learnt, by call and outcome: "
+            "'took_effect', 'did_not', or 'unknown' (nothing learnt before the deadline).",
+            ["call", "outcome"],
+            registry=r,
+        )
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts_total",
             "Total preemption attempts in the cluster.",

@@ -26,10 +26,15 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    :meth:`PreemptionExecutor.pod_deleted`); the loop is woken and places the preemptor
    on its nominated node. If deletions are not seen within ``gate_timeout`` seconds of
    the clock the gate opens anyway, so a missed event never holds a preemptor forever;
-4. if a call fails the gate opens at once, the nomination is reverted in the cache (the
-   ledger forgets it) and cleared in the API, victims not yet deleted hold their room
-   again, the job goes back to normal scheduling but may not preempt until its backoff
-   ends (1 s, doubling to 60 s), and the failure is counted.
+4. a call whose reply was lost (:class:`~scheduler.api.errors.AmbiguousError`) is not a
+   failure until its outcome is known (:mod:`scheduler.preemption.outcomes`): a victim
+   whose deletion took effect counts as evicted (never evicted again, never a reason to
+   revert the nomination); a status patch is written again until it is known to hold;
+5. if a call fails (refused, or ambiguous and then known not to have taken effect, or
+   still unknown at the resolver's deadline) the gate opens at once, the nomination is
+   reverted in the cache (the ledger forgets it) and cleared in the API, victims not yet
+   deleted hold their room again, the job goes back to normal scheduling but may not
+   preempt until its backoff ends (1 s, doubling to 60 s), and the failure is counted.
 """
 
 from __future__ import annotations
@@ -44,13 +49,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from scheduler.api import labels as L
-from scheduler.api.errors import ApiError, NotFoundError
+from scheduler.api.errors import AmbiguousError, ApiError, NotFoundError
 from scheduler.api.snapshot import Backoff, PreemptionState
 from scheduler.api.task import TaskInfo
 from scheduler.framework.effects import ClearNomination, Effect, EffectLedger, Evict, Nominate
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, Event, ObjectRef
+from scheduler.preemption.outcomes import Outcome, OutcomeResolver
 
 log = get_logger("sluice.preemption")
 
@@ -147,8 +153,12 @@ class PreemptionExecutor:
         concurrency: int,
         wake: Callable[[], None],
         gate_timeout: float = 60.0,
+        outcomes: OutcomeResolver | None = None,
     ) -> None:
         self.ledger = ledger
+        self.outcomes = outcomes or OutcomeResolver(ports, metrics)
+        """Learns the outcome of evictions and patches whose reply was lost (the loop's
+        own resolver when the composition root hands it over)."""
         self.ports = ports
         self.metrics = metrics
         self.async_enabled = async_enabled
@@ -269,10 +279,22 @@ class PreemptionExecutor:
         try:
             if slot.after is not None:
                 await slot.after.wait()
-            patch = {"nominatedNodeName": node}
-            await self.ports.status.patch_pod_status(ObjectRef.of_pod(task), patch)
+            await self._patch_pod_status(ObjectRef.of_pod(task), {"nominatedNodeName": node})
         finally:
             self._release(slot)
+
+    async def _patch_pod_status(self, ref: ObjectRef, patch: Mapping[str, object]) -> None:
+        """Patch ``ref``'s status; a lost reply is written again until known (the patch
+        is idempotent). Raises what a refusal raises, or the AmbiguousError if the
+        outcome is still unknown at the resolver's deadline."""
+
+        async def write() -> None:
+            await self.ports.status.patch_pod_status(ref, patch)
+
+        try:
+            await write()
+        except AmbiguousError as exc:
+            await self.outcomes.patch(ref, exc, write)
 
     def _release(self, slot: WriteSlot) -> None:
         """Let the write after ``slot`` go (idempotent)."""
@@ -429,7 +451,7 @@ class PreemptionExecutor:
             "message": disruption_message(p),
         }
         try:
-            await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
+            await self._patch_pod_status(ref, {"conditions": [condition]})
         except NotFoundError:
             self.pod_deleted(victim.uid)
             return
@@ -438,6 +460,13 @@ class PreemptionExecutor:
         except NotFoundError:
             self.pod_deleted(victim.uid)
             return
+        except AmbiguousError as exc:
+            outcome = await self.outcomes.eviction(
+                ref, exc, shown=lambda: not self.ledger.holds(victim.uid)
+            )
+            if outcome is not Outcome.TOOK_EFFECT:
+                await self._cancel_disruption(ref)
+                raise
         except ApiError:
             # The pod stays: it must not stay marked as about to be disrupted.
             await self._cancel_disruption(ref)

@@ -5,8 +5,9 @@ server: it implements ``Binder``, ``Evictor``, ``StatusWriter`` and ``EventRecor
 :mod:`scheduler.ports` on an :class:`~scheduler.sim.store.ObjectStore`. Every call but
 ``record`` first goes through the :class:`~scheduler.sim.faults.FaultInjector` for its
 kind (latency on the simulation clock, then maybe an injected ServerError), then applies
-to the store. Observers see every call as an :class:`ApiCall` once it has finished, which
-is how a simulation builds its timeline.
+to the store (after which an injected lost reply may still raise AmbiguousError).
+Observers see every call as an :class:`ApiCall` once it has finished, which is how a
+simulation builds its timeline.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from scheduler.api.errors import ApiError
-from scheduler.ports import Clock, Event, EvictionMode, ObjectRef
-from scheduler.sim.faults import FaultInjector
+from scheduler.ports import Clock, Event, EvictionMode, ObjectRef, PodState
+from scheduler.sim.faults import FaultInjector, LostReply
 from scheduler.sim.objects import rfc3339_micro
 from scheduler.sim.store import ApiObject, ObjectStore
 
@@ -39,7 +40,9 @@ class ApiCall:
     ``kind`` is the call kind (``bind``, ``delete``, ``evict``, ``patch``, ``create``, or
     ``event`` for recorded events); ``ref`` the object; ``node`` the node bound to (bind)
     or the node the pod was on (delete, evict); ``ok`` and ``error`` (the message of the
-    ApiError raised) the outcome; ``at`` the clock time the call finished.
+    ApiError raised) the outcome as the caller saw it; ``applied`` whether the call took
+    effect in the store (it differs from ``ok`` when an injected lost reply hid a
+    success); ``at`` the clock time the call finished.
     """
 
     kind: str
@@ -48,6 +51,7 @@ class ApiCall:
     ok: bool
     error: str | None
     at: float
+    applied: bool = False
 
 
 class SimBackend:
@@ -108,9 +112,10 @@ class SimBackend:
             async with self.faults.call(kind):
                 result = op()
         except ApiError as exc:
-            self._notify(ApiCall(kind, ref, node, False, str(exc), self.clock.now()))
+            applied = isinstance(exc, LostReply) and exc.applied
+            self._notify(ApiCall(kind, ref, node, False, str(exc), self.clock.now(), applied))
             raise
-        self._notify(ApiCall(kind, ref, node, True, None, self.clock.now()))
+        self._notify(ApiCall(kind, ref, node, True, None, self.clock.now(), True))
         return result
 
     # ----------------------------------------------------------------- Binder
@@ -204,6 +209,21 @@ class SimBackend:
                 ref.kind, ref.namespace, ref.name, body, patch_type="merge", subresource="status"
             ),
         )
+
+    # ----------------------------------------------------------------- PodReader
+
+    async def read_pod(self, pod: ObjectRef) -> PodState | None:
+        """The pod as the store has it: where it is bound, whether it is being deleted;
+        None when it is gone or has another uid. Reads take no latency and never fail
+        (faults are injected into writes); they are not shown to observers."""
+        obj = self.store.try_get("Pod", pod.namespace, pod.name)
+        if obj is None:
+            return None
+        meta = obj.get("metadata") or {}
+        if pod.uid and meta.get("uid") != pod.uid:
+            return None
+        spec = obj.get("spec") or {}
+        return PodState(str(spec.get("nodeName") or ""), bool(meta.get("deletionTimestamp")))
 
     # ----------------------------------------------------------------- other calls
 

@@ -19,7 +19,8 @@ What the result reports (``sluice simulate --output json`` prints :meth:`to_json
 * ``bindings`` and ``evictions`` are what took effect in the cluster: pods whose bind
   call succeeded (pod -> node), and pods whose eviction call (``delete`` or ``evict``)
   succeeded, in the order the calls finished, each pod once. A failed call, or one that
-  found the pod already gone, does not count;
+  found the pod already gone, does not count; one applied whose reply was then lost
+  (``--api-lost-replies``) does, and its timeline entry says ``lostReply: true``;
 * ``nominations`` is pod -> node as ``status.nominatedNodeName`` was last written in
   the API; an entry goes when the nomination is cleared on a pod that is not bound;
 * ``timeline`` tells decisions from effects: ``preempt`` (pod, node, victims) is the
@@ -129,7 +130,9 @@ class Simulation:
         self.backend = SimBackend(self.store, self.clock, self.faults)
         self.cache = SchedulerCache(scheduler_name)
         self.store.subscribe(self._deliver)
-        ports = ClusterPorts(self.backend, self.backend, self.backend, self.backend, self.clock)
+        ports = ClusterPorts(
+            self.backend, self.backend, self.backend, self.backend, self.clock, self.backend
+        )
         self.loop = loop_factory(self.cache, ports)
         self.kubelet = SimKubelet(self.store, self.clock, start_delay=kubelet_delay)
         self.max_cycles = max_cycles
@@ -214,7 +217,9 @@ class Simulation:
         fields: dict[str, Any] = {"pod": call.ref.key}
         if call.node:
             fields["node"] = call.node
-        if call.ok:
+        if not call.ok and call.applied:
+            fields["lostReply"] = True
+        if call.applied:
             if call.kind == "bind" and call.node:
                 self.result.bindings[call.ref.key] = call.node
                 domain = self._placements.pop(call.ref.key, None)

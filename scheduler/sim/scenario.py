@@ -137,7 +137,7 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield where, doc
 
 
-SIMULATION_FIELDS = ("apiLatency", "apiFailures", "seed", "until")
+SIMULATION_FIELDS = ("apiLatency", "apiFailures", "apiLostReplies", "seed", "until")
 
 
 def _simulation(doc: Mapping[str, Any], where: str) -> tuple[ApiBehaviour, float | None]:
@@ -165,18 +165,28 @@ def _simulation(doc: Mapping[str, Any], where: str) -> tuple[ApiBehaviour, float
             latency[str(k)] = parse_duration(str(v))
         except ValueError as exc:
             raise ScenarioError(where, f"apiLatency.{k}", str(exc)) from exc
-    failures: dict[str, float] = {}
-    for k, v in (doc.get("apiFailures") or {}).items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ScenarioError(where, f"apiFailures.{k}", f"expected a rate in [0, 1], got {v!r}")
-        failures[str(k)] = float(v)
+    failures = _rates(doc, "apiFailures", where)
+    lost = _rates(doc, "apiLostReplies", where)
     seed = doc.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ScenarioError(where, "seed", f"expected an integer, got {seed!r}")
     try:
-        return ApiBehaviour(latency=latency, failure_rate=failures, seed=seed), until
+        behaviour = ApiBehaviour(
+            latency=latency, failure_rate=failures, seed=seed, lost_reply_rate=lost
+        )
+        return behaviour, until
     except ConfigError as exc:
         raise ScenarioError(where, exc.field, exc.message) from exc
+
+
+def _rates(doc: Mapping[str, Any], name: str, where: str) -> dict[str, float]:
+    """The map of call kind to rate in field ``name`` of a Simulation document."""
+    rates: dict[str, float] = {}
+    for k, v in (doc.get(name) or {}).items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ScenarioError(where, f"{name}.{k}", f"expected a rate in [0, 1], got {v!r}")
+        rates[str(k)] = float(v)
+    return rates
 
 
 def _annotation_time(obj: Mapping[str, Any], where: str, annotation: str) -> float | None:

@@ -42,6 +42,7 @@ from scheduler.api.errors import (
 from scheduler.api.resource import CPU
 from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
 from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import (
     Bind,

@@ -1,0 +1,86 @@
+"""Ambiguous API outcomes (issue 17 point 1): a write whose reply was lost keeps its
+assumption until the outcome is known, and never gives its room away twice; a 409
+naming the node chosen is success."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler import app
+from scheduler.api.errors import ConflictError, ServerError, assigned_node
+from scheduler.logging import quiet
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.faults import ApiBehaviour
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import Arrival, Scenario
+
+
+@pytest.mark.parametrize(
+    ("error", "node"),
+    [
+        (
+            ConflictError(
+                'Operation cannot be fulfilled on pods/binding "p": pod default/p '
+                'is already assigned to node "n1"'
+            ),
+            "n1",
+        ),
+        (ConflictError("the object has been modified"), ""),
+        (ServerError('pod default/p is already assigned to node "n1"'), ""),
+    ],
+    ids=["409-names-a-node", "409-names-none", "not-a-409"],
+)
+def test_the_node_a_409_names(error: Exception, node: str) -> None:
+    assert assigned_node(error) == node  # type: ignore[arg-type]
+
+
+def _objects() -> list[dict[str, Any]]:
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"n{i}"},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+        }
+        for i in range(4)
+    ]
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i:02d}", "namespace": "default"},
+            "spec": {
+                "schedulerName": "sluice",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "900m"}}}],
+            },
+        }
+        for i in range(20)  # room for 16
+    ]
+    return [*nodes, *pods]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_lost_bind_replies_never_over_allocate_a_node(seed: int) -> None:
+    quiet()
+    resolved = app.resolve()
+    sim = Simulation(
+        Scenario(arrivals=[Arrival(0.0, o, "test") for o in _objects()]),
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        behaviour=ApiBehaviour(lost_reply_rate={"bind": 0.5}, seed=seed),
+        until=60.0,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    per_node = Counter(sim.result.bindings.values())
+    assert len(sim.result.bindings) == 16, sim.result.pending
+    assert all(n <= 4 for n in per_node.values()), per_node
+    registry = sim.loop.metrics.registry
+    lost = registry.get_sample_value("scheduler_api_ambiguous_total", {"call": "bind"})
+    assert lost and lost >= 1
+    for pod in sim.store.list("Pod")[0]:
+        node = pod["spec"].get("nodeName")
+        if node:
+            assert sim.result.bindings[f"default/{pod['metadata']['name']}"] == node

@@ -84,3 +84,57 @@ def test_lost_bind_replies_never_over_allocate_a_node(seed: int) -> None:
         node = pod["spec"].get("nodeName")
         if node:
             assert sim.result.bindings[f"default/{pod['metadata']['name']}"] == node
+
+
+def test_a_victim_whose_delete_reply_was_lost_counts_as_evicted() -> None:
+    """Every delete reply lost: each delete took effect, so the preemptor is bound on its
+    node, nothing is evicted twice, and no failure reverts its nomination."""
+    quiet()
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "16Gi", "pods": "110"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "low", "namespace": "default"},
+            "spec": {
+                "schedulerName": "sluice",
+                "nodeName": "n1",
+                "priority": 0,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "high", "namespace": "default"},
+            "spec": {
+                "schedulerName": "sluice",
+                "priority": 100,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+            },
+        },
+    ]
+    resolved = app.resolve()
+    sim = Simulation(
+        Scenario(arrivals=[Arrival(0.0, o, "test") for o in objects]),
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        behaviour=ApiBehaviour(lost_reply_rate={"delete": 1.0, "evict": 1.0}, seed=1),
+        until=60.0,
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    assert sim.result.bindings == {"default/high": "n1"}
+    preempts = [e for e in sim.result.timeline if e["event"] == "preempt"]
+    assert len(preempts) == 1, preempts  # decided once: no revert, no second preemption
+    registry = sim.loop.metrics.registry
+    assert registry.get_sample_value(
+        "scheduler_api_ambiguous_resolved_total", {"call": "evict", "outcome": "took_effect"}
+    ) or registry.get_sample_value(
+        "scheduler_api_ambiguous_resolved_total", {"call": "delete", "outcome": "took_effect"}
+    )

@@ -8,8 +8,8 @@ from typing import Any
 
 import anyio
 
-from scheduler.api.errors import ApiError
-from scheduler.ports import Event, ObjectRef
+from scheduler.api.errors import AmbiguousError, ApiError
+from scheduler.ports import Event, ObjectRef, PodState
 
 
 @dataclass
@@ -22,6 +22,11 @@ class FakeCluster:
     on that pod, one each; ``always[(call, name)]`` is raised by every call.
     ``latency[call]`` is slept on the virtual clock before each call of that kind, and
     ``slow[(call, name)]`` before each call of that kind on that pod.
+    ``lose[(call, name)]`` is a list of AmbiguousErrors raised by the next calls of that
+    kind on that pod *after* they landed (a lost reply). ``pods[name]`` is what
+    :meth:`read_pod` answers for that pod, one answer per read (the last one repeats): a
+    PodState, None (gone) or an ApiError to raise; reads are recorded in ``calls`` as
+    ``("read", name, None)``.
     """
 
     calls: list[tuple[str, str, Any]] = field(default_factory=list)
@@ -31,6 +36,8 @@ class FakeCluster:
     always: dict[tuple[str, str], ApiError] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)
     slow: dict[tuple[str, str], float] = field(default_factory=dict)
+    lose: dict[tuple[str, str], list[AmbiguousError]] = field(default_factory=dict)
+    pods: dict[str, list[PodState | ApiError | None]] = field(default_factory=dict)
     running: int = 0
     most_running: int = 0
 
@@ -48,6 +55,9 @@ class FakeCluster:
             if pending:
                 raise pending.pop(0)
             self.landed.append((call, ref.name, payload))
+            lost = self.lose.get((call, ref.name))
+            if lost:
+                raise lost.pop(0)
         finally:
             self.running -= 1
 
@@ -62,6 +72,14 @@ class FakeCluster:
 
     async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         await self._call("patch_status", ref, dict(status))
+
+    async def read_pod(self, pod: ObjectRef) -> PodState | None:
+        self.calls.append(("read", pod.name, None))
+        answers = self.pods.get(pod.name) or [PodState("", False)]
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, ApiError):
+            raise answer
+        return answer
 
     def record(self, event: Event) -> None:
         self.events.append(event)

@@ -34,6 +34,7 @@ What the result reports (``sluice simulate --output json`` prints :meth:`to_json
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -112,6 +113,7 @@ class Simulation:
         until: float | None = None,
         real_time: bool = False,
         kubelet_delay: float = 0.0,
+        watch_delay: float = 0.0,
         on_cycle: Callable[[CycleReport, list[dict[str, Any]]], None] | None = None,
     ) -> None:
         if until is None:
@@ -129,6 +131,14 @@ class Simulation:
         self.faults = FaultInjector(behaviour or scenario.behaviour or ApiBehaviour(), self.clock)
         self.backend = SimBackend(self.store, self.clock, self.faults)
         self.cache = SchedulerCache(scheduler_name)
+        if not watch_delay >= 0:
+            raise ValueError(f"watch_delay must not be negative, got {watch_delay}")
+        self.watch_delay = watch_delay
+        """Seconds of clock time between a change in the store and its watch event reaching
+        the scheduler's cache (0: at once), as a watch over a network lags: a fault the
+        tests of lost replies inject (a bind whose reply is lost is not shown yet)."""
+        self._in_transit: deque[tuple[float, WatchEvent]] = deque()
+        self._arrived = anyio.Event()
         self.store.subscribe(self._deliver)
         ports = ClusterPorts(
             self.backend, self.backend, self.backend, self.backend, self.clock, self.backend
@@ -166,7 +176,11 @@ class Simulation:
 
     def _deliver(self, ev: WatchEvent) -> None:
         if ev.type in ("ADDED", "MODIFIED", "DELETED"):
-            self.cache.handle(ev.kind, ev.type, ev.obj)
+            if self.watch_delay > 0:
+                self._in_transit.append((self.clock.now() + self.watch_delay, ev))
+                self._arrived.set()
+            else:
+                self.cache.handle(ev.kind, ev.type, ev.obj)
         if ev.kind == "PodGroup" and ev.type == "MODIFIED":
             phase = (ev.obj.get("status") or {}).get("phase")
             key = f"{ev.obj['metadata']['namespace']}/{ev.obj['metadata']['name']}"
@@ -267,6 +281,7 @@ class Simulation:
             or self.faults.in_flight
             or self.kubelet.pending()
             or self._timed_left
+            or self._in_transit
         )
         if not busy:
             self.result.stopped_by = "idle"
@@ -314,6 +329,21 @@ class Simulation:
             self._timed_left -= 1
             self.loop.wake()
 
+    async def _watch(self) -> None:
+        """Hand the cache the events in transit, in order, each at its time (``watch_delay``
+        after the change)."""
+        while True:
+            if not self._in_transit:
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+                continue
+            due, ev = self._in_transit[0]
+            if due > self.clock.now():
+                await self.clock.sleep(due - self.clock.now())
+                continue
+            self._in_transit.popleft()
+            self.cache.handle(ev.kind, ev.type, ev.obj)
+
     async def _horizon(self) -> None:
         """Wake the loop when the horizon is reached, so that a cycle ends the run there."""
         await self.clock.sleep(max(0.0, self.origin + self.until - self.clock.now()))
@@ -344,6 +374,8 @@ class Simulation:
         async with anyio.create_task_group() as tg:
             await tg.start(self.kubelet.run)
             tg.start_soon(self._timed, timed)
+            if self.watch_delay > 0:
+                tg.start_soon(self._watch)
             if math.isfinite(self.until):
                 tg.start_soon(self._horizon)
             await self.loop.run(should_stop=self._should_stop)

@@ -18,14 +18,14 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.api.convert import task_from_pod
-from scheduler.api.errors import NotFoundError, ServerError
+from scheduler.api.errors import AmbiguousError, NotFoundError, ServerError
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
 from scheduler.logging import quiet
 from scheduler.metrics import Metrics
-from scheduler.ports import ClusterPorts, ObjectRef
+from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.preemption import PreemptionExecutor
 from scheduler.preemption.executor import Preemption, preemptor_message
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
@@ -116,7 +116,7 @@ def rig(
     metrics = Metrics()
     wakes: list[float] = []
     clock = VirtualClock()
-    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
     executor = PreemptionExecutor(
         cache,
         ports,
@@ -479,6 +479,89 @@ def test_failed_nomination_patch_reverts_too() -> None:
         assert not r.gated("high")
         assert r.cluster.of("high")[-1] == ("patch", {"nominatedNodeName": None})
         assert r.executions("error") == 1
+
+    run(body, r)
+
+
+# Lost replies (issue 17) ----------------------------------------------------------------------
+
+LOST = AmbiguousError("HTTP 500 InternalError")
+
+
+@pytest.mark.parametrize(
+    ("landed", "read", "evicted"),
+    [
+        (True, None, True),
+        (True, PodState("n1", True), True),
+        (False, PodState("n1", False), False),
+    ],
+    ids=["deleted-read-shows-it-gone", "deleted-read-shows-it-terminating", "not-deleted"],
+)
+def test_a_delete_whose_reply_was_lost_is_judged_by_what_took_effect(
+    landed: bool, read: PodState | None, evicted: bool
+) -> None:
+    """A victim whose delete took effect, though its reply was lost, counts as evicted:
+    not evicted again, no revert, the nomination written; one whose delete did not is a
+    failure like any other."""
+    r = one_victim()
+
+    async def body(r: Rig) -> None:
+        if landed:
+            r.cluster.lose[("evict", "low")] = [LOST]
+        else:
+            r.cluster.fail[("evict", "low")] = [LOST]
+        r.cluster.pods["low"] = [read]
+        await r.handle(r.preemption("high", "n1", "low"))
+        await anyio.sleep(1.0)  # past the resolver's first read
+        await settle()
+        evicts = [c for c in r.cluster.calls if c[0] == "evict"]
+        assert len(evicts) == 1
+        high, low = r.live("high"), r.live("low")
+        assert high is not None and low is not None
+        resolved = r.sample(
+            "scheduler_api_ambiguous_resolved_total",
+            call="evict",
+            outcome="took_effect" if evicted else "did_not",
+        )
+        assert (r.sample("scheduler_api_ambiguous_total", call="evict"), resolved) == (1, 1)
+        if evicted:
+            assert high.status is TaskStatus.PIPELINED
+            assert low.status is TaskStatus.RELEASING
+            assert r.gated("high"), "waits for the deletion to be seen"
+            assert r.cluster.calls[-1] == ("patch", "high", {"nominatedNodeName": "n1"})
+            assert (r.executions("success"), r.executions("error")) == (1, 0)
+            assert [e.reason for e in r.cluster.events] == ["Preempted"]
+            r.delete("low")
+            assert not r.gated("high")
+        else:
+            assert high.status is TaskStatus.PENDING
+            assert low.status is TaskStatus.RUNNING, "the victim holds its room again"
+            assert not r.gated("high")
+            assert (r.executions("success"), r.executions("error")) == (0, 1)
+            assert r.cluster.of("low")[-1][1]["conditions"][0]["status"] == "False"
+
+    run(body, r)
+
+
+@pytest.mark.parametrize("pod", ["low", "high"], ids=["disruption-target", "nomination"])
+def test_a_status_patch_whose_reply_was_lost_is_written_again(pod: str) -> None:
+    r = one_victim()
+
+    async def body(r: Rig) -> None:
+        r.cluster.lose[("patch", pod)] = [LOST]
+        await r.handle(r.preemption("high", "n1", "low"))
+        await anyio.sleep(1.0)
+        await settle()
+        patches = [p for c, p in r.cluster.of(pod) if c == "patch"]
+        assert len(patches) == 2 and patches[0] == patches[1]
+        assert (r.executions("success"), r.executions("error")) == (1, 0)
+        assert r.cluster.calls[-1] == ("patch", "high", {"nominatedNodeName": "n1"})
+        assert (
+            r.sample("scheduler_api_ambiguous_resolved_total", call="patch", outcome="took_effect")
+            == 1
+        )
+        high = r.live("high")
+        assert high is not None and high.status is TaskStatus.PIPELINED
 
     run(body, r)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from scheduler.api.errors import ConfigError, ServerError
+from scheduler.api.errors import AmbiguousError, ConfigError, NotFoundError, ServerError
 from scheduler.sim.clock import VirtualClock, run_virtual
-from scheduler.sim.faults import CALL_KINDS, ApiBehaviour, FaultInjector
+from scheduler.sim.faults import CALL_KINDS, ApiBehaviour, FaultInjector, LostReply
 
 
 @pytest.mark.parametrize(
@@ -123,8 +123,17 @@ def test_unknown_kind() -> None:
         ({"latency": {"bind": -1.0}}, "apiLatency", "bind"),
         ({"failure_rate": {"bind": 1.5}}, "apiFailures", "bind"),
         ({"failure_rate": {"x": 0.5}}, "apiFailures", "x"),
+        ({"lost_reply_rate": {"bind": -0.1}}, "apiLostReplies", "bind"),
+        ({"lost_reply_rate": {"get": 0.5}}, "apiLostReplies", "get"),
     ],
-    ids=["unknown-latency-kind", "negative-latency", "rate-above-1", "unknown-rate-kind"],
+    ids=[
+        "unknown-latency-kind",
+        "negative-latency",
+        "rate-above-1",
+        "unknown-rate-kind",
+        "lost-rate-below-0",
+        "unknown-lost-kind",
+    ],
 )
 def test_behaviour_validation(kwargs: dict[str, dict[str, float]], obj: str, field: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -138,3 +147,87 @@ def test_behaviour_from_flags() -> None:
     with pytest.raises(ConfigError, match="--api-failures: bind"):
         ApiBehaviour.parse(failures="bind=2")
     assert set(CALL_KINDS) == {"bind", "delete", "evict", "patch", "create"}
+
+
+@pytest.mark.parametrize(
+    ("failures", "lost", "body_raises", "expected"),
+    [
+        ({}, {"bind": 1.0}, None, "lost, applied"),
+        ({}, {"bind": 1.0}, NotFoundError("gone"), "lost, not applied"),
+        ({"bind": 1.0}, {"bind": 1.0}, None, "refused"),
+        ({}, {"patch": 1.0}, None, "ok"),
+        ({}, {}, NotFoundError("gone"), "NotFoundError"),
+    ],
+    ids=[
+        "applied-then-reply-lost",
+        "refused-by-the-store-then-reply-lost",
+        "refusal-comes-first",
+        "other-kind-unaffected",
+        "no-lost-replies",
+    ],
+)
+def test_lost_replies(
+    failures: dict[str, float], lost: dict[str, float], body_raises: Exception | None, expected: str
+) -> None:
+    """A lost reply runs the call (the write is applied), then raises AmbiguousError
+    whatever the call answered; a refusal (``--api-failures``) still comes first."""
+    body_ran: list[bool] = []
+
+    async def main() -> BaseException | None:
+        behaviour = ApiBehaviour(failure_rate=failures, lost_reply_rate=lost)
+        faults = FaultInjector(behaviour, VirtualClock())
+        try:
+            async with faults.call("bind"):
+                body_ran.append(True)
+                if body_raises is not None:
+                    raise body_raises
+        except Exception as exc:
+            return exc
+        return None
+
+    exc = run_virtual(main)
+    assert bool(body_ran) is (expected != "refused")
+    if expected == "ok":
+        assert exc is None
+    elif expected == "refused":
+        assert type(exc) is ServerError
+    elif expected == "NotFoundError":
+        assert isinstance(exc, NotFoundError)
+    else:
+        assert isinstance(exc, LostReply) and isinstance(exc, AmbiguousError)
+        assert exc.applied is (expected == "lost, applied")
+        assert str(exc) == "injected lost reply of bind"
+
+
+def test_lost_replies_draw_apart_from_refusals() -> None:
+    """Adding lost replies leaves a seed's refusals as they were."""
+    assert _outcomes(7, 0.5) == _outcomes_with_lost(7, 0.5)
+
+
+def _outcomes_with_lost(seed: int, rate: float, n: int = 200) -> list[bool]:
+    async def main() -> list[bool]:
+        behaviour = ApiBehaviour(
+            failure_rate={"bind": rate}, seed=seed, lost_reply_rate={"patch": 0.5}
+        )
+        faults = FaultInjector(behaviour, VirtualClock())
+        out = []
+        for i in range(n):
+            kind = "bind" if i % 2 == 0 else "patch"
+            try:
+                async with faults.call(kind):
+                    out.append(True)
+            except LostReply:
+                pass
+            except ServerError:
+                out.append(False)
+        assert 0 < faults.lost_replies["patch"] < n // 2
+        return out
+
+    return run_virtual(main)
+
+
+def test_lost_replies_from_flags() -> None:
+    behaviour = ApiBehaviour.parse(failures="bind=0.1", lost_replies="bind=0.05,delete=0.05")
+    assert behaviour.lost_reply_rate == {"bind": 0.05, "delete": 0.05}
+    with pytest.raises(ConfigError, match="--api-lost-replies: bind"):
+        ApiBehaviour.parse(lost_replies="bind=2")

@@ -1,0 +1,150 @@
+"""The loop's binds (issue 17): a refusal forgets the assumed pod at once; a bind whose
+reply was lost keeps it until the outcome is known; a 409 naming the node chosen is
+success. Driven on the virtual clock with a real cache and a fake cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from scheduler.api.errors import (
+    AmbiguousError,
+    ApiError,
+    ConflictError,
+    NotFoundError,
+    ServerError,
+)
+from scheduler.api.task import TaskStatus
+from scheduler.app import builtin_registry
+from scheduler.config import SchedulerConfiguration
+from scheduler.framework.effects import Bind
+from scheduler.logging import quiet
+from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
+from scheduler.ports import ClusterPorts, PodState
+from scheduler.preemption.outcomes import RetryPolicy
+from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from tests.builders import cache_with, node, pod
+from tests.fakes import FakeCluster
+
+LOST = AmbiguousError("HTTP 504 Timeout: the request did not complete")
+DEADLINE = RetryPolicy().deadline
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    quiet()
+
+
+@dataclass(frozen=True)
+class Case:
+    lose: ApiError | None = None
+    """Raised after the bind landed (a lost reply)."""
+    fail: ApiError | None = None
+    """Raised instead of the bind (it did not land)."""
+    reads: tuple[PodState | ApiError | None, ...] = (PodState("", False),)
+    event_at: float | None = None
+    """When the watch event showing the pod bound to n1 reaches the cache."""
+    status: TaskStatus = TaskStatus.PENDING
+    """The pod's status in the cache at the end."""
+    result: str = "error"
+    """The ``sluice_bind_total`` result."""
+    outcome: str | None = None
+    """The ``scheduler_api_ambiguous_resolved_total`` outcome, if ambiguous."""
+    reads_made: int | None = None
+
+
+CASES = {
+    "bound-reply-lost-read-shows-it": Case(
+        lose=LOST,
+        reads=(PodState("n1", False),),
+        status=TaskStatus.BINDING,
+        result="ok",
+        outcome="took_effect",
+        reads_made=1,
+    ),
+    "bound-reply-lost-event-shows-it": Case(
+        lose=LOST,
+        reads=(ServerError("cannot reach the API server"),),
+        event_at=1.0,
+        status=TaskStatus.RUNNING,
+        result="ok",
+        outcome="took_effect",
+    ),
+    "not-bound-read-shows-it-unbound": Case(
+        fail=LOST, status=TaskStatus.PENDING, outcome="did_not", reads_made=1
+    ),
+    "not-bound-read-shows-it-elsewhere": Case(
+        fail=AmbiguousError("connection reset"),
+        reads=(PodState("n2", False),),
+        outcome="did_not",
+    ),
+    "not-bound-read-shows-it-gone": Case(fail=LOST, reads=(None,), outcome="did_not"),
+    "unknown-at-the-deadline": Case(
+        lose=LOST, reads=(ServerError("cannot reach the API server"),), outcome="unknown"
+    ),
+    "409-naming-the-node-chosen": Case(
+        fail=ConflictError(
+            'Operation cannot be fulfilled on pods/binding "p": pod default/p is already '
+            'assigned to node "n1"'
+        ),
+        status=TaskStatus.BINDING,
+        result="ok",
+        reads_made=0,
+    ),
+    "409-naming-another-node": Case(
+        fail=ConflictError('pod default/p is already assigned to node "n2"'), reads_made=0
+    ),
+    "refused": Case(fail=ServerError("injected failure of bind"), reads_made=0),
+    "gone": Case(fail=NotFoundError('pods "p" not found'), result="gone", reads_made=0),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_bind_outcomes(case: Case) -> None:
+    cache = cache_with(node("n1", cpu="2"), node("n2", cpu="2"), pod("p", cpu="1"))
+    cluster = FakeCluster(pods={"p": list(case.reads)})
+    if case.lose is not None:
+        cluster.lose[("bind", "p")] = [case.lose]
+    if case.fail is not None:
+        cluster.fail[("bind", "p")] = [case.fail]
+    clock = VirtualClock()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
+    config = SchedulerConfiguration(actions=())
+    loop = SchedulingLoop(cache, builtin_registry().resolve(config), ports)
+    task = cache.tasks["default/p"].clone()
+    during: list[TaskStatus] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            loop.binds.attach(tg)
+            report = CycleReport(1, 0.0, effects=[Bind(task, "n1")])
+            await loop._apply(report)
+            await anyio.sleep(0.1)  # the call has failed; no read yet
+            during.append(cache.tasks["default/p"].status)
+            if case.event_at is not None:
+                await anyio.sleep(case.event_at)
+                cache.handle("Pod", "MODIFIED", pod("p", cpu="1", node="n1"))
+            await loop.binds.drain()
+
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": VirtualTimeLoop})
+    live = cache.tasks.get("default/p")
+    assert live is not None and live.status is case.status
+    assert live.node_name == ("" if case.status is TaskStatus.PENDING else "n1")
+    registry = loop.metrics.registry
+    assert registry.get_sample_value("sluice_bind_total", {"result": case.result}) == 1
+    if case.outcome is not None:
+        # The assumption was kept while the outcome was unknown.
+        assert during == [TaskStatus.BINDING]
+        assert registry.get_sample_value("scheduler_api_ambiguous_total", {"call": "bind"}) == 1
+        resolved = registry.get_sample_value(
+            "scheduler_api_ambiguous_resolved_total", {"call": "bind", "outcome": case.outcome}
+        )
+        assert resolved == 1
+    if case.reads_made is not None:
+        assert sum(1 for c in cluster.calls if c[0] == "read") == case.reads_made
+    if case.outcome == "unknown":
+        assert clock.now() >= DEADLINE
+    scheduled = [e for e in cluster.events if e.reason == "Scheduled"]
+    assert len(scheduled) == (1 if case.result == "ok" else 0)

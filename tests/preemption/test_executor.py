@@ -530,7 +530,7 @@ def test_a_delete_whose_reply_was_lost_is_judged_by_what_took_effect(
             assert r.gated("high"), "waits for the deletion to be seen"
             assert r.cluster.calls[-1] == ("patch", "high", {"nominatedNodeName": "n1"})
             assert (r.executions("success"), r.executions("error")) == (1, 0)
-            assert [e.reason for e in r.cluster.events] == ["Preempted"]
+            assert [e.reason for e in r.cluster.events] == ["Preempted", "Preempting"]
             r.delete("low")
             assert not r.gated("high")
         else:

@@ -18,7 +18,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import Taint, parse_pod_spec
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import Resource, parse_limits
+from scheduler.api.resource import MAX_AMOUNT, Resource, over_max, parse_limits
 from scheduler.api.selectors import parse_label_selector
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -119,6 +119,8 @@ def node_from_object(node: Obj) -> NodeInfo:
     where = ref({"kind": "Node", "metadata": meta})
     raw = status.get("allocatable") or status.get("capacity") or {}
     allocatable = Resource.parse(raw, obj=where, field="status.allocatable")
+    if over_max(allocatable):  # an absurd allocatable (1000Ei) is capped: see MAX_AMOUNT
+        allocatable = Resource({n: min(a, MAX_AMOUNT) for n, a in allocatable.items()})
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
         for t in spec.get("taints") or ()
@@ -206,6 +208,7 @@ def job_for_lone_pod(task: TaskInfo, queue: str) -> JobInfo:
         creation=task.creation,
         phase=PodGroupPhase.INQUEUE,
         has_pod_group=False,
+        problem=task.spec.problem,
     )
 
 

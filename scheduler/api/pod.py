@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.resource import PODS, ZERO, Resource, canonical_amount
+from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, canonical_amount, over_max
 from scheduler.api.selectors import (
     LabelSelector,
     Requirement,
@@ -111,6 +111,9 @@ class PodSpecView:
     pod_affinity: tuple[PodAffinityTerm, ...]
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
     shape: StaticShape
+    problem: str = ""
+    """Why the pod cannot be scheduled whatever the cluster holds (it asks more of a
+    resource than any node is counted with); empty for every ordinary pod."""
 
     @property
     def best_effort(self) -> bool:
@@ -231,6 +234,18 @@ def parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
 
 def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
     request = pod_request(spec, obj=obj)
+    problem = ""
+    huge = over_max(request)
+    if huge:
+        asked = ", ".join(f"{n} {request.to_quantities()[n]}" for n in huge)
+        problem = (
+            f"{obj} asks more than any node can hold ({asked}; nodes are counted with at "
+            f"most {Resource({huge[0]: MAX_AMOUNT}).to_quantities()[huge[0]]} of each)"
+        )
+        # Kept above every node's capped amount, and small enough to sum in 64 bits.
+        request = Resource(
+            {n: (MAX_AMOUNT + 1 if a > MAX_AMOUNT else a) for n, a in request.items()}
+        )
     node_selector = {
         str(k): str(v)
         for k, v in _map(spec.get("nodeSelector"), obj=obj, field="spec.nodeSelector").items()
@@ -296,4 +311,5 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
             paa.get(key), obj=obj, field=f"spec.affinity.podAntiAffinity.{key}"
         ),
         shape=shape,
+        problem=problem,
     )

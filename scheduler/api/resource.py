@@ -22,6 +22,17 @@ GPU = "nvidia.com/gpu"
 
 _BYTE_RESOURCES = frozenset({MEMORY, EPHEMERAL_STORAGE})
 
+MAX_AMOUNT = 2**50
+"""The largest amount of one resource a node is counted with (1Pi bytes, 2**50 milli-CPU).
+A Quantity has no upper bound, but the node table holds 64-bit integers and sums them
+over nodes and pods: a node offering more is capped to this, and a pod asking more is
+unschedulable (:func:`over_max`)."""
+
+
+def over_max(res: Mapping[str, int]) -> list[str]:
+    """The names of the resources of which ``res`` holds more than :data:`MAX_AMOUNT`."""
+    return sorted(name for name, amount in res.items() if amount > MAX_AMOUNT)
+
 
 _AMOUNTS: dict[tuple[str, str], int] = {}
 """Parsed amounts by (resource, text): a cluster repeats a handful of quantities."""

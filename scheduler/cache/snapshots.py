@@ -137,6 +137,8 @@ def jobs_of(
                 job.phase = PodGroupPhase.PENDING
                 job.problem = f"pod group {task.job_id} does not exist"
             jobs[job.uid] = job
+        if task.spec.problem and not job.problem:
+            job.problem = task.spec.problem  # a member that can never fit holds its gang
         job.add_task(task)
     for job in jobs.values():
         if job.has_pod_group and not job.priority_class and job.tasks:

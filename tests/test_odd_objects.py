@@ -1,0 +1,115 @@
+"""No object stops the scheduler (issue 17 point 4), as a property.
+
+Generated Nodes and Pods the real API server would accept: quantities from 1m to 1000Ei
+(a Quantity has no upper bound), unknown extended resource names, empty node selectors
+and affinity terms, missing optional fields, duplicate keys in lists (tolerations, ports,
+containers of the same resources). They go through the converter and the cache into the
+real loop on the embedded cluster for a few cycles. The run must end, no cycle may fail,
+and every pod of Sluice ends bound or pending with a reason; no node is over-allocated
+(the store's pods, in the units the scheduler counts).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import app
+from scheduler.logging import quiet
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import load_scenario
+
+Obj = dict[str, Any]
+NO_REASON = "not scheduled yet"
+
+QUANTITIES = st.sampled_from(
+    ["1m", "100m", "1", "4", "1Gi", "16Gi", "1Pi", "999Ei", "1000Ei", "1e18", "8E", "0"]
+)
+RESOURCES = st.sampled_from(["cpu", "memory", "ephemeral-storage", "example.com/foo", "pods"])
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    quiet()
+
+
+@st.composite
+def nodes(draw: st.DrawFn, i: int) -> Obj:
+    allocatable = draw(st.dictionaries(RESOURCES, QUANTITIES, max_size=5))
+    obj: Obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}}
+    if draw(st.booleans()):
+        obj["status"] = {"allocatable": allocatable}
+    if draw(st.booleans()):
+        obj["metadata"]["labels"] = {"zone": draw(st.sampled_from(["a", "b", ""]))}
+    return obj
+
+
+@st.composite
+def pods(draw: st.DrawFn, i: int) -> Obj:
+    requests = draw(st.dictionaries(RESOURCES.filter(lambda r: r != "pods"), QUANTITIES))
+    container: Obj = {"name": "c", "image": "x"}
+    if requests or draw(st.booleans()):
+        container["resources"] = {"requests": requests}
+    if draw(st.booleans()):
+        port = {"containerPort": 80, "hostPort": 8080}
+        container["ports"] = [port, dict(port)]  # a duplicate key in a list
+    spec: Obj = {"schedulerName": "sluice", "containers": [container]}
+    if draw(st.booleans()):
+        spec["containers"].append({**container, "name": "d"})
+    if draw(st.booleans()):
+        spec["nodeSelector"] = {}
+    if draw(st.booleans()):
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}},
+            "podAntiAffinity": {},
+        }
+    if draw(st.booleans()):
+        t = {"key": "k", "operator": "Exists"}
+        spec["tolerations"] = [t, dict(t)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"p{i}", "namespace": "default"},
+        "spec": spec,
+    }
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[Obj]:
+    n = draw(st.integers(1, 3))
+    m = draw(st.integers(1, 5))
+    return [draw(nodes(i)) for i in range(n)] + [draw(pods(i)) for i in range(m)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objects=clusters())
+def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        scenario = load_scenario([str(path)])
+    resolved = app.resolve()
+    sim = Simulation(
+        scenario, lambda cache, ports: app.build_loop(resolved, cache, ports), max_cycles=20
+    )
+    result = anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    failures = [
+        (s.labels, s.value)
+        for metric in sim.loop.metrics.registry.collect()
+        for s in metric.samples
+        if s.name == "sluice_cycle_failures_total" and s.value
+    ]
+    assert failures == []
+    assert sim.cache.rejected == {}
+    for key, reason in result.pending.items():
+        assert reason and reason != NO_REASON, key
+    for node in sim.cache.nodes.values():
+        assert node.used.fits_in(node.allocatable) or not node.tasks, node.name

@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck contracts unit bench e2e e2e-real clean
 
-$(STAMP): pyproject.toml
+# The runtime dependencies at the versions of requirements.lock (the image's), so that
+# what is tested is what ships; the dev tools take the newest that fit.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

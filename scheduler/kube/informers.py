@@ -21,7 +21,10 @@ when every kind has been listed once. Contracts:
   410) relists after a backoff; any other error (connection refused or cut, timeout,
   5xx, another ``ERROR``) reconnects the watch from the kept resourceVersion after a
   backoff (or retries the list, if the list failed). The backoff is exponential,
-  capped and jittered, and starts again after a success. Every request has a timeout.
+  capped and jittered, and starts again after a success. A watch whose stream breaks
+  after it was answered is not a failure if it delivered something or lasted a second
+  (:data:`SHORT_WATCH`): it resumes at once, as client-go's reflector does. Every
+  request has a timeout.
 * **Readiness**: :attr:`Informer.synced` / :attr:`InformerSet.ready` are set once the
   first full list of each kind has reached the sink, and stay set afterwards.
 
@@ -55,6 +58,10 @@ from scheduler.kube.resources import (
 from scheduler.logging import get_logger
 from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock
+
+#: A watch that ends sooner than this (seconds) having delivered nothing is a failure to
+#: back off from (client-go's reflector: a "very short watch", under a second).
+SHORT_WATCH: Final = 1.0
 
 __all__ = [
     "SCHEDULER_RESOURCES",
@@ -186,6 +193,8 @@ class InformerStats:
     """410 Gone seen (reply or ERROR event)."""
     errors: int = 0
     """Other failures (connection, timeout, 5xx, ERROR events)."""
+    cuts: int = 0
+    """Healthy watches whose stream broke (resumed at once, without a backoff)."""
     last_error: str = ""
 
 
@@ -303,10 +312,18 @@ class Informer:
             self.synced.set()
 
     async def _watch(self) -> bool:
-        """One watch from :attr:`resource_version` until the server ends it.
+        """One watch from :attr:`resource_version` until the server ends it, or its
+        stream breaks.
 
-        Returns whether anything arrived (a silent watch that ends at once is retried
-        after a backoff rather than in a tight loop). Raises GoneError to relist.
+        Returns whether the watch was healthy: it delivered something or lasted at
+        least :data:`SHORT_WATCH` seconds. A healthy watch resets the backoff, so the
+        next one starts at once; a silent watch that ends at once is retried after a
+        backoff rather than in a tight loop. A stream that breaks once the watch was
+        answered (the connection cut mid-stream, as a proxy, a load balancer or an API
+        server restart does) ends the watch as the server's end would: client-go's
+        reflector treats it so, and backing off after every cut would leave the cache
+        stale for up to ``backoff_max`` under a flaky network. Raises GoneError to
+        relist, and any error of opening the watch (or of a short one) to back off.
         """
         res = self.resource
         s = self.settings
@@ -321,16 +338,38 @@ class Informer:
             total=seconds + s.watch_slack, sock_connect=s.connect_timeout
         )
         received = False
+        broken: ApiError | None = None
         async with self.client.stream(
             res.path(), query=query, timeout=timeout, kind=res.kind
         ) as reader:
+            opened_at = self.clock.now()
             self.stats.watches += 1
-            while (line := await reader.read()) is not None:
+            while True:
+                try:
+                    line = await reader.read()
+                except ApiError as exc:  # the stream broke (ERROR events come as lines)
+                    broken = exc
+                    break
+                if line is None:
+                    break
                 if not received:
                     received = True
                     self._backoff.reset()
                 self._apply(line)
-        return received
+        healthy = received or self.clock.now() - opened_at >= SHORT_WATCH
+        if broken is not None:
+            if not healthy:
+                raise broken
+            self.stats.cuts += 1
+            log.info(
+                "watch stream broken, resuming",
+                kind=res.kind,
+                resource_version=self.resource_version,
+                error=str(broken),
+            )
+        if healthy:
+            self._backoff.reset()
+        return healthy
 
     def _apply(self, line: Mapping[str, Any]) -> None:
         res = self.resource

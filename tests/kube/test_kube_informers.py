@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import anyio
 import pytest
 from kube_support import Cluster, FakeClock, node, pod, running_cluster, wait_until
 
-from scheduler.api.errors import GoneError, ServerError
+from scheduler.api.errors import AmbiguousError, GoneError, ServerError
 from scheduler.api.task import TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.kube import Backoff, Informer, InformerSet, InformerSettings
@@ -199,6 +200,73 @@ async def test_a_410_relists_and_the_cache_converges(tmp_path: Path) -> None:
         store.create(pod("after"))
         await wait_until(lambda: "after" in pod_names(cache), what="the watch after a relist")
         tg.cancel_scope.cancel()
+
+
+class CuttingClient:
+    """A client whose list is empty and whose every watch delivers ``events`` pods over
+    ``lasts`` seconds of ``clock``, then breaks (the connection lost mid-stream)."""
+
+    def __init__(self, clock: FakeClock, *, events: int, lasts: float) -> None:
+        self.clock = clock
+        self.events = events
+        self.lasts = lasts
+        self.watches = 0
+        self.version = 1
+
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        return {"metadata": {"resourceVersion": str(self.version)}, "items": []}
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, **_: Any) -> AsyncIterator[Any]:
+        self.watches += 1
+        yield self._Reader(self)
+
+    class _Reader:
+        def __init__(self, client: CuttingClient) -> None:
+            self.client = client
+            self.left = client.events
+
+        async def read(self) -> dict[str, Any] | None:
+            await anyio.lowlevel.checkpoint()
+            c = self.client
+            c.clock.advance(c.lasts / (c.events + 1))
+            if self.left == 0:
+                raise AmbiguousError("the connection was lost before the reply", kind="Pod")
+            self.left -= 1
+            c.version += 1
+            obj = pod(f"p{c.version}")
+            obj["metadata"]["resourceVersion"] = str(c.version)
+            return {"type": "ADDED", "object": obj}
+
+
+@pytest.mark.parametrize(
+    ("events", "lasts", "backs_off"),
+    [
+        pytest.param(1, 0.1, False, id="delivered-then-cut"),
+        pytest.param(0, 5.0, False, id="quiet-for-5s-then-cut"),
+        pytest.param(0, 0.1, True, id="cut-at-once"),
+    ],
+)
+async def test_a_broken_stream_ends_a_healthy_watch_without_backoff(
+    events: int, lasts: float, backs_off: bool
+) -> None:
+    """A watch that delivered something, or lasted a second, then broke, resumes at once
+    from the kept resourceVersion (client-go's reflector does the same); a watch that
+    breaks at once is a failure, and the delays before the next ones grow."""
+    clock = FakeClock()
+    client = CuttingClient(clock, events=events, lasts=lasts)
+    informer = Informer(client, PODS, Recorder(), settings=FAST, clock=clock)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(informer.run)
+        await wait_until(lambda: client.watches >= 6, what="six watches")
+        tg.cancel_scope.cancel()
+    if backs_off:
+        assert informer.stats.errors >= 5 and informer.stats.cuts == 0
+        assert len(clock.slept) >= 5 and clock.slept[4] > FAST.backoff_initial
+    else:
+        assert informer.stats.cuts >= 5 and informer.stats.errors == 0
+        assert clock.slept == []
+        assert informer.resource_version == str(client.version)
 
 
 def test_an_error_event_with_410_raises_gone_and_others_raise_their_error() -> None:

@@ -29,11 +29,14 @@ def simulate(
     on_cycle: Any = None,
     until: float | None = None,
     max_cycles: int = 2000,
+    quiet_logs: bool = True,
 ) -> Simulation:
     """Load ``objects`` as a scenario (their ``sim.sluice.dev`` annotations apply) and run
     it with ``config`` (the defaults when None) until it settles, ``until`` or
-    ``max_cycles``; ``on_cycle(report, fresh_events)`` after every cycle."""
-    quiet()
+    ``max_cycles``; ``on_cycle(report, fresh_events)`` after every cycle. Logs are
+    silenced unless ``quiet_logs`` is false (the caller configured them)."""
+    if quiet_logs:
+        quiet()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.yaml"
         path.write_text(yaml.safe_dump_all(list(objects), sort_keys=False))

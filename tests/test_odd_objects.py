@@ -11,21 +11,15 @@ and every pod of Sluice ends bound or pending with a reason; no node is over-all
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-import yaml
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler import app
-from scheduler.logging import quiet
-from scheduler.sim.clock import VirtualTimeLoop
-from scheduler.sim.runner import Simulation
-from scheduler.sim.scenario import load_scenario
+from scheduler.logging import configure, quiet
+from tests.simulated import simulate
 
 Obj = dict[str, Any]
 NO_REASON = "not scheduled yet"
@@ -92,15 +86,8 @@ def clusters(draw: st.DrawFn) -> list[Obj]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(objects=clusters())
 def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cluster.yaml"
-        path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
-        scenario = load_scenario([str(path)])
-    resolved = app.resolve()
-    sim = Simulation(
-        scenario, lambda cache, ports: app.build_loop(resolved, cache, ports), max_cycles=20
-    )
-    result = anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    sim = simulate(objects, max_cycles=20)
+    result = sim.result
     failures = [
         (s.labels, s.value)
         for metric in sim.loop.metrics.registry.collect()
@@ -113,3 +100,38 @@ def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
         assert reason and reason != NO_REASON, key
     for node in sim.cache.nodes.values():
         assert node.used.fits_in(node.allocatable) or not node.tasks, node.name
+
+
+def test_a_capped_node_is_logged_once_and_the_huge_pod_says_why() -> None:
+    """The issue's objects: a Node of 1000Ei memory (capped, told once in the log, not at
+    every cycle) and a pod asking 999Ei (pending, its reason naming the resource)."""
+    objects: list[Obj] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "huge"},
+            "status": {"allocatable": {"cpu": "4", "memory": "1000Ei", "pods": "110"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "greedy", "namespace": "default"},
+            "spec": {
+                "schedulerName": "sluice",
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"requests": {"memory": "999Ei"}}}
+                ],
+            },
+        },
+    ]
+    try:
+        configure(2)
+        with structlog.testing.capture_logs() as logs:
+            sim = simulate(objects, max_cycles=10, quiet_logs=False)
+    finally:
+        quiet()
+    adjusted = [e for e in logs if e["event"] == "object adjusted"]
+    assert [e["object"] for e in adjusted] == ["Node huge"], adjusted
+    assert "memory" in adjusted[0]["reason"]
+    assert sim.loop.cycles > 1
+    assert "memory" in sim.result.pending["default/greedy"], sim.result.pending

@@ -119,7 +119,8 @@ def node_from_object(node: Obj) -> NodeInfo:
     where = ref({"kind": "Node", "metadata": meta})
     raw = status.get("allocatable") or status.get("capacity") or {}
     allocatable = Resource.parse(raw, obj=where, field="status.allocatable")
-    if over_max(allocatable):  # an absurd allocatable (1000Ei) is capped: see MAX_AMOUNT
+    capped = tuple(over_max(allocatable))
+    if capped:  # an absurd allocatable (1000Ei) is capped: see MAX_AMOUNT
         allocatable = Resource({n: min(a, MAX_AMOUNT) for n, a in allocatable.items()})
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
@@ -136,6 +137,7 @@ def node_from_object(node: Obj) -> NodeInfo:
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
+        capped=capped,
     )
 
 

@@ -40,6 +40,9 @@ class NodeInfo:
     """Tasks on (or nominated to) this node, by uid."""
     held: dict[str, TaskStatus] = field(default_factory=dict)
     """The status each task had when added: what :meth:`remove_task` undoes."""
+    capped: tuple[str, ...] = ()
+    """Resources whose allocatable was above what the node table holds, capped to
+    :data:`~scheduler.api.resource.MAX_AMOUNT` (the converter's doing; told once)."""
 
     @property
     def idle(self) -> Resource:

@@ -1,5 +1,5 @@
 """Layer 2: the scheduler's live view of the cluster, fed by watch events."""
 
-from scheduler.cache.cache import SchedulerCache
+from scheduler.cache.cache import ObjectNotice, SchedulerCache
 
-__all__ = ["SchedulerCache"]
+__all__ = ["ObjectNotice", "SchedulerCache"]

@@ -24,6 +24,7 @@ in :attr:`rejected` with a one-line reason, and the cache carries on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api import labels as L
@@ -44,6 +45,7 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.snapshot import (
     NO_PREEMPTIONS,
     Backoff,
@@ -59,6 +61,17 @@ from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectNotice:
+    """An object the cache set aside (``what`` = ``rejected``: not applied) or applied
+    with a change (``adjusted``), named ``Kind ns/name``, and why."""
+
+    what: str
+    object: str
+    reason: str
+
 
 _SPEC_FIELDS = (
     "containers",
@@ -95,6 +108,12 @@ class SchedulerCache:
         self.topologies: dict[str, TopologyInfo] = {}
         self.rejected: dict[str, str] = {}
         """Objects not applied because they do not convert: ``Kind ns/name`` -> reason."""
+        self.adjusted: dict[str, str] = {}
+        """Objects applied with a change (a node's absurd allocatable capped): ``Kind
+        ns/name`` -> what was changed."""
+        self._news: list[ObjectNotice] = []
+        """Entries of :attr:`rejected` and :attr:`adjusted` new or changed since the last
+        :meth:`take_notices`."""
         self.on_change: Callable[[], None] | None = None
         self.generation = 0
         """Watch events that could let an unschedulable job fit now (room freed; nodes,
@@ -145,16 +164,42 @@ class SchedulerCache:
         try:
             wake = handler(event, obj)
         except InvalidInputError as exc:
-            self.rejected[where] = str(exc)
+            self._note(self.rejected, "rejected", where, str(exc))
             return
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            self.rejected[where] = f"{where}: malformed object ({exc!r})"
+            self._note(self.rejected, "rejected", where, f"{where}: malformed object ({exc!r})")
             return
         self.rejected.pop(where, None)
+        if kind == "Node" and event != "DELETED":
+            node = self.nodes.get(str(obj["metadata"]["name"]))
+            if node is not None and node.capped:
+                names = ", ".join(node.capped)
+                self._note(
+                    self.adjusted,
+                    "adjusted",
+                    where,
+                    f"{where}: status.allocatable of {names} above {MAX_AMOUNT} units is "
+                    "capped to that (the node table holds no more)",
+                )
+            else:
+                self.adjusted.pop(where, None)
+        elif event == "DELETED":
+            self.adjusted.pop(where, None)
         if wake and not self._fresh_only:
             self.generation += 1
         if wake and self.on_change is not None:
             self.on_change()
+
+    def _note(self, table: dict[str, str], what: str, where: str, reason: str) -> None:
+        if table.get(where) != reason:
+            table[where] = reason
+            self._news.append(ObjectNotice(what, where, reason))
+
+    def take_notices(self) -> list[ObjectNotice]:
+        """Objects rejected or adjusted since the last call, each told once per reason
+        (the loop logs them). Called by the loop before each cycle."""
+        news, self._news = self._news, []
+        return news
 
     def take_fresh_jobs(self) -> set[str]:
         """The jobs that got a new pending pod of ours since the last call (their parking

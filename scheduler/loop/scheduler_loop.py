@@ -262,6 +262,7 @@ class SchedulingLoop:
         structlog.contextvars.bind_contextvars(cycle=self.cycles)
         now = self.ports.clock.now()
         report = CycleReport(self.cycles, now)
+        self._report_notices()
         t0 = time.perf_counter()
         session = self._decide(report)
         report.seconds = time.perf_counter() - t0
@@ -304,6 +305,13 @@ class SchedulingLoop:
         for observer in self.observers:
             observer(report)
         return report
+
+    def _report_notices(self) -> None:
+        """Log, once each, the objects the cache set aside or adjusted since the last
+        cycle (a pod it cannot read, a node whose allocatable was capped)."""
+        for notice in self.cache.take_notices():
+            message = "object set aside" if notice.what == "rejected" else "object adjusted"
+            log.warning(message, object=notice.object, reason=notice.reason)
 
     def _decide(self, report: CycleReport) -> Session | None:
         """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,

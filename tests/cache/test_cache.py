@@ -336,6 +336,30 @@ def test_a_corrected_object_leaves_rejected() -> None:
     assert "default/p" in cache.tasks
 
 
+def test_rejected_and_adjusted_objects_are_told_once_each() -> None:
+    """What the loop logs: an object set aside, and a node whose absurd allocatable was
+    capped, each once per reason; a corrected object is told no more."""
+    cache = cache_with(node("n1"))
+    cache.take_notices()
+    cache.handle("Pod", "ADDED", pod("p", cpu="1..5"))
+    cache.handle("Pod", "MODIFIED", pod("p", cpu="1..5"))
+    cache.handle("Node", "ADDED", node("huge", memory="1000Ei"))
+    cache.handle("Node", "MODIFIED", node("huge", memory="1000Ei"))
+    notices = cache.take_notices()
+    assert [(n.what, n.object) for n in notices] == [
+        ("rejected", "Pod default/p"),
+        ("adjusted", "Node huge"),
+    ]
+    assert "status.allocatable of memory above" in notices[1].reason
+    assert cache.nodes["huge"].capped == ("memory",)
+    cache.handle("Pod", "MODIFIED", pending())
+    cache.handle("Node", "MODIFIED", node("huge", memory="64Gi"))
+    assert cache.take_notices() == []
+    assert cache.rejected == {} and cache.adjusted == {}
+    cache.handle("Node", "MODIFIED", node("huge", memory="1000Ei"))
+    assert [n.object for n in cache.take_notices()] == ["Node huge"]  # told again: news
+
+
 def test_unknown_kinds_are_ignored() -> None:
     cache = cache_with(node("n1"))
     cache.handle("Deployment", "ADDED", {"metadata": {"name": "x"}})

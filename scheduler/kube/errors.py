@@ -89,7 +89,10 @@ def error_from_status(
     label = f"HTTP {status} {reason}".rstrip() if status else "request failed"
     if status >= 500:
         return AmbiguousError(f"{label}: {message}", kind=kind, name=name)
-    return ServerError(f"{label}: {message}", kind=kind, name=name)
+    refused = ServerError(f"{label}: {message}", kind=kind, name=name)
+    if status:
+        refused.code = status  # a 400, 401, 403...: retrying will not help
+    return refused
 
 
 def translate_error(exc: BaseException, *, kind: str = "", name: str = "") -> ApiError:

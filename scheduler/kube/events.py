@@ -22,8 +22,15 @@ server, as kube-scheduler's event broadcaster does, without ever delaying a bind
   object went over ``per_object_burst``/``per_object_per_minute`` (reason ``limit``: a
   spam filter per object, as client-go's) or when ``max_pending`` new events wait already
   (reason ``queue_full``).
-* A failed write is logged and counted (:attr:`KubeEventRecorder.failed`), never
-  retried; a 404 on a series update (the Event expired) starts a new Event.
+* A write that failed for a reason that may pass (a 5xx, a timeout or a connection lost
+  before the reply, a 429, the API server unreachable) is tried again later, up to
+  ``max_tries`` times in all, ``retry_delay`` doubling (capped at 30 s, jittered), as
+  client-go's event broadcaster retries. A create retried after an ambiguous failure that
+  meets ``AlreadyExists`` took effect the first time: it is not written again under
+  another name. Any other failure, or the last try, is logged and counted
+  (:attr:`KubeEventRecorder.failed`, and ``on_drop("write_failed")`` for an Event that
+  was never created); a 404 on a series update (the Event expired)
+  starts a new Event.
 
 Event names are ``<regarding name>.<hex nanoseconds>`` in the regarding object's
 namespace (``default`` for cluster-scoped objects). Used from one event loop.
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 import socket
 import time
 from collections import OrderedDict, deque
@@ -43,16 +51,29 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskStatus
 
-from scheduler.api.errors import AlreadyExistsError, ApiError, NotFoundError
+from scheduler.api.errors import (
+    AlreadyExistsError,
+    AmbiguousError,
+    ApiError,
+    NotFoundError,
+    ServerError,
+    TooManyRequestsError,
+)
 from scheduler.kube.client import KubeClient
 from scheduler.kube.ratelimit import TokenBucket
 from scheduler.kube.resources import EVENTS, MERGE_PATCH
 from scheduler.kube.timestamps import format_micro_time
-from scheduler.logging import get_logger
+from scheduler.logging import get_logger, v
 from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock, Event, ObjectRef
 
-__all__ = ["DROP_LIMIT", "DROP_QUEUE_FULL", "EventSettings", "KubeEventRecorder"]
+__all__ = [
+    "DROP_LIMIT",
+    "DROP_QUEUE_FULL",
+    "DROP_WRITE_FAILED",
+    "EventSettings",
+    "KubeEventRecorder",
+]
 
 log = get_logger("sluice.kube.events")
 
@@ -60,6 +81,7 @@ _NOTE_LIMIT: Final[int] = 1024  # events.k8s.io/v1 validation: note is at most 1
 #: The ``reason`` label of ``scheduler_events_dropped_total``.
 DROP_LIMIT: Final = "limit"
 DROP_QUEUE_FULL: Final = "queue_full"
+DROP_WRITE_FAILED: Final = "write_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +115,10 @@ class EventSettings:
     server, and the last event came 3.6 s after the last bind (with 16: 1,137, 1.8 s)."""
     timeout: float = 10.0
     """``_request_timeout`` of each event write."""
+    max_tries: int = 12
+    """Attempts of one write whose failures may pass (client-go: 12)..."""
+    retry_delay: float = 1.0
+    """...the first retry this long after the failure, doubling up to 30 s."""
 
 
 @dataclass(slots=True)
@@ -108,6 +134,8 @@ class _Series:
     count: int = 1
     written: int = 0  # the count the server has (0: not created yet)
     next_patch: float = 0.0  # clock time before which no series update is sent
+    tries: int = 0  # failed attempts of the write in hand (reset when one succeeds)
+    maybe_created: bool = False  # a create failed ambiguously: it may exist already
 
 
 _Key = tuple[str, str, str, str, str, str, str]
@@ -125,6 +153,15 @@ def _ref_json(ref: ObjectRef) -> dict[str, str]:
     if ref.uid:
         out["uid"] = ref.uid
     return out
+
+
+def _may_pass(exc: ApiError) -> bool:
+    """Whether a failed write is worth trying again: a 5xx, a timeout or a connection lost
+    (AmbiguousError), the API server unreachable (a ServerError of code 500), a 429.
+    Not a 4xx such as 403 or 422, whose answer would not change."""
+    if isinstance(exc, AmbiguousError | TooManyRequestsError):
+        return True
+    return type(exc) is ServerError and exc.code >= 500
 
 
 def _note(message: str) -> str:
@@ -180,7 +217,9 @@ class KubeEventRecorder:
         self.written = 0
         """Successful writes (creates and series updates)."""
         self.failed = 0
-        """Writes that failed."""
+        """Writes that failed for good (not retried, or out of tries)."""
+        self.retried = 0
+        """Writes tried again after a failure that may pass."""
 
     # ----------------------------------------------------------------- recording
 
@@ -346,8 +385,8 @@ class KubeEventRecorder:
                 await self._write(key, series)
             finally:
                 self._writing.discard(key)
-            if series.written and series.count > series.written and key in self._series:
-                self._schedule_update(key, series)
+            if key in self._series and (series.tries or series.count > series.written > 0):
+                self._schedule_update(key, series)  # a retry, or repeats to write
 
     async def _write(self, key: _Key, series: _Series) -> None:
         count = series.count
@@ -365,17 +404,26 @@ class KubeEventRecorder:
             self._enqueue(key, new=True)
             return
         except ApiError as exc:
+            if _may_pass(exc) and series.tries + 1 < self.settings.max_tries:
+                self._retry_later(series, exc)
+                return
             self.failed += 1
             log.warning(
                 "event write failed",
                 reason=series.event.reason,
                 regarding=series.event.regarding.key,
                 error=str(exc),
+                tries=series.tries + 1,
             )
+            series.tries = 0
             if not series.written:
                 self._series.pop(key, None)  # a later repeat starts a new Event
+                if self.on_drop is not None:
+                    self.on_drop(DROP_WRITE_FAILED)  # the event is lost
             return
         self.written += 1
+        series.tries = 0
+        series.maybe_created = False
         series.written = count
         # a lone Event's first repeat goes out at once; later repeats wait their turn
         series.next_patch = self.clock.now() + (
@@ -406,10 +454,31 @@ class KubeEventRecorder:
             }
         return body
 
+    def _retry_later(self, series: _Series, exc: ApiError) -> None:
+        """Mark this series to be written again after a delay (see
+        :class:`EventSettings`); the writer schedules it once the write in hand ends."""
+        series.tries += 1
+        if not series.written and isinstance(exc, AmbiguousError):
+            series.maybe_created = True
+        self.retried += 1
+        delay = min(30.0, self.settings.retry_delay * 2.0 ** (series.tries - 1))
+        series.next_patch = self.clock.now() + delay * (1.0 - 0.25 * random.random())
+        if v(4):
+            log.info(
+                "event write failed, retrying",
+                v=4,
+                reason=series.event.reason,
+                regarding=series.event.regarding.key,
+                error=str(exc),
+                tries=series.tries,
+            )
+
     async def _create(self, series: _Series, count: int) -> None:
         try:
             await self._post(series, count)
         except AlreadyExistsError:
+            if series.maybe_created:
+                return  # the earlier try whose reply was lost created it
             series.name = self._name(series.event)  # a clash of names: one more try
             await self._post(series, count)
 

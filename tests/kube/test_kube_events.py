@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,13 @@ import anyio
 import pytest
 from kube_support import Cluster, FakeClock, running_cluster, wait_until
 
+from scheduler.api.errors import (
+    AmbiguousError,
+    ApiError,
+    InvalidObjectError,
+    ServerError,
+    TooManyRequestsError,
+)
 from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
 from scheduler.kube.events import DROP_LIMIT, DROP_QUEUE_FULL
 from scheduler.ports import Event, ObjectRef
@@ -206,14 +214,98 @@ async def test_record_never_raises_nor_blocks(tmp_path: Path) -> None:
     assert recorder.dropped == 3
 
 
-async def test_failed_event_writes_are_counted_not_retried(tmp_path: Path) -> None:
+QUICK_RETRY = EventSettings(retry_delay=0.05)
+
+
+class ForbiddenLike(ServerError):
+    """A 403 as :func:`scheduler.kube.errors.error_from_status` makes it."""
+
+    code = 403
+
+
+async def test_a_write_is_retried_while_the_api_server_is_unreachable(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
-        recorder = KubeEventRecorder(cluster.client)
+        recorder = KubeEventRecorder(cluster.client, settings=QUICK_RETRY)
         await tg.start(recorder.run)
         await cluster.cut()
         recorder.record(failed_scheduling("a"))
-        await wait_until(lambda: recorder.failed == 1, what="a failed write")
+        await wait_until(lambda: recorder.retried >= 2, what="two retries")
         await cluster.resume()
-        recorder.record(failed_scheduling("a"))  # starts a new Event
-        await wait_until(lambda: len(events_of(cluster)) == 1)
+        await wait_until(lambda: len(events_of(cluster)) == 1, what="the event, written late")
+        assert recorder.failed == 0 and recorder.written == 1
+        tg.cancel_scope.cancel()
+
+
+def _failing_posts(error: ApiError, *, applied: bool) -> Callable[..., Any]:
+    """A request wrapper: the first POST raises ``error``, after it was applied (the
+    reply lost) or without being sent; with ``applied`` false, every POST does."""
+
+    def wrap(real: Callable[..., Any]) -> Callable[..., Any]:
+        posts = 0
+
+        async def request(method: str, path: str, **kw: Any) -> Any:
+            nonlocal posts
+            if method != "POST":
+                return await real(method, path, **kw)
+            posts += 1
+            if not applied:
+                raise error
+            reply = await real(method, path, **kw)
+            if posts == 1:
+                raise error
+            return reply
+
+        return request
+
+    return wrap
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "events", "failed"),
+    [
+        pytest.param(
+            _failing_posts(AmbiguousError("HTTP 500 InternalError", kind="Event"), applied=True),
+            1,
+            0,
+            id="reply-lost: retried, AlreadyExists is success, one Event",
+        ),
+        pytest.param(
+            _failing_posts(TooManyRequestsError("slow down", kind="Event"), applied=True),
+            2,
+            0,
+            id="429 after the write (as a proxy could): retried under a new name",
+        ),
+        pytest.param(
+            _failing_posts(InvalidObjectError("note: too long", kind="Event"), applied=False),
+            0,
+            1,
+            id="422: not retried",
+        ),
+        pytest.param(
+            _failing_posts(
+                ForbiddenLike("HTTP 403 Forbidden: events is forbidden", kind="Event"),
+                applied=False,
+            ),
+            0,
+            1,
+            id="403: not retried",
+        ),
+    ],
+)
+async def test_failed_writes_are_retried_only_when_the_failure_may_pass(
+    tmp_path: Path, wrapper: Callable[..., Any], events: int, failed: int
+) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=QUICK_RETRY)
+        await tg.start(recorder.run)
+        client = recorder._client
+        client.request = wrapper(client.request)  # type: ignore[method-assign]
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.written + recorder.failed >= 1, what="an outcome")
+        await anyio.sleep(0.3)  # and nothing more afterwards
+        assert (len(events_of(cluster)), recorder.failed) == (events, failed)
+        if failed:
+            assert recorder.retried == 0
+            recorder.record(failed_scheduling("a"))  # a repeat after a failure: a new Event
+            await wait_until(lambda: recorder.failed == 2, what="the repeat's own failure")
         tg.cancel_scope.cancel()

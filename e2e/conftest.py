@@ -79,8 +79,12 @@ MODE, KUBECONFIG = e2e_mode()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "emulator(history=N, fault_rate=R, fault_kinds=(...), seed=S): options of the "
-        "per-test emulator (ignored against a real cluster)",
+        "emulator(history=N): options of the per-test emulator (ignored against a real cluster)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "faults(rate=R, lost_rate=L, kinds=(...), seed=S, watch_cut_after=T): sluice run "
+        "talks to the API server through a fault_proxy.FaultProxy injecting these faults",
     )
     config.addinivalue_line("markers", "emulator_only: needs the emulator (skipped on a cluster)")
     config.addinivalue_line(
@@ -170,15 +174,7 @@ async def api_server(
         return
     marker = request.node.get_closest_marker("emulator")
     options: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    faults = Faults(
-        rate=float(options.get("fault_rate", 0.0)),
-        lost_rate=float(options.get("lost_reply_rate", 0.0)),
-        kinds=frozenset(options.get("fault_kinds", ("bind", "delete", "patch"))),
-        seed=int(options.get("seed", 1)),
-    )
-    server = EmulatedApiServer(
-        tmp_path, history=int(options.get("history", 100_000)), faults=faults
-    )
+    server = EmulatedApiServer(tmp_path, history=int(options.get("history", 100_000)))
     await server.start()
     try:
         yield server
@@ -237,6 +233,12 @@ async def cluster(
             c.scheduler_kubeconfig = accounts["scheduler"]
             c.controller_kubeconfig = accounts["controller"]
             c.lease_namespace = SYSTEM_NAMESPACE
+        marker = request.node.get_closest_marker("faults")
+        proxy = None
+        if marker is not None:
+            proxy = await c.put_behind_proxy(
+                Faults(**marker.kwargs), tmp_path_factory.mktemp("proxy")
+            )
         await c.setup()
         try:
             async with anyio.create_task_group() as tg:
@@ -244,8 +246,10 @@ async def cluster(
                 yield c
                 tg.cancel_scope.cancel()
         finally:
-            if api_server is None:  # an emulator is thrown away whole
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if proxy is not None:
+                    await proxy.stop()
+                if api_server is None:  # an emulator is thrown away whole
                     await c.cleanup()
     finally:
         await api.close()

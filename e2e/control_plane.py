@@ -187,13 +187,20 @@ async def service_account_kubeconfig(
     return path
 
 
+#: How a 403 shows in the logs of sluice (``HTTP 403 Forbidden``), of kopf
+#: (``APIForbiddenError``) and in the API server's message (``... is forbidden: User``).
+#: Not a bare "Forbidden": a 422's field error says ``status.nominatedNodeName:
+#: Forbidden: may not be set ...``, which is validation, not RBAC.
+_FORBIDDEN_MARKS: Final = ("HTTP 403", '"code": 403', "ForbiddenError", "is forbidden:")
+
+
 def forbidden_lines(text: str, *, tolerated_until: str = "") -> list[str]:
     """Log lines that tell of a 403 (RBAC refused a call). Lines whose JSON ``timestamp``
     is not after ``tolerated_until`` (ISO 8601, UTC) are left out: a restarted API server
     answers 403 for a moment after it is ready, until its authorizer's cache is filled."""
     out = []
     for line in text.splitlines():
-        if not ("Forbidden" in line or "HTTP 403" in line or '"code": 403' in line):
+        if not any(mark in line for mark in _FORBIDDEN_MARKS):
             continue
         if tolerated_until:
             with contextlib.suppress(ValueError, AttributeError):

@@ -30,7 +30,6 @@ import itertools
 import json
 import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -39,7 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -50,6 +49,7 @@ import aiohttp
 import anyio
 import anyio.abc
 import yaml
+from fault_proxy import FaultProxy, Faults
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
@@ -779,6 +779,8 @@ class Cluster:
         """What ``sluice run`` connects with: the ServiceAccount's on a real cluster."""
         self.controller_kubeconfig = kubeconfig
         """What ``sluice controller`` connects with."""
+        self.proxy: FaultProxy | None = None
+        """The fault-injecting front the scheduler talks through (tests marked ``faults``)."""
         self.lease_namespace = self.namespace
         """Where the schedulers' Lease lives (``sluice-system`` under the RBAC of
         ``manifests/``, whose Role allows Leases there only)."""
@@ -798,6 +800,22 @@ class Cluster:
     @property
     def emulated(self) -> bool:
         return self.emulator is not None
+
+    @property
+    def faults(self) -> Faults:
+        """What the fault proxy did (a test marked ``faults`` only)."""
+        assert self.proxy is not None, "the test has no fault proxy (mark it with faults(...))"
+        return self.proxy.faults
+
+    async def put_behind_proxy(self, faults: Faults, workdir: Path) -> FaultProxy:
+        """From now on ``sluice run`` talks to the API server through a :class:`FaultProxy`
+        that acts as :attr:`scheduler_kubeconfig`'s user and injects ``faults``. The
+        harness's own calls (and the fake kubelet's) stay direct. Stopped by the fixture."""
+        proxy = FaultProxy(self.scheduler_kubeconfig, workdir, faults)
+        await proxy.start()
+        self.proxy = proxy
+        self.scheduler_kubeconfig = proxy.kubeconfig
+        return proxy
 
     def name(self, suffix: str) -> str:
         """A cluster-wide name unique to this run."""
@@ -954,9 +972,20 @@ class Cluster:
         return name
 
     async def create_nodes(
-        self, count: int, spec: NodeSpec | None = None, *, prefix: str = "n"
+        self, count: int, spec: NodeSpec | None = None, *, prefix: str = "n", concurrency: int = 16
     ) -> list[str]:
-        return [await self.create_node(f"{prefix}{i}", spec) for i in range(count)]
+        """``count`` nodes named ``<prefix>0`` ..., ``concurrency`` at a time; their names."""
+        limiter = anyio.CapacityLimiter(concurrency)
+        names = [""] * count
+
+        async def one(i: int) -> None:
+            async with limiter:
+                names[i] = await self.create_node(f"{prefix}{i}", spec)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(count):
+                tg.start_soon(one, i)
+        return names
 
     # ----------------------------------------------------------------- pods
 
@@ -1369,50 +1398,6 @@ def rebinds_in_log(proc: SchedulerProcess) -> list[str]:
 # --------------------------------------------------------------------------- the emulator
 
 
-@dataclass
-class Faults:
-    """Failure injection for :class:`EmulatedApiServer`: each call of a kind in ``kinds``
-    (``bind``, ``delete``, ``patch``, ``create``, ``evict``) made by the scheduler (its
-    User-Agent starts with ``sluice/``) fails with a 500 ``InternalError`` before it is
-    applied, with probability ``rate``; or, with probability ``lost_rate``, is applied
-    and then answered with that 500 all the same (a reply lost after the write, as when
-    a connection breaks or a timeout strikes). Calls of the harness are never failed."""
-
-    rate: float = 0.0
-    lost_rate: float = 0.0
-    kinds: frozenset[str] = frozenset({"bind", "delete", "patch"})
-    seed: int = 1
-    calls: Counter[str] = field(default_factory=Counter)
-    failed: Counter[str] = field(default_factory=Counter)
-    lost: Counter[str] = field(default_factory=Counter)
-
-
-def _fault_status(message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"e2e fault injection: {message}",
-        "reason": "InternalError",
-        "code": 500,
-    }
-
-
-def _call_kind(method: str, path: str) -> str | None:
-    if method == "POST" and path.endswith("/binding"):
-        return "bind"
-    if method == "POST" and path.endswith("/eviction"):
-        return "evict"
-    if method == "POST":
-        return "create"
-    if method == "DELETE":
-        return "delete"
-    if method == "PATCH":
-        return "patch"
-    return None
-
-
 class EmulatedApiServer:
     """A fresh in-process API emulator (the embedded cluster's object store served over
     HTTP) on a random port, with a kubeconfig for it. ``history`` bounds the store's
@@ -1420,15 +1405,8 @@ class EmulatedApiServer:
     started and stopped on the test's event loop."""
 
     def __init__(
-        self,
-        workdir: Path,
-        *,
-        history: int = 100_000,
-        faults: Faults | None = None,
-        bookmark_interval: float = 5.0,
+        self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
-        from aiohttp import web
-
         from scheduler.schema import load_crds as load_catalog
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
@@ -1439,29 +1417,7 @@ class EmulatedApiServer:
             return catalog.check(obj) if catalog.is_custom(str(obj.get("kind"))) else obj
 
         self.store = ObjectStore(time.time, validator=validate, history=history)
-        self.faults = faults or Faults()
-        faults_ = self.faults
-        rng = random.Random(faults_.seed)
-
-        class FaultyEmulator(ApiEmulator):
-            async def _handle(self, request: web.Request) -> web.StreamResponse:
-                kind = _call_kind(request.method, request.path)
-                agent = request.headers.get("User-Agent", "")
-                if kind is None or not agent.startswith("sluice/"):
-                    return await super()._handle(request)
-                faults_.calls[kind] += 1
-                draw = rng.random() if kind in faults_.kinds else 1.0
-                if draw < faults_.rate:
-                    faults_.failed[kind] += 1
-                    await request.read()
-                    return web.json_response(_fault_status(f"{kind} refused"), status=500)
-                response = await super()._handle(request)
-                if draw < faults_.rate + faults_.lost_rate and response.status < 300:
-                    faults_.lost[kind] += 1
-                    return web.json_response(_fault_status(f"{kind} reply lost"), status=500)
-                return response
-
-        self.emulator = FaultyEmulator(
+        self.emulator = ApiEmulator(
             self.store, catalog=catalog, bookmark_interval=bookmark_interval
         )
         self.kubeconfig_path = workdir / "kubeconfig"
@@ -1509,6 +1465,7 @@ __all__ = [
     "Cluster",
     "EmulatedApiServer",
     "FakeKubelet",
+    "FaultProxy",
     "Faults",
     "NodeSpec",
     "PodRecorder",

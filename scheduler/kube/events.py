@@ -420,6 +420,8 @@ class KubeEventRecorder:
                 self._series.pop(key, None)  # a later repeat starts a new Event
                 if self.on_drop is not None:
                     self.on_drop(DROP_WRITE_FAILED)  # the event is lost
+            else:  # the series' count is written again no sooner than its interval
+                series.next_patch = self.clock.now() + self.settings.series_interval
             return
         self.written += 1
         series.tries = 0

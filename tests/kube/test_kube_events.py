@@ -309,3 +309,32 @@ async def test_failed_writes_are_retried_only_when_the_failure_may_pass(
             recorder.record(failed_scheduling("a"))  # a repeat after a failure: a new Event
             await wait_until(lambda: recorder.failed == 2, what="the repeat's own failure")
         tg.cancel_scope.cancel()
+
+
+async def test_a_refused_series_update_waits_its_interval(tmp_path: Path) -> None:
+    """A series update refused for good (a 403) is tried again only after the series
+    interval, not at once in a loop (the repeats' count stays to be written)."""
+    settings = EventSettings(series_interval=30.0, retry_delay=0.05)
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=settings)
+        await tg.start(recorder.run)
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.written == 1)
+        client = recorder._client
+        real = client.request
+        patches = 0
+
+        async def request(method: str, path: str, **kw: Any) -> Any:
+            nonlocal patches
+            if method == "PATCH":
+                patches += 1
+                await anyio.sleep(0.001)  # a refusal takes a round trip too
+                raise ForbiddenLike("HTTP 403 Forbidden", kind="Event")
+            return await real(method, path, **kw)
+
+        client.request = request  # type: ignore[method-assign]
+        recorder.record(failed_scheduling("a"))  # the first repeat: at once, refused
+        await wait_until(lambda: recorder.failed == 1, what="the refused update")
+        await anyio.sleep(0.3)
+        assert patches == 1 and recorder.failed == 1 and recorder.pending == 1
+        tg.cancel_scope.cancel()

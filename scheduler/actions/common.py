@@ -61,19 +61,35 @@ def for_each_job(
             attempt(session, job)
 
 
+def waiting_for_victims(nodes: Iterable[str]) -> str:
+    """What a pod (or a job) nominated to ``nodes`` waits for while the pods evicted for
+    it terminate: one sentence for the whole wait.
+
+    The number of victims left is not in it: every new message of a pod is a status
+    patch and a FailedScheduling event, on the client the binds and deletes use, and a
+    countdown (3, 2, 1 victims) wrote three of each per preemptor where kube-scheduler
+    writes one. ``sluice explain`` names the pods still terminating on the node."""
+    names = sorted(set(nodes))
+    where = f"node {names[0]}" if len(names) == 1 else f"nodes {', '.join(names)}"
+    return f"nominated to {where}; waiting for the pods evicted for it to terminate"
+
+
 def _say_gated(session: Session, job: JobInfo) -> None:
     """Reasons for a job held behind its preemption's gate, as they stand: each nominated
     pod waits on its node for the victims to go (or for the calls to finish); the
-    others wait for the gate."""
+    others wait for the gate. Worded as :func:`say_nominated` worded them, so that the
+    gate's progress writes nothing new."""
     state = session.snapshot.preemption
     victims = state.victims_left.get(job.uid, 0)
     calls = state.calls_left.get(job.uid, 0)
+    nodes: set[str] = set()
     for t in job.tasks.values():
         if not t.sluice or t.status not in (TaskStatus.PENDING, TaskStatus.PIPELINED):
             continue
         node = t.nominated_node or (t.node_name if t.status is TaskStatus.PIPELINED else "")
         if node and victims:
-            reason = f"nominated to node {node}; waiting for {victims} victim(s) to terminate"
+            reason = waiting_for_victims([node])
+            nodes.add(node)
         elif node and calls:
             reason = f"nominated to node {node}; waiting for the preemption's API calls"
         elif node:
@@ -81,7 +97,10 @@ def _say_gated(session: Session, job: JobInfo) -> None:
         else:
             reason = "waiting for its job's preemption to finish"
         session.record_task_reason(t, reason)
-    session.record_job_reason(job, "waiting for its preemption to finish")
+    if nodes:
+        session.record_job_reason(job, waiting_for_victims(nodes))
+    else:
+        session.record_job_reason(job, "waiting for its preemption to finish")
 
 
 def eligible(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.actions.common import waiting_tasks
+from scheduler.actions.common import waiting_for_victims, waiting_tasks
 from scheduler.actions.victims import VictimSearch, with_sentence
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
 from scheduler.actions.victims.gang import GangSearch
@@ -130,20 +130,16 @@ def _gang_in_best_domain(
 
 def say_nominated(session: Session, job: JobInfo) -> None:
     """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
-    what they wait for (later cycles say how many victims are left)."""
+    what they wait for, in the words later cycles keep while the victims go
+    (:func:`~scheduler.actions.common.waiting_for_victims`)."""
     nodes: list[str] = []
     for t in job.tasks.values():
         if t.sluice and t.status is TaskStatus.PIPELINED:
-            session.record_task_reason(
-                t, f"nominated to node {t.node_name}; waiting for the pods evicted for it to go"
-            )
+            session.record_task_reason(t, waiting_for_victims([t.node_name]))
             if t.node_name not in nodes:
                 nodes.append(t.node_name)
     if nodes:
-        where = ", ".join(sorted(nodes))
-        session.record_job_reason(
-            job, f"nominated to node(s) {where}; waiting for the pods evicted for it to go"
-        )
+        session.record_job_reason(job, waiting_for_victims(nodes))
 
 
 def _say_nothing_helps(

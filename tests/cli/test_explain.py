@@ -49,7 +49,7 @@ def test_a_gang_preemption_shows_its_victims_by_bundle(
     assert sorted(v["pod"] for v in eviction["victims"]) == [f"default/e-{i}" for i in range(4)]
     assert {v["bundle"] for v in eviction["victims"]} == {"whole"}
     assert set(e["next_cycle"]["nominations"].values()) == {"n2"}
-    assert e["reason"] == "nominated to node(s) n2; waiting for the pods evicted for it to go"
+    assert e["reason"] == "nominated to node n2; waiting for the pods evicted for it to terminate"
     assert e["gang"]["minMember"] == 4 and e["gang"]["byStatus"] == {"Pending": 4}
 
 

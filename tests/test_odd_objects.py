@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.logging import configure, quiet
+from tests.builders import node, pod
 from tests.simulated import simulate
 
 Obj = dict[str, Any]
@@ -98,32 +99,14 @@ def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
     assert sim.cache.rejected == {}
     for key, reason in result.pending.items():
         assert reason and reason != NO_REASON, key
-    for node in sim.cache.nodes.values():
-        assert node.used.fits_in(node.allocatable) or not node.tasks, node.name
+    for info in sim.cache.nodes.values():
+        assert info.used.fits_in(info.allocatable) or not info.tasks, info.name
 
 
 def test_a_capped_node_is_logged_once_and_the_huge_pod_says_why() -> None:
     """The issue's objects: a Node of 1000Ei memory (capped, told once in the log, not at
     every cycle) and a pod asking 999Ei (pending, its reason naming the resource)."""
-    objects: list[Obj] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": "huge"},
-            "status": {"allocatable": {"cpu": "4", "memory": "1000Ei", "pods": "110"}},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "greedy", "namespace": "default"},
-            "spec": {
-                "schedulerName": "sluice",
-                "containers": [
-                    {"name": "c", "image": "x", "resources": {"requests": {"memory": "999Ei"}}}
-                ],
-            },
-        },
-    ]
+    objects = [node("huge", memory="1000Ei"), pod("greedy", cpu=None, memory="999Ei")]
     try:
         configure(2)
         with structlog.testing.capture_logs() as logs:

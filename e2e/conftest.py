@@ -83,8 +83,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "faults(rate=R, lost_rate=L, kinds=(...), seed=S, watch_cut_after=T): sluice run "
-        "talks to the API server through a fault_proxy.FaultProxy injecting these faults",
+        "faults(rate=R, lost_rate=L, kinds=(...), seed=S, watch_cut_after=T, watch_delay=D): "
+        "sluice run talks to the API server through a fault_proxy.FaultProxy injecting these "
+        "faults",
     )
     config.addinivalue_line("markers", "emulator_only: needs the emulator (skipped on a cluster)")
     config.addinivalue_line(

@@ -167,9 +167,8 @@ class FaultProxy:
             config_file=self.upstream_kubeconfig, client_configuration=configuration
         )
         self._upstream = configuration.host.rstrip("/")
-        token = (configuration.api_key or {}).get("authorization") or (
-            configuration.api_key or {}
-        ).get("BearerToken")
+        keys = configuration.api_key or {}
+        token = keys.get("authorization") or keys.get("BearerToken")
         if token:
             self._headers["Authorization"] = token
         tls: ssl.SSLContext | bool = False
@@ -232,9 +231,7 @@ class FaultProxy:
     # ------------------------------------------------------------------ forwarding
 
     def _forward_headers(self, request: web.Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        headers.update(self._headers)
-        return headers
+        return {**_end_to_end(request.headers), **self._headers}
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
@@ -265,7 +262,7 @@ class FaultProxy:
                     return web.json_response(fault_status(f"{kind} reply lost"), status=500)
                 return _aborted(request)
             return web.Response(
-                body=payload, status=upstream.status, headers=_reply_headers(upstream.headers)
+                body=payload, status=upstream.status, headers=_end_to_end(upstream.headers)
             )
 
     async def _watch(self, request: web.Request) -> web.StreamResponse:
@@ -283,7 +280,7 @@ class FaultProxy:
                 headers=self._forward_headers(request),
             ) as upstream:
                 response = web.StreamResponse(
-                    status=upstream.status, headers=_reply_headers(upstream.headers)
+                    status=upstream.status, headers=_end_to_end(upstream.headers)
                 )
                 await response.prepare(request)
                 with contextlib.suppress(TimeoutError):
@@ -342,5 +339,6 @@ def _aborted(
     return response if response is not None else web.Response(status=500)
 
 
-def _reply_headers(headers: Mapping[str, str]) -> dict[str, str]:
+def _end_to_end(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` without those of one hop (:data:`_HOP_HEADERS`)."""
     return {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}

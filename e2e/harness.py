@@ -39,11 +39,11 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiohttp
 import anyio
@@ -52,6 +52,8 @@ import yaml
 from fault_proxy import FaultProxy, Faults
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
+
+T = TypeVar("T")
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CRD_DIR: Final = REPO / "crds"
@@ -110,6 +112,21 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
 
 
 # --------------------------------------------------------------------------- waiting
+
+
+async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], concurrency: int) -> list[T]:
+    """Run ``calls``, at most ``concurrency`` at a time; their results, in order."""
+    limiter = anyio.CapacityLimiter(concurrency)
+    results: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    return results
 
 
 async def wait_for(
@@ -975,17 +992,10 @@ class Cluster:
         self, count: int, spec: NodeSpec | None = None, *, prefix: str = "n", concurrency: int = 16
     ) -> list[str]:
         """``count`` nodes named ``<prefix>0`` ..., ``concurrency`` at a time; their names."""
-        limiter = anyio.CapacityLimiter(concurrency)
-        names = [""] * count
-
-        async def one(i: int) -> None:
-            async with limiter:
-                names[i] = await self.create_node(f"{prefix}{i}", spec)
-
-        async with anyio.create_task_group() as tg:
-            for i in range(count):
-                tg.start_soon(one, i)
-        return names
+        return await gather_bounded(
+            [lambda i=i: self.create_node(f"{prefix}{i}", spec) for i in range(count)],
+            concurrency,
+        )
 
     # ----------------------------------------------------------------- pods
 
@@ -1042,15 +1052,9 @@ class Cluster:
         self, names: Iterable[str], *, concurrency: int = 16, **options: Any
     ) -> None:
         """Create many pods, ``concurrency`` requests at a time."""
-        limiter = anyio.CapacityLimiter(concurrency)
-
-        async def one(n: str) -> None:
-            async with limiter:
-                await self.create_pod(n, **options)
-
-        async with anyio.create_task_group() as tg:
-            for n in names:
-                tg.start_soon(one, n)
+        await gather_bounded(
+            [lambda n=n: self.create_pod(n, **options) for n in names], concurrency
+        )
 
     async def delete_pod(self, name: str, *, grace: int | None = None) -> None:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from decimal import Decimal
+from typing import Any
 
 import anyio
 import pytest
@@ -217,18 +218,18 @@ async def _all_bound(cluster: Cluster, names: list[str], what: str) -> None:
     )
 
 
+def _told_why(pod: dict[str, Any]) -> bool:
+    """A pending pod says why: PodScheduled=False with a reason."""
+    scheduled = condition(pod, "PodScheduled")
+    return bool(scheduled and scheduled["status"] == "False" and scheduled.get("reason"))
+
+
 async def _settled(cluster: Cluster) -> None:
     """Wait until every pod is bound, or pending with PodScheduled=False and a reason;
     then two more seconds, after which that must still hold."""
 
     def settled() -> bool:
-        for pod in cluster.informer.pods.values():
-            if node_of(pod):
-                continue
-            scheduled = condition(pod, "PodScheduled")
-            if not (scheduled and scheduled["status"] == "False" and scheduled.get("reason")):
-                return False
-        return True
+        return all(node_of(p) or _told_why(p) for p in cluster.informer.pods.values())
 
     await wait_for(
         settled,
@@ -258,8 +259,7 @@ async def _check_outcome(cluster: Cluster, *, created: list[str], protected: lis
         assert name not in protected, f"{name} was preempted"
     pending = [n for n, p in pods.items() if not node_of(p)]
     for name in pending:
-        cond = condition(pods[name], "PodScheduled")
-        assert cond and cond["status"] == "False" and cond.get("reason"), (name, cond)
+        assert _told_why(pods[name]), (name, condition(pods[name], "PodScheduled"))
     assert all(n in pods and node_of(pods[n]) for n in protected)
     assert rec.violations == [], rec.violations[:10]
     used: dict[str, Decimal] = {}

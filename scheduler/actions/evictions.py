@@ -132,12 +132,11 @@ def say_nominated(session: Session, job: JobInfo) -> None:
     """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
     what they wait for, in the words later cycles keep while the victims go
     (:func:`~scheduler.actions.common.waiting_for_victims`)."""
-    nodes: list[str] = []
+    nodes: set[str] = set()
     for t in job.tasks.values():
         if t.sluice and t.status is TaskStatus.PIPELINED:
             session.record_task_reason(t, waiting_for_victims([t.node_name]))
-            if t.node_name not in nodes:
-                nodes.append(t.node_name)
+            nodes.add(t.node_name)
     if nodes:
         session.record_job_reason(job, waiting_for_victims(nodes))
 

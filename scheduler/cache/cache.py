@@ -170,21 +170,6 @@ class SchedulerCache:
             self._note(self.rejected, "rejected", where, f"{where}: malformed object ({exc!r})")
             return
         self.rejected.pop(where, None)
-        if kind == "Node" and event != "DELETED":
-            node = self.nodes.get(str(obj["metadata"]["name"]))
-            if node is not None and node.capped:
-                names = ", ".join(node.capped)
-                self._note(
-                    self.adjusted,
-                    "adjusted",
-                    where,
-                    f"{where}: status.allocatable of {names} above {MAX_AMOUNT} units is "
-                    "capped to that (the node table holds no more)",
-                )
-            else:
-                self.adjusted.pop(where, None)
-        elif event == "DELETED":
-            self.adjusted.pop(where, None)
         if wake and not self._fresh_only:
             self.generation += 1
         if wake and self.on_change is not None:
@@ -348,15 +333,27 @@ class SchedulerCache:
 
     def _on_node(self, event: str, obj: Obj) -> bool:
         name = str(obj["metadata"]["name"])
+        where = f"Node {name}"
         old = self.nodes.pop(name, None)
         self._copies.node_changed(name)
         if event == "DELETED":
+            self.adjusted.pop(where, None)
             # A nomination to a node that is gone holds nothing: the pods are pending.
             for task in list(old.tasks.values()) if old is not None else ():
                 if task.status is TaskStatus.PIPELINED:
                     self._move(task.uid, TaskStatus.PENDING, "")
             return True
         node = node_from_object(obj)
+        if node.capped:
+            self._note(
+                self.adjusted,
+                "adjusted",
+                where,
+                f"{where}: status.allocatable of {', '.join(node.capped)} above {MAX_AMOUNT} "
+                "units is capped to that (the node table holds no more)",
+            )
+        else:
+            self.adjusted.pop(where, None)
         if old is not None:
             node.tasks, node.held = old.tasks, old.held
             node.used, node.releasing, node.nominated = old.used, old.releasing, old.nominated

@@ -15,10 +15,10 @@ from scheduler.api.errors import (
     AmbiguousError,
     ApiError,
     InvalidObjectError,
-    ServerError,
     TooManyRequestsError,
 )
 from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
+from scheduler.kube.errors import error_from_status
 from scheduler.kube.events import DROP_LIMIT, DROP_QUEUE_FULL
 from scheduler.ports import Event, ObjectRef
 
@@ -217,12 +217,6 @@ async def test_record_never_raises_nor_blocks(tmp_path: Path) -> None:
 QUICK_RETRY = EventSettings(retry_delay=0.05)
 
 
-class ForbiddenLike(ServerError):
-    """A 403 as :func:`scheduler.kube.errors.error_from_status` makes it."""
-
-    code = 403
-
-
 async def test_a_write_is_retried_while_the_api_server_is_unreachable(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
         recorder = KubeEventRecorder(cluster.client, settings=QUICK_RETRY)
@@ -283,7 +277,7 @@ def _failing_posts(error: ApiError, *, applied: bool) -> Callable[..., Any]:
         ),
         pytest.param(
             _failing_posts(
-                ForbiddenLike("HTTP 403 Forbidden: events is forbidden", kind="Event"),
+                error_from_status(403, {"reason": "Forbidden", "message": "events is forbidden"}),
                 applied=False,
             ),
             0,
@@ -329,7 +323,7 @@ async def test_a_refused_series_update_waits_its_interval(tmp_path: Path) -> Non
             if method == "PATCH":
                 patches += 1
                 await anyio.sleep(0.001)  # a refusal takes a round trip too
-                raise ForbiddenLike("HTTP 403 Forbidden", kind="Event")
+                raise error_from_status(403, {"reason": "Forbidden"}, kind="Event")
             return await real(method, path, **kw)
 
         client.request = request  # type: ignore[method-assign]

@@ -1011,10 +1011,12 @@ class Cluster:
         labels: Mapping[str, str] = (),
         node_selector: Mapping[str, str] = (),
         scheduler_name: str | None = None,
+        scheduling_gates: Sequence[str] = (),
     ) -> dict[str, Any]:
         """A pod for this run. ``priority`` is (PriorityClass name, its value): the name is
         written, and the API server's Priority admission (the emulator's too) sets the
-        value."""
+        value. ``scheduling_gates`` names its ``spec.schedulingGates`` (as Kueue creates
+        the pods of a workload it has not admitted yet)."""
         meta_labels = {RUN_LABEL: self.run_id, **dict(labels)}
         if group:
             meta_labels[POD_GROUP_LABEL] = group
@@ -1035,6 +1037,8 @@ class Cluster:
         }
         if priority is not None:
             spec["priorityClassName"] = priority[0]
+        if scheduling_gates:
+            spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -1061,6 +1065,17 @@ class Cluster:
         if grace is not None:
             body["gracePeriodSeconds"] = grace
         await self.api.request("DELETE", core_path("pods", self.namespace, name), body=body)
+
+    async def patch_pod(self, name: str, patch: Any, *, json_patch: bool = False) -> None:
+        """Patch a pod's main resource: a strategic-merge patch, or (``json_patch``) a
+        list of JSON-patch operations."""
+        kind = "json-patch+json" if json_patch else "strategic-merge-patch+json"
+        await self.api.request(
+            "PATCH",
+            core_path("pods", self.namespace, name),
+            body=patch,
+            content_type=f"application/{kind}",
+        )
 
     async def get_pod(self, name: str) -> dict[str, Any] | None:
         return await self.api.get_or_none(core_path("pods", self.namespace, name))

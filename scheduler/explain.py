@@ -126,6 +126,9 @@ def _describe(  # noqa: PLR0917
             entry["reason"] = reason
             if t.key not in binds:
                 entry["nodes"] = nodes_by_reason(session, session.fit(t))
+        if t.sluice and status is TaskStatus.GATED:
+            entry["schedulingGates"] = list(t.scheduling_gates)
+            entry["reason"] = gated_reason(t)
         if t.nominated_node:
             entry["nominatedNode"] = t.nominated_node
         pods.append(entry)
@@ -192,10 +195,20 @@ def _waits(session: Session, job: JobInfo, before: dict[str, tuple[TaskStatus, s
         if leaving:
             what += f"; {len(leaving)} pod(s) still terminating there: {', '.join(sorted(leaving))}"
         out.append(what)
+    for t in sorted(job.tasks.values(), key=lambda t: t.name):
+        if t.sluice and before[t.uid][0] is TaskStatus.GATED:
+            out.append(f"{t.key}: {gated_reason(t)}")
     for ctype, status, _, message in job.conditions:
         if ctype == "Reserved" and status == "True":
             out.append(f"starvation protection: {message}")
     return out
+
+
+def gated_reason(task: TaskInfo) -> str:
+    """What a pod held by scheduling gates waits for (``sluice explain`` only: the pod's
+    own condition stays the API server's ``SchedulingGated``)."""
+    gates = ", ".join(task.scheduling_gates)
+    return f"not tried until its scheduling gates are removed: {gates}"
 
 
 def render(e: dict[str, Any], *, verbose: bool = False) -> str:

@@ -74,7 +74,15 @@ def pod_status(pod: Obj) -> TaskStatus:
         if meta.get("deletionTimestamp"):
             return TaskStatus.RELEASING
         return TaskStatus.RUNNING if phase == "Running" else TaskStatus.BOUND
+    if spec.get("schedulingGates"):
+        return TaskStatus.GATED
     return TaskStatus.PENDING
+
+
+def scheduling_gates(pod: Obj) -> tuple[str, ...]:
+    """The names of ``pod``'s ``spec.schedulingGates``, in order."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return tuple(str(g.get("name", "")) if isinstance(g, Mapping) else str(g) for g in gates)
 
 
 def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskInfo:
@@ -109,6 +117,7 @@ def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskIn
         terminating=bool(meta.get("deletionTimestamp")),
         ready=pod_ready(status),
         sluice=spec.get("schedulerName", "default-scheduler") == scheduler_name,
+        scheduling_gates=scheduling_gates(pod),
     )
 
 

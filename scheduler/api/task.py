@@ -3,11 +3,16 @@
 A task's ``status`` is the cache's pod state machine, extended with the session's
 decisions::
 
+    GATED ──last scheduling gate removed──▶ PENDING
     PENDING ──allocate──▶ ALLOCATED ──commit──▶ BINDING ──bind ok──▶ BOUND ──kubelet──▶ RUNNING
        │                                            └──bind failed (forget)──▶ PENDING
        └──pipeline (nominated, waits for victims)──▶ PIPELINED
     BOUND/RUNNING ──evict──▶ RELEASING ──deleted──▶ (gone)
     RUNNING ──▶ SUCCEEDED | FAILED
+
+A GATED pod (``spec.schedulingGates`` not empty, as Kueue creates them) is never tried:
+no placement, no preemption, no reason written over the API server's ``SchedulingGated``
+condition; a gang does not count it among the members it can place.
 
 Tasks that take a node's resources are those in
 :data:`scheduler.api.task_states.USES_NODE`; a PIPELINED task is counted in its node's
@@ -25,6 +30,7 @@ from scheduler.api.resource import Resource
 
 
 class TaskStatus(enum.Enum):
+    GATED = "Gated"
     PENDING = "Pending"
     ALLOCATED = "Allocated"
     PIPELINED = "Pipelined"
@@ -71,6 +77,8 @@ class TaskInfo:
     """The pod's ``Ready`` condition is True (what a PodDisruptionBudget counts)."""
     sluice: bool = True
     """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
+    scheduling_gates: tuple[str, ...] = ()
+    """The names of the pod's ``spec.schedulingGates`` (while any is left it is GATED)."""
 
     @property
     def key(self) -> str:
@@ -102,6 +110,7 @@ class TaskInfo:
             self.terminating,
             self.ready,
             self.sluice,
+            self.scheduling_gates,
         )
 
     def __repr__(self) -> str:

@@ -29,6 +29,10 @@ COUNTS_FOR_GANG = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.SUCCE
 ALIVE = frozenset(set(S) - {S.FAILED, S.UNKNOWN})
 """Tasks that are valid members of a gang (not failed)."""
 
+AVAILABLE = ALIVE - {S.GATED}
+"""Members a gang can count on now: alive and not held by scheduling gates. A gang whose
+available members are fewer than it needs waits (its gated pods are not tried)."""
+
 EVICTABLE = frozenset({S.BOUND, S.RUNNING})
 """Tasks the scheduler may choose as victims (bound in the API, not already leaving)."""
 
@@ -36,5 +40,5 @@ BOUND_IN_API = frozenset({S.BINDING, S.BOUND, S.RUNNING})
 """Tasks whose node is written in the API (or being written): their annotations are
 final, nothing more is written on them before binding."""
 
-UNFINISHED = USES_NODE | {S.PENDING, S.PIPELINED}
+UNFINISHED = USES_NODE | {S.GATED, S.PENDING, S.PIPELINED}
 """Tasks that keep a PodGroup from being Completed."""

@@ -37,6 +37,7 @@ from scheduler.api.convert import (
     pod_status,
     queue_from_object,
     ref,
+    scheduling_gates,
     task_from_pod,
     topology_from_object,
 )
@@ -261,11 +262,15 @@ class SchedulerCache:
             self._detach(old)
         self.tasks[uid] = task
         self._attach(task)
-        if old is None:
+        ungated = old is not None and old.status is TaskStatus.GATED
+        if old is None or ungated:
+            # A new pending pod, or one whose last scheduling gate was removed: news for
+            # its own job (a gang may now have all its members), tried in the next cycle.
             if task.sluice and task.status is TaskStatus.PENDING:
                 self._fresh_jobs.add(task.job_id)
                 self._fresh_only = True
-            return task.status is TaskStatus.PENDING or not task.sluice
+                return True
+            return old is None and not task.sluice
         return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
             task.terminating and not old.terminating
         )
@@ -310,6 +315,7 @@ class SchedulerCache:
         task.labels = dict(meta.get("labels") or {})
         task.annotations = dict(meta.get("annotations") or {})
         task.start_time = parse_time(status.get("startTime"))
+        task.scheduling_gates = scheduling_gates(pod)
         # What derives from labels and annotations may change after creation.
         task.preemptable = task.labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false"
         task.role = task.labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE)

@@ -1,7 +1,8 @@
 """The ``gang`` plugin (layer 2): a job is placed in full (at least minMember) or not at all.
 
-- valid: a job needs at least ``minMember`` live pods, and ``minTaskMember[role]`` per
-  role, before it is worth trying; otherwise it waits and says why;
+- valid: a job needs at least ``minMember`` live pods that no scheduling gate holds, and
+  ``minTaskMember[role]`` per role, before it is worth trying; otherwise it waits and says
+  why (a gang waits while a pod it needs is gated, as Kueue gates them before admission);
 - ready: at least ``minMember`` tasks placed, and per role at least ``minTaskMember``;
   otherwise the status says how many can be placed, in all or of the role short;
 - pipelined: the same, counting tasks nominated to nodes being freed;
@@ -15,7 +16,7 @@ from collections import Counter
 
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
-from scheduler.api.task_states import ALIVE
+from scheduler.api.task_states import AVAILABLE
 from scheduler.framework.extension_points import (
     JOB_ORDER,
     JOB_PIPELINED,
@@ -31,26 +32,40 @@ from scheduler.framework.status import SUCCESS, Status
 
 NAME = "gang"
 _PIPELINED = frozenset({TaskStatus.PIPELINED})
+_GATED = frozenset({TaskStatus.GATED})
 
 
 def job_valid(job: JobInfo) -> Status:
-    alive = job.valid_count()
-    if alive < job.min_member:
+    available = job.count(AVAILABLE)
+    gated = job.count(_GATED)
+    if available < job.min_member:
         return Status.unschedulable(
-            f"pod group {job.uid} has {alive} pod(s), fewer than its minMember {job.min_member}",
+            f"pod group {job.uid} has {available} pod(s)"
+            f"{_held(job, gated)}, fewer than its minMember {job.min_member}",
             NAME,
         )
     if job.min_task_member:
-        by_role = Counter(t.role for t in job.tasks.values() if t.status in ALIVE)
+        by_role = Counter(t.role for t in job.tasks.values() if t.status in AVAILABLE)
         for role in sorted(job.min_task_member):
             need = job.min_task_member[role]
             if by_role[role] < need:
+                held = sum(1 for t in job.tasks.values() if t.status in _GATED and t.role == role)
                 return Status.unschedulable(
                     f"pod group {job.uid} has {by_role[role]} pod(s) of role "
-                    f"{role!r}, fewer than its minTaskMember {need}",
+                    f"{role!r}{_held(job, held)}, fewer than its minTaskMember {need}",
                     NAME,
                 )
     return SUCCESS
+
+
+def _held(job: JobInfo, gated: int) -> str:
+    """`` ready to schedule and 2 held by scheduling gates (kueue.x-k8s.io/admission)``,
+    or "" when no pod is gated."""
+    if not gated:
+        return ""
+    held = (t for t in job.tasks.values() if t.status in _GATED)
+    names = sorted({gate for t in held for gate in t.scheduling_gates})
+    return f" ready to schedule and {gated} held by scheduling gates ({', '.join(names)})"
 
 
 def _short(job: JobInfo, placed: int, by_role: Counter[str]) -> Status:

@@ -53,7 +53,7 @@ from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
-from scheduler.sim.scenario import Arrival, Departure, Scenario
+from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
 from scheduler.sim.store import ObjectStore, WatchEvent
 
 LoopFactory = Callable[[SchedulerCache, ClusterPorts], SchedulingLoop]
@@ -165,7 +165,7 @@ class Simulation:
         """Called once while serving, the first time nothing of the scenario is left to
         happen, with the result so far."""
         self._settled = False
-        """Arrivals and departures still to come."""
+        """Arrivals, departures and ungatings still to come."""
         self._evicted: set[str] = set()
         self._api_nominated: dict[str, str] = {}
         """status.nominatedNodeName of each pod, as the API has it now."""
@@ -316,14 +316,27 @@ class Simulation:
         else:
             self._event("depart", object=departure.label)
 
-    async def _timed(self, later: list[tuple[float, Arrival | Departure]]) -> None:
-        """Arrivals and departures at their time (``later`` is sorted)."""
+    def _ungate(self, ungate: Ungate) -> None:
+        """Remove the pod's scheduling gates, as Kueue does when it admits its workload."""
+        try:
+            self.store.patch(
+                "Pod", ungate.namespace, ungate.name, {"spec": {"schedulingGates": None}}
+            )
+        except NotFoundError:
+            self._event("ungate", pod=ungate.label, gone=True)
+        else:
+            self._event("ungate", pod=ungate.label)
+
+    async def _timed(self, later: list[tuple[float, Arrival | Departure | Ungate]]) -> None:
+        """Arrivals, departures and ungatings at their time (``later`` is sorted)."""
         for at, item in later:
             delay = self.origin + at - self.clock.now()
             if delay > 0:
                 await self.clock.sleep(delay)
             if isinstance(item, Arrival):
                 self._create(item)
+            elif isinstance(item, Ungate):
+                self._ungate(item)
             else:
                 self._delete(item)
             self._timed_left -= 1
@@ -367,7 +380,8 @@ class Simulation:
             )
         for arrival in now:
             self._create(arrival)
-        timed: list[tuple[float, Arrival | Departure]] = [(a.at, a) for a in later]
+        timed: list[tuple[float, Arrival | Departure | Ungate]] = [(a.at, a) for a in later]
+        timed.extend((u.at, u) for u in self.scenario.ungates)
         timed.extend((d.at, d) for d in self.scenario.departures)
         timed.sort(key=lambda item: (item[0], isinstance(item[1], Departure)))  # stable
         self._timed_left = len(timed)
@@ -397,7 +411,11 @@ class Simulation:
                 continue
             if meta.get("deletionTimestamp"):
                 continue
-            self.result.pending[key] = self._reasons.get(key, "not scheduled yet")
+            reason = self._reasons.get(key)
+            if reason is None and spec.get("schedulingGates"):
+                gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"])
+                reason = f"held by scheduling gates ({gates}): not tried"
+            self.result.pending[key] = reason or "not scheduled yet"
         groups, _ = self.store.list("PodGroup")
         self.result.pod_groups = {
             f"{g['metadata']['namespace']}/{g['metadata']['name']}": (g.get("status") or {}).get(

@@ -16,7 +16,10 @@ Timed objects, on any kind:
   deleted gracefully (its ``terminationGracePeriodSeconds``, else 30 s; the simulated
   kubelet removes it when the grace is over) and anything else goes at once. The
   departure must come after the arrival (0 without one). An object already gone by then
-  (a preempted pod, say) is left alone.
+  (a preempted pod, say) is left alone;
+* ``sim.sluice.dev/ungate: 10s``, on a pod with ``spec.schedulingGates``, removes its
+  gates at that virtual time, as Kueue does when it admits the pod's workload (until then
+  the pod is not tried). It must come after the arrival (and before the departure).
 
 The Simulation document (``apiVersion: scheduling.sluice.dev/v1alpha1``) holds
 ``apiLatency`` and ``apiFailures`` (per call kind), ``seed``, and ``until`` (a duration:
@@ -44,6 +47,7 @@ from scheduler.sim.faults import ApiBehaviour
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
+UNGATE_ANNOTATION = "sim.sluice.dev/ungate"
 SIMULATION_KIND = "Simulation"
 CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass"})
 OBJECT_KINDS = (
@@ -84,12 +88,30 @@ class Departure:
         return f"{self.kind} {where}"
 
 
+@dataclass(frozen=True, slots=True)
+class Ungate:
+    """A pod whose scheduling gates are removed at virtual time ``at``
+    (``sim.sluice.dev/ungate``)."""
+
+    at: float
+    namespace: str
+    name: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        """``namespace/name``, as the timeline names pods."""
+        return f"{self.namespace}/{self.name}"
+
+
 @dataclass(slots=True)
 class Scenario:
     arrivals: list[Arrival] = field(default_factory=list)
     """Objects by the virtual time they enter the cluster, then kind order, then name."""
     departures: list[Departure] = field(default_factory=list)
     """Objects by the virtual time they are deleted, then kind order, then name."""
+    ungates: list[Ungate] = field(default_factory=list)
+    """Pods by the virtual time their scheduling gates are removed, then name."""
     config: SchedulerConfiguration | None = None
     behaviour: ApiBehaviour | None = None
     """From a Simulation document, if any."""
@@ -209,6 +231,7 @@ def load_scenario(paths: list[str]) -> Scenario:
     seen: dict[tuple[str, str, str], str] = {}
     objects: list[tuple[float, str, dict[str, Any]]] = []
     departures: list[Departure] = []
+    ungates: list[Ungate] = []
     simulation_seen = False
     for path in _files(paths):
         scenario.sources.append(str(path))
@@ -260,6 +283,10 @@ def load_scenario(paths: list[str]) -> Scenario:
                 departures.append(
                     Departure(leave, str(kind), str(meta.get("namespace", "")), meta["name"], where)
                 )
+            ungate = _annotation_time(obj, where, UNGATE_ANNOTATION)
+            if ungate is not None:
+                _check_ungate(obj, f"{where}: {label}", at, ungate, leave)
+                ungates.append(Ungate(ungate, str(meta["namespace"]), meta["name"], where))
             objects.append((at, where, obj))
     _check_references(objects)
     order = {k: i for i, k in enumerate(OBJECT_KINDS)}
@@ -267,7 +294,30 @@ def load_scenario(paths: list[str]) -> Scenario:
     scenario.arrivals = [Arrival(at, obj, where) for at, where, obj in objects]
     departures.sort(key=lambda d: (d.at, order[d.kind], d.label))
     scenario.departures = departures
+    scenario.ungates = sorted(ungates, key=lambda u: (u.at, u.label))
     return scenario
+
+
+def _check_ungate(
+    obj: Mapping[str, Any], where: str, arrival: float, at: float, departure: float | None
+) -> None:
+    """A ``sim.sluice.dev/ungate`` time must be on a gated pod, after its arrival and
+    before its departure."""
+    field_name = f"metadata.annotations[{UNGATE_ANNOTATION}]"
+    if obj.get("kind") != "Pod" or not (obj.get("spec") or {}).get("schedulingGates"):
+        raise ScenarioError(
+            where, field_name, "only a pod with spec.schedulingGates can be ungated"
+        )
+    if not at > arrival:
+        raise ScenarioError(
+            where, field_name, f"the ungating ({at:g}s) must come after the arrival ({arrival:g}s)"
+        )
+    if departure is not None and not at < departure:
+        raise ScenarioError(
+            where,
+            field_name,
+            f"the ungating ({at:g}s) must come before the departure ({departure:g}s)",
+        )
 
 
 def _normalise(doc: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
+from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
@@ -290,6 +291,7 @@ class ObjectStore:
                 new["status"] = {"phase": "Pending"}
             elif not status.get("phase"):
                 status["phase"] = "Pending"
+            pod_rules.on_create(new, rfc3339(self._wall()))
         if self._validator is not None:
             new = dict(self._validator(new))
             meta = dict(new["metadata"])
@@ -776,6 +778,8 @@ class ObjectStore:
                 new.pop("status", None)
         if new == old:
             return old
+        if kind == "Pod":
+            pod_rules.check_update(old, new)
         if any(new.get(k) != old.get(k) for k in (new.keys() | old.keys()) - _NOT_SPEC):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if self._validator is not None:

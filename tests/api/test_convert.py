@@ -85,9 +85,19 @@ def test_parse_time(value: object, epoch: float) -> None:
             TaskStatus.RELEASING,
         ),
         ({"metadata": {"name": "p"}}, TaskStatus.PENDING),
+        ({**pod("p"), "spec": {"schedulingGates": [{"name": "g"}]}}, TaskStatus.GATED),
+        ({**pod("p"), "spec": {"schedulingGates": []}}, TaskStatus.PENDING),
+        (
+            {"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "g"}]},
+             "status": {"phase": "Failed"}},
+            TaskStatus.FAILED,
+        ),
     ],
-    ids=["pending", "running", "bound-not-started", "succeeded", "failed", "terminating", "bare"],
-)
+    ids=[
+        "pending", "running", "bound-not-started", "succeeded", "failed", "terminating", "bare",
+        "gated", "gates-empty", "gated-but-failed",
+    ],
+)  # fmt: skip
 def test_pod_status(raw: dict[str, Any], status: TaskStatus) -> None:
     assert pod_status(raw) is status
 

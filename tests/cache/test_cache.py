@@ -514,3 +514,47 @@ def test_a_nomination_to_a_node_that_is_gone_holds_nothing(
     assert (task.status, task.node_name) == (status, node_name)
     assert all("default/p" not in n.tasks for n in cache.nodes.values()) or node_name
     cache.snapshot()  # a session can be opened on it: every nominated node exists
+
+
+# What wakes the loop, and what it is news for --------------------------------------------
+
+GATE = [{"name": "kueue.x-k8s.io/admission"}]
+TWO_GATES = [*GATE, {"name": "example.com/quota"}]
+
+
+@pytest.mark.parametrize(
+    ("before", "event", "woke", "generation", "fresh"),
+    [
+        (None, pending("p"), True, False, {"default/p"}),
+        (None, pending("p", schedulingGates=GATE), False, False, set()),
+        (pending("p", schedulingGates=GATE), pending("p"), True, False, {"default/p"}),
+        (pending("p", schedulingGates=TWO_GATES), pending("p", schedulingGates=GATE),
+         False, False, set()),
+        (pending("p", schedulingGates=GATE, group="g"), pending("p", group="g"),
+         True, False, {"default/g"}),
+        (None, pending("p", scheduler="default-scheduler"), True, True, set()),
+        (pending("p", scheduler="default-scheduler", schedulingGates=GATE),
+         pending("p", scheduler="default-scheduler"), False, False, set()),
+    ],
+    ids=[
+        "new-pending-pod", "new-gated-pod", "last-gate-removed", "one-gate-of-two-removed",
+        "gang-member-ungated", "other-schedulers-pod", "other-schedulers-pod-ungated",
+    ],
+)  # fmt: skip
+def test_pod_events_wake_the_loop_and_make_jobs_fresh(
+    before: Obj | None, event: Obj, woke: bool, generation: bool, fresh: set[str]
+) -> None:
+    """A pod becoming schedulable (new, or its last scheduling gate removed) wakes the loop
+    and is news for its own job only (a parked gang may now be whole); a gated pod is no
+    news at all."""
+    cache = cache_with(node("n1", cpu="4"))
+    if before is not None:
+        cache.handle("Pod", "ADDED", before)
+    cache.take_fresh_jobs()
+    start = cache.generation
+    wakes: list[bool] = []
+    cache.on_change = lambda: wakes.append(True)
+    cache.handle("Pod", "MODIFIED" if before is not None else "ADDED", event)
+    assert bool(wakes) is woke
+    assert (cache.generation != start) is generation
+    assert cache.take_fresh_jobs() == fresh

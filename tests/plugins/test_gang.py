@@ -12,6 +12,7 @@ from tests.builders import pod
 
 S = TaskStatus
 P, A, PL, R, F, B = S.PENDING, S.ALLOCATED, S.PIPELINED, S.RUNNING, S.FAILED, S.BINDING
+G = S.GATED
 
 
 def job(
@@ -32,8 +33,16 @@ def job(
     for i, (role, status) in enumerate(tasks):
         t = task_from_pod(pod(f"t{i}", group="g", role=role or None))
         t.status = status
+        if status is G:
+            t.scheduling_gates = ("kueue.x-k8s.io/admission",)
         j.add_task(t)
     return j
+
+
+HELD_2 = (
+    "pod group default/g has 1 pod(s) ready to schedule and 2 held by scheduling gates "
+    "(kueue.x-k8s.io/admission), fewer than its minMember 2"
+)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +71,14 @@ def job(
             job(1, [("a", P)], {"b": 1, "a": 2}),
             "pod group default/g has 1 pod(s) of role 'a', fewer than its minTaskMember 2",
         ),
+        (job(2, [("", P), ("", G), ("", G)]), HELD_2),
+        (job(2, [("", P), ("", P), ("", G)]), None),
+        (job(1, [("", R), ("", G)]), None),
+        (
+            job(2, [("ps", G), ("worker", P), ("worker", P)], {"ps": 1}),
+            "pod group default/g has 0 pod(s) of role 'ps' ready to schedule and 1 held by "
+            "scheduling gates (kueue.x-k8s.io/admission), fewer than its minTaskMember 1",
+        ),
     ],
     ids=[
         "enough",
@@ -72,6 +89,10 @@ def job(
         "role-missing",
         "failed-role-member",
         "roles-checked-in-name-order",
+        "waits-for-gated-members",
+        "enough-without-the-gated-one",
+        "running-member-counts",
+        "gated-role",
     ],
 )
 def test_job_valid(gang: JobInfo, reason: str | None) -> None:

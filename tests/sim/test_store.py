@@ -291,11 +291,14 @@ def test_replace_status_subresource_rules(
     kind: str, subresource: str | None, status_applied: bool, spec_applied: bool
 ) -> None:
     store, _ = new_store()
-    store.create(obj(kind, "a", spec={"v": 1}, status={"s": 1}))
-    store.replace(obj(kind, "a", spec={"v": 2}, status={"s": 2}), subresource=subresource)
+    # activeDeadlineSeconds: a spec field the API server lets an update change on a Pod
+    store.create(obj(kind, "a", spec={"activeDeadlineSeconds": 1}, status={"s": 1}))
+    store.replace(
+        obj(kind, "a", spec={"activeDeadlineSeconds": 2}, status={"s": 2}), subresource=subresource
+    )
     got = store.get(kind, "default", "a")
     assert got["status"]["s"] == (2 if status_applied else 1)
-    assert got["spec"]["v"] == (2 if spec_applied else 1)
+    assert got["spec"]["activeDeadlineSeconds"] == (2 if spec_applied else 1)
 
 
 @pytest.mark.parametrize(

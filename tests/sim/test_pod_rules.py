@@ -1,0 +1,91 @@
+"""The API server's pod rules in the embedded cluster: the SchedulingGated condition at
+creation and what an update may change (each row checked against kube-apiserver
+v1.36.2 with the same writes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.errors import InvalidObjectError
+from scheduler.sim.store import ObjectStore
+from tests.sim.sim_builders import pod
+
+
+def _store() -> ObjectStore:
+    return ObjectStore(lambda: 1_767_225_600.0)
+
+
+def test_a_gated_pod_is_created_with_the_servers_scheduling_gated_condition() -> None:
+    created = _store().create(pod("a", gates=["kueue.x-k8s.io/admission"]))
+    (condition,) = created["status"]["conditions"]
+    assert condition["type"] == "PodScheduled"
+    assert condition["status"] == "False"
+    assert condition["reason"] == "SchedulingGated"
+    assert condition["message"] == "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def test_a_pod_without_gates_gets_no_condition() -> None:
+    assert "conditions" not in _store().create(pod("a"))["status"]
+
+
+Spec = dict[str, Any]
+UPDATES: list[tuple[str, Spec, Spec, str]] = [
+    # (id, spec fields before, spec fields after, error substring or "" for accepted)
+    ("gate-removed", {"schedulingGates": [{"name": "a"}, {"name": "b"}]},
+     {"schedulingGates": [{"name": "b"}]}, ""),
+    ("all-gates-removed", {"schedulingGates": [{"name": "a"}]}, {}, ""),
+    ("gate-added", {"schedulingGates": [{"name": "a"}]},
+     {"schedulingGates": [{"name": "a"}, {"name": "b"}]},
+     "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new "
+     "scheduling gate 'b'"),
+    ("gate-added-to-ungated", {}, {"schedulingGates": [{"name": "b"}]},
+     "spec.schedulingGates[0].name: Forbidden"),
+    ("selector-added-while-gated", {"schedulingGates": [{"name": "a"}]},
+     {"schedulingGates": [{"name": "a"}], "nodeSelector": {"pool": "x"}}, ""),
+    ("selector-added-with-last-gate-removed", {"schedulingGates": [{"name": "a"}]},
+     {"nodeSelector": {"pool": "x"}}, ""),
+    ("selector-changed-while-gated",
+     {"schedulingGates": [{"name": "a"}], "nodeSelector": {"pool": "x"}},
+     {"schedulingGates": [{"name": "a"}], "nodeSelector": {"pool": "y"}},
+     "only additions to spec.nodeSelector are allowed"),
+    ("selector-added-ungated", {}, {"nodeSelector": {"pool": "x"}},
+     "spec: Forbidden: pod updates may not change fields other than"),
+    ("affinity-while-gated", {"schedulingGates": [{"name": "a"}]},
+     {"schedulingGates": [{"name": "a"}], "affinity": {"nodeAffinity": {}}}, ""),
+    ("toleration-added", {}, {"tolerations": [{"key": "k", "operator": "Exists"}]}, ""),
+    ("toleration-changed", {"tolerations": [{"key": "k", "operator": "Exists"}]},
+     {"tolerations": [{"key": "j", "operator": "Exists"}]},
+     "spec.tolerations: Forbidden"),
+    ("image-changed", {}, {"containers": [{"name": "main", "image": "v2"}]}, ""),
+    ("container-resources-changed", {},
+     {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]},
+     "spec: Forbidden"),
+    ("priority-changed", {}, {"priority": 5}, "spec: Forbidden"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "error"), [u[1:] for u in UPDATES], ids=[u[0] for u in UPDATES]
+)
+def test_what_a_pod_update_may_change(before: Spec, after: Spec, error: str) -> None:
+    store = _store()
+    created = store.create({**pod("a"), "spec": {**pod("a")["spec"], **before}})
+    spec = {k: v for k, v in created["spec"].items() if k not in before}
+    body = {**created, "spec": {**spec, **after}}
+    if not error:
+        assert store.replace(body)["spec"] == body["spec"]
+        return
+    with pytest.raises(InvalidObjectError) as raised:
+        store.replace(body)
+    assert error in str(raised.value)
+    assert raised.value.causes, "the refusal names the field"
+
+
+def test_a_patch_through_the_main_resource_obeys_the_same_rules() -> None:
+    store = _store()
+    store.create(pod("a"))
+    with pytest.raises(InvalidObjectError, match="spec: Forbidden"):
+        store.patch("Pod", "default", "a", {"spec": {"nodeSelector": {"pool": "x"}}})
+    assert store.patch("Pod", "default", "a", {"metadata": {"labels": {"x": "1"}}})

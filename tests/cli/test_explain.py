@@ -152,3 +152,25 @@ def test_what_is_not_there_is_one_error_line(
 ) -> None:
     code, out, err = explain(tmp_path, [], *args, capsys=capsys)
     assert (code, out, err) == (2, "", message)
+
+
+def test_a_gang_waiting_for_gated_pods_says_which_gates_hold_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects = [
+        o for o in objects_of("gates_never_tried_until_removed.yaml") if o["kind"] != "Node"
+    ] + [{**NODE, "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8"}}}]
+    code, out, err = explain(tmp_path, objects, "podgroup", "gang", "-o", "json", capsys=capsys)
+    assert code == 0, err
+    e = json.loads(out)
+    assert e["next_cycle"] == {"binds": {}, "nominations": {}, "evictions": []}
+    assert "1 held by scheduling gates (kueue.x-k8s.io/admission)" in e["reason"]
+    gated = next(p for p in e["pods"] if p["pod"] == "default/g-2")
+    assert gated["status"] == "Gated"
+    assert gated["schedulingGates"] == ["kueue.x-k8s.io/admission"]
+    assert "nodes" not in gated  # never tried, so no node is charged a reason
+    assert e["waits_for"] == [
+        "default/g-2: not tried until its scheduling gates are removed: kueue.x-k8s.io/admission"
+    ]
+    code, text, _ = explain(tmp_path, objects, "podgroup", "gang", capsys=capsys)
+    assert "Waits for: default/g-2: not tried until its scheduling gates are removed" in text

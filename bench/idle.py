@@ -162,7 +162,7 @@ def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
         "mean_cycle_seconds": _r(sum(r.seconds for _, r in steady) / len(steady))
         if steady
         else None,
-        "parked_jobs": len(sim.loop.parking),
+        "parked_jobs": sim.loop.queue.parked,
         "preempt_seconds_total": _r(
             registry.get_sample_value("scheduler_cycle_duration_seconds_sum", {"action": "preempt"})
         ),

@@ -44,11 +44,11 @@ def build_loop(
             cache,
             ports,
             loop.metrics,
+            gates=loop.queue,
             async_enabled=config.gate("SchedulerAsyncPreemption"),
             concurrency=config.bind_concurrency,
-            wake=loop.wake,
             outcomes=loop.outcomes,
         )
-        cache.on_pod_deleted.append(executor.pod_deleted)
+        cache.on_pod_deleted.append(loop.queue.victim_gone)
         loop.preemption = executor
     return loop

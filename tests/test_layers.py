@@ -45,3 +45,28 @@ def test_the_core_has_no_async_code(package: str) -> None:
 )
 def test_the_check_sees_async_code(source: str, found: int) -> None:
     assert len(async_nodes(source, "m.py")) == found
+
+
+def _queue_contract() -> dict[str, object]:
+    import tomllib
+
+    config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if "scheduling queue" in c["name"])
+
+
+def test_the_queue_contract_covers_every_module_outside_the_queue() -> None:
+    """``make contracts`` forbids every module but the scheduling queue's own to reach the
+    queue's parts; its list of source modules must name (or contain) every module."""
+    contract = _queue_contract()
+    sources = [str(s) for s in contract["source_modules"]]  # type: ignore[attr-defined]
+    queue = ROOT / "loop" / "queue"
+    missing = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if queue in path.parents or path == ROOT / "__init__.py":
+            continue
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if not any(module == s or module.startswith(f"{s}.") for s in sources):
+            missing.append(module)
+    assert missing in ([], ["scheduler.loop"]), missing

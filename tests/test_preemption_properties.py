@@ -52,9 +52,8 @@ from scheduler.api.task_states import USES_NODE
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict, Nominate
 from scheduler.logging import quiet
+from scheduler.loop.queue.gates import GATE_TIMEOUT
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.preemption import PreemptionExecutor
-from scheduler.preemption.executor import Gate
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation
@@ -205,9 +204,6 @@ class CycleChecks:
     short: set[str] = field(default_factory=set)
     """Nominated pods (uids) short of room at the end of the last cycle, their job not
     gated: the next cycle must withdraw or renew their nomination."""
-    calls_ended: dict[str, tuple[Gate, float]] = field(default_factory=dict)
-    """Per gated job: its gate, and the clock at the end of the first cycle after which
-    its calls had ended (no earlier than they ended)."""
 
     def __call__(self, report: CycleReport, fresh: list[dict[str, Any]]) -> None:
         self.failed_delete |= any(e["event"] == "delete-failed" for e in fresh)
@@ -217,35 +213,27 @@ class CycleChecks:
         self._room(where, renewed)
 
     def _gates(self, where: str) -> None:
-        executor = self.sim.loop.preemption
-        assert isinstance(executor, PreemptionExecutor)
-        assert executor.view().gated == frozenset(executor.gates)
+        gates = self.sim.loop.queue.gates()
         pods, _ = self.sim.store.list("Pod")
         present = {str(p["metadata"].get("uid")) for p in pods}
-        for job in set(self.calls_ended) - set(executor.gates):
-            del self.calls_ended[job]
         now = self.sim.clock.now()
-        for job, gate in executor.gates.items():
-            if gate.calls > 0:
-                self.calls_ended.pop(job, None)
+        for job, hold in gates.items():
+            if hold.calls_left > 0:
                 continue
-            if not gate.waiting_for & present:
+            if not hold.victims & present:
                 self.problems.append(
-                    f"{where}: {job} gated with calls={gate.calls} and no victim left "
-                    f"({sorted(gate.waiting_for)})"
+                    f"{where}: {job} gated with its calls done and no victim left "
+                    f"({sorted(hold.victims)})"
                 )
-            since = self.calls_ended.get(job)
-            if since is None or since[0] is not gate:
-                self.calls_ended[job] = (gate, now)
-            elif now - since[1] > MAX_GRACE:
+            calls_ended = hold.until - GATE_TIMEOUT
+            if now - calls_ended > MAX_GRACE:
                 self.problems.append(
-                    f"{where}: {job} still gated {now - since[1]:g} s after its calls "
-                    f"ended (waiting for {sorted(gate.waiting_for)})"
+                    f"{where}: {job} still gated {now - calls_ended:g} s after its calls "
+                    f"ended (waiting for {sorted(hold.victims)})"
                 )
 
     def _gated(self) -> frozenset[str]:
-        executor = self.sim.loop.preemption
-        return executor.view().gated if executor is not None else frozenset()
+        return frozenset(self.sim.loop.queue.gates())
 
     def _room(self, where: str, renewed: set[str]) -> None:
         cache = self.sim.cache
@@ -334,7 +322,7 @@ def test_preemption_invariants(case: Case) -> None:
     assert r.problems == []
     assert r.cycles < MAX_CYCLES, "the run did not settle"
     sim = r.sim
-    assert sim.loop.preemption is not None and not sim.loop.preemption.view().gated
+    assert not sim.loop.queue.gates()
     for t in sim.cache.tasks.values():
         if t.status is TaskStatus.PIPELINED:
             # nominated, never placed though all is quiet, and no reason why

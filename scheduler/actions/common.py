@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from scheduler.api.errors import SessionCorruptedError
+from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import CPU, PODS, Resource
@@ -74,23 +75,20 @@ def waiting_for_victims(nodes: Iterable[str]) -> str:
     return f"nominated to {where}; waiting for the pods evicted for it to terminate"
 
 
-def _say_gated(session: Session, job: JobInfo) -> None:
+def _say_gated(session: Session, job: JobInfo, hold: Hold) -> None:
     """Reasons for a job held behind its preemption's gate, as they stand: each nominated
     pod waits on its node for the victims to go (or for the calls to finish); the
     others wait for the gate. Worded as :func:`say_nominated` worded them, so that the
     gate's progress writes nothing new."""
-    state = session.snapshot.preemption
-    victims = state.victims_left.get(job.uid, 0)
-    calls = state.calls_left.get(job.uid, 0)
     nodes: set[str] = set()
     for t in job.tasks.values():
         if not t.sluice or t.status not in (TaskStatus.PENDING, TaskStatus.PIPELINED):
             continue
         node = t.nominated_node or (t.node_name if t.status is TaskStatus.PIPELINED else "")
-        if node and victims:
+        if node and hold.victims:
             reason = waiting_for_victims([node])
             nodes.add(node)
-        elif node and calls:
+        elif node and hold.calls_left:
             reason = f"nominated to node {node}; waiting for the preemption's API calls"
         elif node:
             reason = f"nominated to node {node}; its room is free, binding next"
@@ -103,32 +101,42 @@ def _say_gated(session: Session, job: JobInfo) -> None:
         session.record_job_reason(job, "waiting for its preemption to finish")
 
 
+def _say_held(session: Session, job: JobInfo, hold: Hold) -> None:
+    """What a job the scheduling queue holds says this cycle, by the kind of its hold."""
+    match hold.kind:
+        case HoldKind.EVICTIONS:
+            _say_gated(session, job, hold)
+        case HoldKind.PARKED:
+            if hold.reason:
+                session.record_job_reason(job, hold.reason)
+            for t in job.tasks.values():
+                reason = hold.task_reasons.get(t.uid)
+                if reason:
+                    session.record_task_reason(t, reason)
+        case HoldKind.ERROR:
+            session.error_jobs.add(job.uid)
+            # The wait in all, not what is left of it: a reason that changes every cycle
+            # would rewrite the pods' condition (and repeat their event) every cycle.
+            session.record_job_reason(job, f"{hold.reason}; retried after {hold.delay:g}s")
+        case HoldKind.NO_PREEMPTION:
+            pass  # placed normally; the evicting actions say it (evictions.backoff_reason)
+
+
 def eligible(
     session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
 ) -> bool:
-    """May an action try to place ``job`` this cycle? Records the reason when not. A
-    parked job (found unschedulable, nothing that could help it changed since) is not
-    tried, and says again what it was told (``parked_too``: try it all the same)."""
+    """May an action try to place ``job`` this cycle? Records the reason when not. A job
+    the scheduling queue holds (:mod:`scheduler.api.holds`) is not tried and says what
+    its hold says; a parked job is tried all the same with ``parked_too``."""
     if job.uid in session.job_errors:
         return False
-    if session.is_gated(job):
-        _say_gated(session, job)
-        return False
-    parked = session.snapshot.parked.get(job.uid)
-    if parked is not None and not parked_too:
-        if parked.job_reason:
-            session.record_job_reason(job, parked.job_reason)
-        for t in job.tasks.values():
-            reason = parked.task_reasons.get(t.uid)
-            if reason:
-                session.record_task_reason(t, reason)
-        return False
-    backoff = session.snapshot.error_backoffs.get(job.uid)
-    if backoff is not None and backoff.until > session.now:
-        session.error_jobs.add(job.uid)
-        # The wait in all, not what is left of it: a reason that changes every cycle
-        # would rewrite the pods' condition (and repeat their event) every cycle.
-        session.record_job_reason(job, f"{backoff.reason}; retried after {backoff.delay:g}s")
+    hold = session.hold(job)
+    if (
+        hold is not None
+        and hold.kind.blocks_placement
+        and not (parked_too and hold.kind is HoldKind.PARKED)
+    ):
+        _say_held(session, job, hold)
         return False
     if job.problem:
         session.record_job_reason(job, job.problem)

@@ -3,14 +3,14 @@ holds nodes for.
 
 Volcano's Elect, for the case it exists for: a large job waits for ever behind a stream
 of small ones, because whenever some room frees a small job takes it. Runs between
-enqueue and allocate. A job *starves* when it has waited to start (:attr:`Snapshot.
-waiting_since`: a PodGroup since it was first seen Inqueue with pods pending, a lone pod
-since it was first seen pending) for at least ``starvationThreshold`` seconds, a job of
-no higher priority that came later was placed meanwhile (:attr:`Snapshot.overtaken`: a
-job first in line takes the next room that frees, and needs no protection), it is not
-held by a preemption gate or a backoff, and it could fit in one of its domains with
-every pod of its priority or lower gone (a job larger than the cluster never starves:
-nothing would ever make room for it).
+enqueue and allocate. A job *starves* when it has waited to start (the scheduling
+queue's ``waiting_since``: a PodGroup since it was first seen Inqueue with pods pending,
+a lone pod since it was first seen pending) for at least ``starvationThreshold``
+seconds, a job of no higher priority that came later was placed meanwhile (the queue's
+``overtaken``: a job first in line takes the next room that frees, and needs no
+protection), it is not held by a preemption gate or a backoff, and it could fit in one
+of its domains with every pod of its priority or lower gone (a job larger than the
+cluster never starves: nothing would ever make room for it).
 
 Of the starving jobs the target is the one of highest priority, then the one waiting
 longest, then the first by name. One target at a time: it is kept until it starts, is
@@ -72,7 +72,7 @@ class ElectAction:
             return
 
     def _waited_enough(self, session: Session, job: JobInfo) -> bool:
-        if job.uid not in session.snapshot.overtaken:
+        if not session.overtaken(job):
             return False
         since = session.waiting_since(job)
         if since is None or session.now - since < self.threshold:

@@ -24,14 +24,14 @@ from scheduler.actions.common import waiting_for_victims, waiting_tasks
 from scheduler.actions.victims import VictimSearch, with_sentence
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
 from scheduler.actions.victims.gang import GangSearch
+from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.job import JobInfo
-from scheduler.api.snapshot import Backoff
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
 
 
-def backoff_reason(backoff: Backoff) -> str:
+def backoff_reason(backoff: Hold) -> str:
     """What a job backing off after a failed preemption or reclaim says."""
     return f"{backoff.reason}; preemption retried in {backoff.delay:g}s"
 
@@ -46,9 +46,9 @@ def make_room_for_job(
 ) -> None:
     """Make room for ``job``'s pending tasks (see the module docstring). Called by an
     evicting action inside its per-job boundary; records reasons when nothing helps."""
-    backoff = session.snapshot.preemption.backoffs.get(job.uid)
+    backoff = session.hold(job)
     waiting = waiting_tasks(job)
-    if backoff is not None:
+    if backoff is not None and backoff.kind is HoldKind.NO_PREEMPTION:
         for t in waiting:
             base = session.task_reasons.get(t.uid, "")
             session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())

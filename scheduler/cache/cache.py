@@ -47,15 +47,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import MAX_AMOUNT
-from scheduler.api.snapshot import (
-    NO_PREEMPTIONS,
-    Backoff,
-    Parked,
-    PreemptionState,
-    Reservation,
-    Snapshot,
-    TopologyInfo,
-)
+from scheduler.api.snapshot import Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
@@ -119,13 +111,14 @@ class SchedulerCache:
         self.generation = 0
         """Watch events that could let an unschedulable job fit now (room freed; nodes,
         queues, PodGroups, budgets changed), counted: a job parked at an older generation
-        is tried again (:mod:`scheduler.loop.parking`). A new pending pod of ours is not
+        is tried again (:mod:`scheduler.loop.queue.parking`). A new pending pod of ours is not
         counted: it is news for its own job only (:meth:`take_fresh_jobs`)."""
         self._fresh_jobs: set[str] = set()
         self._fresh_only = False
         """Called after an event that may let something new be scheduled (wakes the loop)."""
         self.on_pod_deleted: list[Callable[[str], None]] = []
-        """Called with the uid of every pod whose deletion is seen (the preemption gate)."""
+        """Called with the uid of every pod whose deletion is seen (the preemption gates of
+        the loop's scheduling queue)."""
         self._spec_src: dict[str, tuple[object, ...]] = {}
         self._assumed_annotations: dict[str, tuple[str, ...]] = {}
         """Annotation keys assumed written on a binding pod, to drop if the bind fails."""
@@ -556,22 +549,10 @@ class SchedulerCache:
 
     # Snapshot -------------------------------------------------------------------------
 
-    def snapshot(
-        self,
-        *,
-        now: float = 0.0,
-        preemption: PreemptionState = NO_PREEMPTIONS,
-        error_backoffs: Mapping[str, Backoff] | None = None,
-        reservation: Reservation | None = None,
-        waiting_since: Mapping[str, float] | None = None,
-        overtaken: frozenset[str] = frozenset(),
-        parked: Mapping[str, Parked] | None = None,
-    ) -> Snapshot:
-        """A copy of what the next cycle decides on, for a session to change freely, with
-        what the scheduler holds back itself: ``now`` (the loop's clock), ``preemption``
-        (the executor's view of its gates and backoffs), ``error_backoffs`` (jobs
-        waiting after a SchedulerError), ``reservation`` and ``waiting_since`` (starvation
-        protection), handed in by the loop as read-only views.
+    def snapshot(self, *, now: float = 0.0) -> Snapshot:
+        """A copy of what the next cycle decides on, for a session to change freely, taken
+        at ``now`` (the loop's clock). What the scheduler holds back itself is not in the
+        cache: the loop attaches its scheduling queue's view (:attr:`Snapshot.queue`).
 
         Tasks and nodes are copied only when they changed since the last snapshot, here
         or in the session that used it (:class:`~.snapshots.Copies`); the others' copies
@@ -582,12 +563,7 @@ class SchedulerCache:
         last_jobs = self._copies.last_jobs
         tasks, nodes = self._copies.take(self.tasks, self.nodes)
         snap = self._build(tasks, nodes, last_jobs)
-        snap.now, snap.preemption = now, preemption
-        snap.error_backoffs = dict(error_backoffs or {})
-        snap.reservation = reservation
-        snap.waiting_since = waiting_since or {}
-        snap.overtaken = overtaken
-        snap.parked = parked or {}
+        snap.now = now
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from scheduler.api.errors import AllocationError, InvariantError, PluginError
+from scheduler.api.holds import Hold, HoldKind, Reservation
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
-from scheduler.api.snapshot import DisruptionBudget, Reservation, Snapshot, TopologyInfo
+from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
 from scheduler.framework import tiers
@@ -162,7 +163,7 @@ class Session:
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
         self.version = 0
         """Moves so far: what a cache of session-derived values is keyed on."""
-        self.reservation: Reservation | None = snapshot.reservation
+        self.reservation: Reservation | None = snapshot.queue.reservation
         """Starvation protection: the starving job elected and the nodes reserved for it,
         as the ``elect`` and ``reserve`` actions leave it (the loop keeps it for the next
         cycle). Plugins read it through their context."""
@@ -206,14 +207,22 @@ class Session:
         """The loop's clock when this cycle began."""
         return self.snapshot.now
 
+    def hold(self, job: JobInfo) -> Hold | None:
+        """What holds ``job`` back this cycle (the scheduling queue's view), or None."""
+        return self.snapshot.queue.holds.get(job.uid)
+
     def waiting_since(self, job: JobInfo) -> float | None:
         """Since when ``job`` has waited to start (loop clock), or None if it does not."""
-        return self.snapshot.waiting_since.get(job.uid)
+        return self.snapshot.queue.waiting_since.get(job.uid)
+
+    def overtaken(self, job: JobInfo) -> bool:
+        """Has a later job of no higher priority been placed while ``job`` waited?"""
+        return job.uid in self.snapshot.queue.overtaken
 
     def elect(self, job: JobInfo) -> None:
         """Make ``job`` the starving job to reserve nodes for (called by ``elect``); a
         reservation held by another job ends (say why first, with :meth:`release`)."""
-        since = self.snapshot.waiting_since.get(job.uid, self.now)
+        since = self.snapshot.queue.waiting_since.get(job.uid, self.now)
         self.reservation = Reservation(job.uid, job.priority, since)
 
     def reserve(self, nodes: frozenset[str]) -> None:
@@ -326,7 +335,8 @@ class Session:
 
     def is_gated(self, job: JobInfo) -> bool:
         """Is ``job`` held behind its preemption's gate (calls running, victims leaving)?"""
-        return job.uid in self.snapshot.preemption.gated
+        hold = self.snapshot.queue.holds.get(job.uid)
+        return hold is not None and hold.kind is HoldKind.EVICTIONS
 
     def order_jobs(self, jobs: list[JobInfo]) -> list[JobInfo]:
         return sorted(jobs, key=self.job_key)

@@ -1,16 +1,17 @@
 """SchedulingLoop: the cycle, and the hand-off of its effects (layer 3).
 
-Each cycle: snapshot the cache (with the preemption executor's and the loop's own views
-of what they hold back), open a session, run the configured actions, close the session,
+Each cycle: snapshot the cache, attach the scheduling queue's view of what it holds back
+(:mod:`scheduler.loop.queue`), open a session, run the configured actions, close the session,
 then act on the effects: the cache assumes every one of them at once, through the
 :class:`~scheduler.framework.effects.EffectLedger` port, and the API calls run in
 background pools. A cycle runs every ``schedule_period`` seconds of the clock, and at
 once when the cache reports a change worth it (a new pod, freed room, a new node).
 
 Errors are confined: a job whose attempt raised is rolled back by the actions and backs
-off (:mod:`scheduler.loop.errors`); a cycle that raised outside any job is thrown away
-whole (nothing of it is handed on, the next snapshot copies everything afresh), counted,
-and the loop goes on. Nothing a plugin raises ends the process.
+off (the queue holds it; :mod:`scheduler.loop.errors` logs it); a cycle that raised
+outside any job is thrown away whole (nothing of it is handed on, the next snapshot
+copies everything afresh), counted, and the loop goes on. Nothing a plugin raises ends
+the process.
 
 The loop owns one task group; every background call belongs to it, and failures are
 handled where they are expected (a refused bind forgets the assumed pod, which is then
@@ -40,7 +41,6 @@ from scheduler.api.errors import (
     assigned_node,
 )
 from scheduler.api.resource import CPU
-from scheduler.api.snapshot import NO_PREEMPTIONS, PreemptionState
 from scheduler.api.task import TaskInfo
 from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
@@ -55,9 +55,8 @@ from scheduler.framework.effects import (
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
-from scheduler.loop.errors import JobErrors, cycle_failed
-from scheduler.loop.parking import Parking
-from scheduler.loop.reservations import ReservationChange, ReservationKeeper
+from scheduler.loop.errors import JobErrorLog, cycle_failed
+from scheduler.loop.queue import JobQueue, ReservationChange
 from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -109,7 +108,8 @@ class CycleObserver(Protocol):
 
 class PreemptionHandler(Protocol):
     """Receives a cycle's Evict, Nominate and ClearNomination effects, assumed already
-    (the preemption executor), and shows what it holds back to the next cycle."""
+    (the preemption executor, which reports the gates it closes to the loop's
+    :class:`~scheduler.loop.queue.JobQueue`)."""
 
     @property
     def in_flight(self) -> int: ...
@@ -120,8 +120,6 @@ class PreemptionHandler(Protocol):
     async def calls_drained(self) -> None: ...
 
     def attach(self, tg: TaskGroup, /) -> None: ...
-
-    def view(self) -> PreemptionState: ...
 
     async def handle(
         self, effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]], /
@@ -152,9 +150,9 @@ class SchedulingLoop:
         self.outcomes = OutcomeResolver(ports, self.metrics)
         """Learns the outcome of binds whose reply was lost; the preemption executor is
         given the same one (``sluice run`` and the simulator do so)."""
-        self.job_errors = JobErrors(self.metrics)
-        self.reservations = ReservationKeeper(ports.events, self.metrics)
-        self.parking = Parking()
+        self.queue = JobQueue(ports.clock, ports.events, self.metrics, wake=self.wake)
+        """Every hold on a job between cycles; its view goes with each snapshot."""
+        self.error_log = JobErrorLog(self.metrics)
         self._generation = 0
         """The cache's generation when the cycle under way took its snapshot."""
         self._pending_series: set[str] = set()
@@ -171,9 +169,9 @@ class SchedulingLoop:
 
     @property
     def in_flight(self) -> int:
-        """Background calls not finished yet, and backoffs still to end (something will
-        change when they do)."""
-        busy = self.binds.in_flight + self.writes.in_flight + len(self.job_errors.view())
+        """Background calls not finished yet, and holds still to end (gates, backoffs:
+        something will change when they do)."""
+        busy = self.binds.in_flight + self.writes.in_flight + self.queue.in_flight
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
     @property
@@ -242,7 +240,10 @@ class SchedulingLoop:
                     with anyio.move_on_after(share):
                         await self._calls_drained()
                     rest = self.ports.clock.now() - started - spent
-                with anyio.move_on_after(max(0.0, period - rest)):
+                # A hold that ends by itself (a backoff, a gate's timeout) wakes the loop.
+                deadline = self.queue.next_deadline(self.ports.clock.now())
+                wait = min(period - rest, deadline - self.ports.clock.now())
+                with anyio.move_on_after(max(0.0, wait)):
                     await self._wake.wait()
             await self.binds.drain()
             await self.writes.drain()
@@ -284,9 +285,8 @@ class SchedulingLoop:
                 if isinstance(effect, Bind) and effect.task.job_id in session.placed_in:
                     report.placements[effect.task.key] = session.placed_in[effect.task.job_id]
         report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
-        self.job_errors.after_cycle(session, now)
-        report.reservation_changes = self.reservations.after_cycle(session, now)
-        self.parking.after_cycle(session, self._generation, now)
+        self.error_log.after_cycle(session)
+        report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
         await self._apply(report)
         self.status.report(session)
         self._report_pending()
@@ -317,16 +317,9 @@ class SchedulingLoop:
         """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,
         ``report.failed`` set) when something raised outside any one job."""
         self._generation = self.cache.generation
-        parked = self.parking.view(self._generation, self.cache.take_fresh_jobs(), report.started)
-        snapshot = self.cache.snapshot(
-            now=report.started,
-            parked=parked,
-            preemption=self.preemption.view() if self.preemption is not None else NO_PREEMPTIONS,
-            error_backoffs=self.job_errors.view(),
-            reservation=self.reservations.reservation,
-            waiting_since=self.reservations.waiting_since,
-            overtaken=frozenset(self.reservations.overtaken),
-        )
+        view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
+        snapshot = self.cache.snapshot(now=report.started)
+        snapshot.queue = view
         where = "open"
         try:
             session = open_session(snapshot, self.resolved)

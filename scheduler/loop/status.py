@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueShare
 from scheduler.api.queue_tree import QueueTree
 from scheduler.api.resource import ResourceSum
-from scheduler.api.snapshot import Reservation
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler.api.snapshot import Reservation
+from scheduler.api.holds import Reservation
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import (
     NODE_FILTER,

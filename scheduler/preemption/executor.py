@@ -1,18 +1,18 @@
-"""PreemptionExecutor: the API calls of a preemption, and the gate that holds the preemptor
-(layer 2).
+"""PreemptionExecutor: the API calls of a preemption (layer 2).
 
-It owns the gates and the backoffs, and shows them to each cycle as a read-only
-:class:`~scheduler.api.snapshot.PreemptionState` (:meth:`PreemptionExecutor.view`, which
-the loop hands to ``cache.snapshot``). It makes API calls and keeps gates, nothing else:
-what the cache assumes of the effects is the loop's business, through the
-:class:`~scheduler.framework.effects.EffectLedger` port, which the executor uses only to
-undo the assumptions of a preemption that failed.
+It makes API calls and reports their progress, nothing else. The gate that holds the
+preemptor's job and the backoff after a failure are the loop's scheduling queue's
+(:class:`~scheduler.loop.queue.JobQueue`), which the executor tells through the
+:class:`EvictionGates` port; what the cache assumes of the effects is the loop's
+business, through the :class:`~scheduler.framework.effects.EffectLedger` port, which the
+executor uses only to undo the assumptions of a preemption that failed.
 
 The loop hands it the Evict, Nominate and ClearNomination effects of each cycle, already
 assumed (the victims releasing, the preemptor nominated, lower-priority nominations on
 its node withdrawn: the ledger says which), with ``handle``. For each preemptor, at once:
 
-1. the preemptor's job is gated: enqueue, allocate and preempt skip it.
+1. the preemptor's job is gated (:meth:`EvictionGates.close_gate`): enqueue, allocate
+   and preempt skip it.
 
 Then, in a background task of this executor (at most ``concurrency`` at once), or awaited
 inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
@@ -22,10 +22,11 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    (NotFound counts as done) and gets a ``Preempted`` event; the preemptor gets
    ``status.nominatedNodeName`` and a ``Preempting`` event naming its victims and the
    gangs it broke;
-3. the gate opens when the calls are done and every victim is gone (its deletion seen,
-   :meth:`PreemptionExecutor.pod_deleted`); the loop is woken and places the preemptor
-   on its nominated node. If deletions are not seen within ``gate_timeout`` seconds of
-   the clock the gate opens anyway, so a missed event never holds a preemptor forever;
+3. the gate opens when the calls are done (:meth:`EvictionGates.calls_done`) and every
+   victim is gone (its deletion seen by the cache, or a NotFound here:
+   :meth:`EvictionGates.victim_gone`); the loop is woken and places the preemptor on its
+   nominated node. If deletions are not seen within 60 s of the calls the gate opens
+   anyway, so a missed event never holds a preemptor forever;
 4. a call whose reply was lost (:class:`~scheduler.api.errors.AmbiguousError`) is not a
    failure until its outcome is known (:mod:`scheduler.preemption.outcomes`): a victim
    whose deletion took effect counts as evicted (never evicted again, never a reason to
@@ -34,7 +35,8 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    still unknown at the resolver's deadline) the gate opens at once, the nomination is
    reverted in the cache (the ledger forgets it) and cleared in the API, victims not yet
    deleted hold their room again, the job goes back to normal scheduling but may not
-   preempt until its backoff ends (1 s, doubling to 60 s), and the failure is counted.
+   preempt until its backoff ends (1 s, doubling to 60 s; the queue keeps it), and the
+   failure is counted.
 """
 
 from __future__ import annotations
@@ -42,15 +44,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from scheduler.api import labels as L
 from scheduler.api.errors import AmbiguousError, ApiError, NotFoundError
-from scheduler.api.snapshot import Backoff, PreemptionState
+from scheduler.api.holds import GateTicket
 from scheduler.api.task import TaskInfo
 from scheduler.framework.effects import ClearNomination, Effect, EffectLedger, Evict, Nominate
 from scheduler.logging import get_logger
@@ -99,6 +102,26 @@ def preemptor_message(p: Preemption) -> str:
     return msg
 
 
+class EvictionGates(Protocol):
+    """Where the executor reports each preemption's progress: the owner of the gate that
+    holds the preemptor's job (the loop's scheduling queue). Called from the loop's task
+    (the executor's background tasks run on it)."""
+
+    def close_gate(self, job: str, victims: Iterable[str], /) -> GateTicket:
+        """Hold ``job`` until this preemption's calls are done and ``victims`` (uids) are
+        gone; returns the ticket to hand back to :meth:`calls_done`."""
+        ...
+
+    def calls_done(self, ticket: GateTicket, failure: str | None = None, /) -> None:
+        """The preemption of ``ticket`` ended its calls: well (None), or not (``failure``
+        says why: the gate opens and the job may not preempt for a while)."""
+        ...
+
+    def victim_gone(self, uid: str, /) -> None:
+        """A victim was found gone (NotFound) while evicting it."""
+        ...
+
+
 @dataclass(slots=True)
 class Preemption:
     """One preemptor, its node and its victims, as decided in one cycle."""
@@ -111,8 +134,9 @@ class Preemption:
     displaced: list[TaskInfo] = field(default_factory=list)
     """Lower-priority pods nominated to the node, whose nomination the ledger withdrew."""
     displaced_slots: list[WriteSlot] = field(default_factory=list)
-    gate: Gate | None = None
-    """The gate this preemption was counted in (a later one may replace it)."""
+    ticket: GateTicket | None = None
+    """What :meth:`EvictionGates.close_gate` gave for this preemption's gate (set when
+    the executor takes it on)."""
     nomination: WriteSlot | None = None
     """The preemptor's place in line for its ``nominatedNodeName`` write."""
 
@@ -127,19 +151,6 @@ class WriteSlot:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
-@dataclass(slots=True)
-class Gate:
-    """Holds one job while its preemptions run. Opens when ``calls`` is 0 and
-    ``waiting_for`` is empty, or on a failure, or on the timeout."""
-
-    job: str
-    waiting_for: set[str]
-    """Victims (uids) whose deletion has not been seen yet."""
-    calls: int = 0
-    """Preemptions of this job whose API calls have not finished."""
-    gone: anyio.Event = field(default_factory=anyio.Event)
-
-
 class PreemptionExecutor:
     """Owned by the loop, which attaches it to its task group. One per scheduler."""
 
@@ -149,10 +160,9 @@ class PreemptionExecutor:
         ports: ClusterPorts,
         metrics: Metrics,
         *,
+        gates: EvictionGates,
         async_enabled: bool,
         concurrency: int,
-        wake: Callable[[], None],
-        gate_timeout: float = 60.0,
         outcomes: OutcomeResolver | None = None,
     ) -> None:
         self.ledger = ledger
@@ -161,38 +171,22 @@ class PreemptionExecutor:
         own resolver when the composition root hands it over)."""
         self.ports = ports
         self.metrics = metrics
+        self.gates = gates
         self.async_enabled = async_enabled
-        self.wake = wake
-        self.gate_timeout = gate_timeout
         self._limit = anyio.Semaphore(concurrency)
         self._tg: TaskGroup | None = None
-        self.gates: dict[str, Gate] = {}
         self._running = 0
         self._calling = 0
         self._calls_done = anyio.Event()
         self._calls_done.set()
-        self.initial_backoff = 1.0
-        self.max_backoff = 60.0
-        self._delays: dict[str, float] = {}
-        """The last backoff delay of each job whose preemptions failed in a row."""
-        self.backoffs: dict[str, Backoff] = {}
-        """Jobs that may not preempt until ``until`` (a preemption of theirs failed)."""
         self._last_write: dict[str, anyio.Event] = {}
         """Per pod uid, the end of the last ``nominatedNodeName`` write in line."""
 
-    def view(self) -> PreemptionState:
-        """The gates and backoffs as the next cycle sees them (a copy, read-only)."""
-        return PreemptionState(
-            frozenset(self.gates),
-            dict(self.backoffs),
-            victims_left={job: len(g.waiting_for) for job, g in self.gates.items()},
-            calls_left={job: g.calls for job, g in self.gates.items()},
-        )
-
     @property
     def in_flight(self) -> int:
-        """Preemptions whose calls are running or whose gate is still closed."""
-        return self._running + len(self.gates)
+        """Background tasks of preemptions running: their calls, and clears of
+        nominations (gates and backoffs are the scheduling queue's)."""
+        return self._running
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -240,10 +234,10 @@ class PreemptionExecutor:
             else:
                 self._running += 1
                 try:
-                    ok = await self._calls(p)
+                    failure = await self._calls(p)
                 finally:
                     self._running -= 1
-                self._after_calls(p, ok)
+                self._report(p, failure)
 
     def _gate(self, p: Preemption) -> None:
         """Close (or join) the gate of ``p``'s job and line up its nomination writes."""
@@ -254,13 +248,8 @@ class PreemptionExecutor:
                 self.metrics.preemption_attempts.inc()
             for kind, count in Counter(e.bundle or "pod" for e in p.evictions).items():
                 self.metrics.preemption_victims.labels(kind).observe(count)
-        job = p.preemptor.job_id
-        gate = self.gates.get(job)
-        if gate is None:
-            self.gates[job] = gate = Gate(job, set())
-        gate.waiting_for.update(v.uid for v in p.victims if self.ledger.holds(v.uid))
-        gate.calls += 1
-        p.gate = gate
+        victims = [v.uid for v in p.victims if self.ledger.holds(v.uid)]
+        p.ticket = self.gates.close_gate(p.preemptor.job_id, victims)
         p.displaced_slots = [self._line_up(t) for t in p.displaced]
         p.nomination = self._line_up(p.preemptor)
 
@@ -305,56 +294,15 @@ class PreemptionExecutor:
     async def _run_async(self, p: Preemption) -> None:
         try:
             async with self._limit:
-                ok = await self._calls(p)
+                failure = await self._calls(p)
         finally:
             self._running -= 1
-        self._after_calls(p, ok)
+        self._report(p, failure)
 
-    def _after_calls(self, p: Preemption, ok: bool) -> None:
-        gate = p.gate
-        if gate is None or self.gates.get(gate.job) is not gate:
-            return  # that gate was opened already (an earlier failure); a new one is not ours
-        gate.calls -= 1
-        if not ok:
-            self._open(gate)
-        elif not self._maybe_open(gate) and gate.calls == 0 and self._tg is not None:
-            self._tg.start_soon(self._await_deletions, gate, name=f"gate {gate.job}")
-
-    async def _await_deletions(self, gate: Gate) -> None:
-        """Open the gate after ``gate_timeout`` if the deletions are never seen."""
-        self._running += 1
-        try:
-            with anyio.move_on_after(self.gate_timeout):
-                await gate.gone.wait()
-        finally:
-            self._running -= 1
-        if self.gates.get(gate.job) is gate:
-            log.warning(
-                "victims not seen deleted in time; opening the gate",
-                job=gate.job,
-                waiting_for=sorted(gate.waiting_for),
-            )
-            self._open(gate)
-
-    def _maybe_open(self, gate: Gate) -> bool:
-        if gate.calls == 0 and not gate.waiting_for:
-            self._open(gate)
-            return True
-        return False
-
-    def pod_deleted(self, uid: str) -> None:
-        """A pod's deletion was seen (the composition root makes this a cache listener;
-        it runs inside the cache's event handling, synchronously)."""
-        for gate in list(self.gates.values()):
-            if uid in gate.waiting_for:
-                gate.waiting_for.discard(uid)
-                self._maybe_open(gate)
-
-    def _open(self, gate: Gate) -> None:
-        if self.gates.get(gate.job) is gate:
-            del self.gates[gate.job]
-            gate.gone.set()
-            self.wake()
+    def _report(self, p: Preemption, failure: str | None) -> None:
+        if p.ticket is None:
+            raise RuntimeError(f"preemption of {p.preemptor.key} ran without a gate")
+        self.gates.calls_done(p.ticket, failure)
 
     @property
     def calls_in_flight(self) -> int:
@@ -366,8 +314,8 @@ class PreemptionExecutor:
         while self._calling:
             await self._calls_done.wait()
 
-    async def _calls(self, p: Preemption) -> bool:
-        """The API calls of one preemption. True when all succeeded."""
+    async def _calls(self, p: Preemption) -> str | None:
+        """The API calls of one preemption: None when all succeeded, else why not."""
         self._calling += 1
         if self._calls_done.is_set():
             self._calls_done = anyio.Event()
@@ -378,7 +326,7 @@ class PreemptionExecutor:
             if self._calling == 0:
                 self._calls_done.set()
 
-    async def _make_calls(self, p: Preemption) -> bool:
+    async def _make_calls(self, p: Preemption) -> str | None:
         t0 = time.perf_counter()
         done: set[str] = set()
         slot = p.nomination or self._line_up(p.preemptor)
@@ -394,10 +342,9 @@ class PreemptionExecutor:
             self._revert(p, done, exc)
             self.metrics.preemption_executions.labels("error").inc()
             self.metrics.preemption_duration.labels("error").observe(time.perf_counter() - t0)
-            return False
+            return f"the last preemption failed: {exc}"
         finally:  # whatever happened, the pod's later writes must not wait for this one
             self._release(slot)
-        self._delays.pop(p.preemptor.job_id, None)
         if p.victims:
             self.ports.events.record(
                 Event(
@@ -410,7 +357,7 @@ class PreemptionExecutor:
             )
         self.metrics.preemption_executions.labels("success").inc()
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
-        return True
+        return None
 
     async def _clear_lower_nominations(self, p: Preemption) -> None:
         """Clear, in the API, the nominations the ledger withdrew for ``p`` (each in its
@@ -453,12 +400,12 @@ class PreemptionExecutor:
         try:
             await self._patch_pod_status(ref, {"conditions": [condition]})
         except NotFoundError:
-            self.pod_deleted(victim.uid)
+            self.gates.victim_gone(victim.uid)
             return
         try:
             await self.ports.evictor.evict(ref)
         except NotFoundError:
-            self.pod_deleted(victim.uid)
+            self.gates.victim_gone(victim.uid)
             return
         except AmbiguousError as exc:
             outcome = await self.outcomes.eviction(
@@ -511,35 +458,10 @@ class PreemptionExecutor:
         for e in p.evictions:
             if e.task.uid not in done:
                 self.ledger.forget(e)
-                gate = self.gates.get(p.preemptor.job_id)
-                if gate is not None:
-                    gate.waiting_for.discard(e.task.uid)
         if p.nomination_effect is not None:
             self.ledger.forget(p.nomination_effect)
         if self._tg is not None:
             self._tg.start_soon(self._clear_nomination, p.preemptor, self._line_up(p.preemptor))
-            self._back_off(p.preemptor.job_id, f"the last preemption failed: {exc}")
-
-    def _back_off(self, job: str, why: str) -> None:
-        """Keep ``job`` from preempting for a while after a failure (1 s, doubling to
-        ``max_backoff``), so a call that keeps failing is not retried in a tight loop.
-        It is still scheduled normally meanwhile."""
-        delay = min(self.max_backoff, self._delays.get(job, self.initial_backoff / 2) * 2)
-        self._delays[job] = delay
-        backoff = Backoff(why, delay, self.ports.clock.now() + delay)
-        self.backoffs[job] = backoff
-        assert self._tg is not None
-        self._tg.start_soon(self._lift_backoff, job, backoff, name=f"backoff {job}")
-
-    async def _lift_backoff(self, job: str, backoff: Backoff) -> None:
-        self._running += 1
-        try:
-            await self.ports.clock.sleep(backoff.delay)
-        finally:
-            self._running -= 1
-        if self.backoffs.get(job) is backoff:
-            del self.backoffs[job]
-        self.wake()
 
     async def _clear_nomination(self, task: TaskInfo, slot: WriteSlot) -> None:
         """Clear ``status.nominatedNodeName`` in the API (best effort, logged on failure)."""

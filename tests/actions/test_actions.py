@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
+from scheduler.api.holds import Hold, HoldKind, QueueView
 from scheduler.api.job import PodGroupPhase
-from scheduler.api.snapshot import PreemptionState
 from scheduler.api.task import TaskStatus
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.framework.effects import Bind, SetPhase
@@ -38,7 +38,7 @@ def run(
     cycle of the loop does."""
     session = cached_session(objects, config=config)
     if gated:
-        session.snapshot.preemption = PreemptionState(gated=gated)
+        session.snapshot.queue = QueueView({j: Hold(HoldKind.EVICTIONS) for j in gated})
     for action in session.resolved.actions:
         action.execute(session)
     return session

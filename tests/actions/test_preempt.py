@@ -23,8 +23,9 @@ from scheduler import app
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.actions.victims import Candidate, pdb_violations
 from scheduler.api import labels as L
+from scheduler.api.holds import Hold, HoldKind, QueueView
 from scheduler.api.selectors import parse_label_selector
-from scheduler.api.snapshot import DisruptionBudget, PreemptionState
+from scheduler.api.snapshot import DisruptionBudget
 from scheduler.api.task import TaskStatus
 from scheduler.config import (
     SchedulerConfiguration,
@@ -79,7 +80,7 @@ def decide(
     """One cycle's decisions (the actions of ``config``) on ``objects``."""
     session = cached_session(objects, config=config)
     if gated:
-        session.snapshot.preemption = PreemptionState(gated=gated)
+        session.snapshot.queue = QueueView({j: Hold(HoldKind.EVICTIONS) for j in gated})
     for action in session.resolved.actions:
         action.execute(session)
     return session
@@ -581,7 +582,7 @@ def test_when_every_delete_fails_the_preemptor_ends_pending_and_not_nominated() 
     assert low is not None and not low["metadata"].get("deletionTimestamp")
     task = next(t for t in sim.cache.tasks.values() if t.name == "high")
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
-    assert sim.loop.preemption is not None and not sim.loop.preemption.view().gated
+    assert not sim.loop.queue.gates()
     errors = sim.loop.metrics.registry.get_sample_value(
         "scheduler_preemption_goroutines_execution_total", {"result": "error"}
     )

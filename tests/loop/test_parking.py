@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.actions import allocate
 from scheduler.api import labels as L
-from scheduler.loop.parking import Parking
+from scheduler.loop.queue.parking import Parking
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.runner import Simulation
 from tests import simulated
@@ -162,11 +162,11 @@ def test_when_parking_ends(generation: int, fresh: set[str], now: float, parked:
     for t in big.tasks.values():
         session.record_task_reason(t, "0/1 nodes are available: 1 Insufficient cpu.")
     parking = Parking()
-    parking.after_cycle(session, generation=5, now=5.0)
-    view = parking.view(generation, fresh, now)
+    parking.after_cycle(session, {}, generation=5, now=5.0)
+    view = parking.holds(generation, fresh, now)
     assert ("default/big" in view) is parked
     if parked:
-        assert view["default/big"].job_reason == "too big"
+        assert view["default/big"].reason == "too big"
         assert set(view["default/big"].task_reasons.values()) == {
             "0/1 nodes are available: 1 Insufficient cpu."
         }

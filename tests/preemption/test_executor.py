@@ -1,10 +1,11 @@
 """PreemptionExecutor (DESIGN §4, issue 3 point 4) driven directly, on the virtual clock.
 
-A real :class:`SchedulerCache` holds the cluster; the ports are a small fake that records
-every call in order, can be slowed down (virtual seconds) and can fail a given call once or
-always, with ServerError or NotFoundError. Effects are built as the preempt action builds
-them (Evict with its preemptor, then Nominate), on clones of the cache's tasks as a
-session would hold them.
+A real :class:`SchedulerCache` holds the cluster and a real scheduling queue
+(:class:`~scheduler.loop.queue.JobQueue`) the gates and backoffs the executor reports; the
+ports are a small fake that records every call in order, can be slowed down (virtual
+seconds) and can fail a given call once or always, with ServerError or NotFoundError.
+Effects are built as the preempt action builds them (Evict with its preemptor, then
+Nominate), on clones of the cache's tasks as a session would hold them.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import pytest
 from scheduler.api import labels as L
 from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import AmbiguousError, NotFoundError, ServerError
+from scheduler.api.holds import HoldKind, QueueView
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
 from scheduler.logging import quiet
+from scheduler.loop.queue import JobQueue
+from scheduler.loop.queue.backoff import FIRST_DELAY
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.preemption import PreemptionExecutor
@@ -59,6 +63,7 @@ class Rig:
     cluster: FakeCluster
     metrics: Metrics
     executor: PreemptionExecutor
+    queue: JobQueue
     wakes: list[float]
     objects: dict[str, Obj]
 
@@ -87,16 +92,23 @@ class Rig:
                 displaced[e.task.uid] = withdrawn
         await self.executor.handle(effects, displaced)
 
+    def view(self) -> QueueView:
+        """The queue's view as the next cycle would take it now."""
+        return self.queue.view(anyio.current_time(), self.cache.generation, set())
+
     def snapshot(self) -> Snapshot:
-        """The next cycle's snapshot, as the loop takes it (with the executor's view)."""
-        return self.cache.snapshot(preemption=self.executor.view())
+        """The next cycle's snapshot, as the loop takes it (with the queue's view)."""
+        snap = self.cache.snapshot()
+        snap.queue = self.view()
+        return snap
 
     def delete(self, name: str) -> None:
         """Feed the cache the DELETED event of pod ``default/name``."""
         self.cache.handle("Pod", "DELETED", self.objects[name])
 
     def gated(self, name: str) -> bool:
-        return self.cache.tasks[f"default/{name}"].job_id in self.executor.view().gated
+        """Is the job of pod ``default/name`` behind a gate, as the next cycle would see?"""
+        return self.cache.tasks[f"default/{name}"].job_id in gated(self.view())
 
     def job(self, name: str) -> str:
         return self.task(name).job_id
@@ -117,18 +129,25 @@ def rig(
     wakes: list[float] = []
     clock = VirtualClock()
     ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
+    queue = JobQueue(
+        clock, cluster, metrics, wake=lambda: wakes.append(clock.now()), gate_timeout=gate_timeout
+    )
     executor = PreemptionExecutor(
         cache,
         ports,
         metrics,
+        gates=queue,
         async_enabled=async_enabled,
         concurrency=concurrency,
-        wake=lambda: wakes.append(clock.now()),
-        gate_timeout=gate_timeout,
     )
-    cache.on_pod_deleted.append(executor.pod_deleted)
+    cache.on_pod_deleted.append(queue.victim_gone)
     named = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
-    return Rig(cache, cluster, metrics, executor, wakes, named)
+    return Rig(cache, cluster, metrics, executor, queue, wakes, named)
+
+
+def gated(view: QueueView) -> frozenset[str]:
+    """The jobs ``view`` shows behind a preemption's gate."""
+    return frozenset(j for j, h in view.holds.items() if h.kind is HoldKind.EVICTIONS)
 
 
 def run(body: Callable[[Rig], Awaitable[None]], r: Rig) -> None:
@@ -198,7 +217,7 @@ def test_cache_assumes_and_gate_closes_before_any_call() -> None:
         )
         # the next cycle's snapshot already accounts for both
         snap = r.snapshot()
-        assert r.job("high") in snap.preemption.gated
+        assert r.job("high") in gated(snap.queue)
         n1 = snap.nodes["n1"]
         assert n1.releasing.to_dict().get("cpu") == 2000
         assert n1.nominated.to_dict().get("cpu") == 2000
@@ -250,8 +269,7 @@ def test_gate_opens_only_when_the_last_victims_deletion_is_seen() -> None:
         assert r.wakes == []
         r.delete("low-b")
         assert not r.gated("high")
-        assert r.executor.view().gated == frozenset()
-        assert r.executor.gates == {}
+        assert not r.queue.gates()
         assert len(r.wakes) == 1
         high = r.live("high")
         assert high is not None and high.status is TaskStatus.PIPELINED
@@ -283,11 +301,13 @@ def test_gate_opens_after_the_timeout_when_the_deletion_is_never_seen() -> None:
 
     async def body(r: Rig) -> None:
         await r.handle(r.preemption("high", "n1", "low"))
+        await settle()
+        assert r.queue.next_deadline(now()) == 5.0, "the loop is woken when it is due"
         await anyio.sleep(4.9)
         assert r.gated("high")
         await anyio.sleep(0.2)
         assert not r.gated("high")
-        assert r.wakes and 5.0 <= r.wakes[0] < 5.1
+        assert r.wakes == [], "no event opened it: the loop woke at the deadline"
         assert r.executor.in_flight == 0
         high = r.live("high")
         assert high is not None and high.status is TaskStatus.PIPELINED, (
@@ -324,7 +344,7 @@ def test_failed_delete_opens_the_gate_reverts_and_clears_the_nomination() -> Non
         await r.handle(r.preemption("high", "n1", "low"))
         await settle()
         assert not r.gated("high")
-        assert r.executor.gates == {}
+        assert not r.queue.gates()
         assert len(r.wakes) == 1
         high, low = r.live("high"), r.live("low")
         assert high is not None and low is not None
@@ -336,14 +356,16 @@ def test_failed_delete_opens_the_gate_reverts_and_clears_the_nomination() -> Non
         assert [e.reason for e in r.cluster.events] == []
         # nothing of the preemption is left in the next snapshot
         snap = r.snapshot()
-        assert snap.preemption.gated == frozenset()
+        assert gated(snap.queue) == frozenset()
         assert snap.nodes["n1"].nominated.is_zero()
         assert snap.nodes["n1"].releasing.is_zero()
         # the job may not preempt again for a while (a backoff), then may
-        assert "default/high" in snap.preemption.backoffs
-        await anyio.sleep(r.executor.initial_backoff)
+        assert snap.queue.holds["default/high"].kind is HoldKind.NO_PREEMPTION
+        assert r.queue.next_deadline(now()) == now() + FIRST_DELAY
+        await anyio.sleep(FIRST_DELAY)
         await settle()
-        assert "default/high" not in r.executor.backoffs
+        assert "default/high" not in r.view().holds
+        assert "default/high" not in r.queue.backing_off(HoldKind.NO_PREEMPTION)
         assert r.executor.in_flight == 0
 
     run(body, r)
@@ -618,8 +640,8 @@ def test_preemptor_deleted_while_its_preemption_runs_wedges_nothing() -> None:
         await anyio.sleep(2.0)
         assert r.executions("success") == 1, "NotFound on the preemptor's patch is no failure"
         r.delete("low")
-        assert job not in r.executor.view().gated
-        assert r.executor.gates == {}
+        assert job not in gated(r.view())
+        assert not r.queue.gates()
         await settle()
         assert r.executor.in_flight == 0
         snap = r.snapshot()
@@ -637,7 +659,7 @@ def test_preemptor_deleted_and_victim_never_seen_gone_gate_times_out() -> None:
         job = r.job("high")
         r.delete("high")
         await anyio.sleep(10.5)
-        assert job not in r.executor.view().gated
+        assert job not in gated(r.view())
         assert r.executor.in_flight == 0
 
     run(body, r)
@@ -682,7 +704,7 @@ def test_a_gang_gate_waits_for_every_preemption_of_the_job() -> None:
         r.cluster.latency["evict"] = 1.0
         effects = r.preemption("g-0", "n1", "low-1") + r.preemption("g-1", "n2", "low-2")
         await r.handle(effects)
-        assert len(r.executor.gates) == 1
+        assert len(r.queue.gates()) == 1
         await anyio.sleep(5.0)
         r.delete("low-1")
         assert r.gated("g-0")
@@ -729,7 +751,7 @@ def test_clear_nomination_effect() -> None:
         assert high is not None and high.status is TaskStatus.PENDING
         await settle()
         assert r.cluster.calls == [("patch", "high", {"nominatedNodeName": None})]
-        assert r.executor.view().gated == frozenset()
+        assert not r.queue.gates()
 
     run(body, r)
 

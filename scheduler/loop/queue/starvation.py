@@ -1,8 +1,8 @@
-"""The keeper of starvation protection's state between cycles (layer 3, loop).
+"""Starvation protection's state between cycles (layer 3, loop).
 
-The ``elect`` and ``reserve`` actions decide on the session's :class:`~scheduler.api.
-snapshot.Reservation` (the starving job elected, the nodes held for it); the session is
-gone after the cycle, so the loop keeps what it left here and hands it to the next
+The ``elect`` and ``reserve`` actions decide on the session's
+:class:`~scheduler.api.holds.Reservation` (the starving job elected, the nodes held for
+it); the session is gone after the cycle, so what it left is kept here for the next
 snapshot, with how long each job has waited to start (``waiting_since``: a PodGroup since
 it was first seen Inqueue with pods pending, a lone pod since it was first seen pending;
 forgotten once the job has started or is gone) and which waiting jobs were *overtaken*:
@@ -12,8 +12,10 @@ Only those can be starving: a job first in line takes the next room that frees a
 It also makes the reservation visible: an event on the target when nodes are reserved
 for it (``reserved nodes n1, n2 for this job after waiting 12s``) and when they are
 released (and why), and ``scheduler_reserved_nodes``. The PodGroup's ``Reserved``
-condition is written with its status (:mod:`~scheduler.loop.status`). Owned by the loop;
-called from its task only, once per cycle that decided.
+condition is written with its status (:mod:`~scheduler.loop.status`). Owned by the
+scheduling queue (:mod:`scheduler.loop.queue`), which publishes the reservation, the
+waiting times and the overtaken jobs in its view; the loop's task only, once per cycle
+that ran to its end.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import bisect
 from dataclasses import dataclass
 
 from scheduler.actions.starvation import started
+from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
-from scheduler.api.snapshot import Reservation
 from scheduler.api.task import TaskStatus
 from scheduler.framework.effects import Bind
 from scheduler.framework.session import Session

@@ -52,7 +52,7 @@ def explain(
         job, chosen = _find(session, kind, key)
         before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}
         for action in resolved.actions:
-            action.execute(session)
+            session.run_action(action)
         return _describe(session, job, chosen, before, kind, key)
     finally:
         session.close()

@@ -211,7 +211,7 @@ def cycles(objects: Sequence[Obj], n: int = 3) -> list[list[tuple[str, str]]]:
     for _ in range(n):
         session = open_session(cache.snapshot(), resolved)
         for action in resolved.actions:
-            action.execute(session)
+            session.run_action(action)
         assert_session_consistent(session)
         decided = []
         for effect in session.effects:
@@ -339,7 +339,7 @@ def test_actions_leave_consistent_sessions(cluster: Cluster) -> None:
     accounting, the NodeTable and the proportion plugin agree with the tasks."""
     session = open_default(cluster)
     for action in app.resolve(CORE).actions:
-        action.execute(session)
+        session.run_action(action)
     assert_session_consistent(session)
     dump = session_dump(session)
     proportion = next(p for _, p in session.plugins if p.name == "proportion")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from scheduler.actions.common import Placed, eligible, job_boundary, place_job, waiting_tasks
+from scheduler.actions.common import Placed, eligible, place_job, waiting_tasks
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskStatus
@@ -60,7 +60,7 @@ class AllocateAction:
                 del pending[name]
             if job.uid in session.job_errors:
                 continue
-            with job_boundary(session, job):
+            with session.job_scope(job):
                 if self._allocate(session, queue, job, borrow=borrow) is Placed.SHORT_OF_SHARE:
                     short.append(job)
         return short

@@ -6,7 +6,7 @@ filters, after ``allocate``, in job order. Gangs still go in full or not at all.
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible, for_each_job, place_job, waiting_tasks
+from scheduler.actions.common import eligible, place_job, waiting_tasks
 from scheduler.api.job import JobInfo
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
@@ -24,7 +24,7 @@ class BackfillAction:
             tasks = waiting_tasks(job)
             if tasks and all(t.spec.best_effort for t in tasks) and eligible(session, job):
                 jobs.append(job)
-        for_each_job(session, session.order_jobs(jobs), _backfill)
+        session.for_each_job(session.order_jobs(jobs), _backfill)
 
 
 def _backfill(session: Session, job: JobInfo) -> None:

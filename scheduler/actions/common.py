@@ -1,13 +1,11 @@
-"""What the actions share (layer 2): which jobs are eligible, how a gang is placed, and
-the per-job error boundary."""
+"""What the actions share (layer 2): which jobs are eligible and how a gang is placed
+(the per-job error boundary is the framework's: :meth:`Session.job_scope`)."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 
-from scheduler.api.errors import SessionCorruptedError
 from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
@@ -24,42 +22,6 @@ def waiting_tasks(job: JobInfo) -> list[TaskInfo]:
         for t in job.tasks.values()
         if t.sluice and t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED)
     ]
-
-
-@contextmanager
-def job_boundary(session: Session, job: JobInfo) -> Iterator[None]:
-    """Confine a failure of the block (a plugin that raised, an AllocationError, a bug) to
-    ``job``: its statement has already been rolled back by the statement's own block; the
-    job says SchedulerError (:meth:`Session.record_job_error`) and no action tries it again
-    this cycle; the other jobs go on.
-
-    A failure after the job committed decisions, or a rollback that failed, leaves the
-    session untrustworthy: that escalates as SessionCorruptedError, and the loop throws
-    the cycle away.
-    """
-    committed = len(session.effects)
-    try:
-        yield
-    except SessionCorruptedError:
-        raise
-    except Exception as exc:
-        if len(session.effects) != committed:
-            raise SessionCorruptedError(
-                f"job {job.uid} failed after committing decisions: {exc}"
-            ) from exc
-        session.record_job_error(job, exc)
-
-
-def for_each_job(
-    session: Session, jobs: Iterable[JobInfo], attempt: Callable[[Session, JobInfo], None]
-) -> None:
-    """``attempt(session, job)`` for each job in order, each inside :func:`job_boundary`.
-    Jobs that failed earlier in the cycle are skipped."""
-    for job in jobs:
-        if job.uid in session.job_errors:
-            continue
-        with job_boundary(session, job):
-            attempt(session, job)
 
 
 def waiting_for_victims(nodes: Iterable[str]) -> str:
@@ -163,7 +125,7 @@ def eligible(
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
-    with job_boundary(session, job):
+    with session.job_scope(job):
         status = session.job_valid(job)
         if not status:
             session.record_job_reason(job, status.message)
@@ -196,7 +158,7 @@ def place_job(
     records why (the plugins' readiness status). With ``borrow``, a task its queue's share
     has no room for may go beyond it where the plugins allow (room no queue below its
     share could use). Raises what the plugins raise (callers wrap it in
-    :func:`job_boundary`).
+    :meth:`Session.job_scope`).
 
     When the plugins give the job node sets (``SUBSET_NODES``), the whole gang is placed
     inside the first set where it fits, and nothing of it outside; the set's name is

@@ -54,22 +54,27 @@ class ElectAction:
                 session.release("the job was deleted")
             elif started(target):
                 session.release("the job started")
-            elif not still_needed(session, target):
-                session.release("the job has no pods left to place")
+            elif not session.select_jobs([target], lambda j: bool(still_needed(session, j))):
+                if target.uid not in session.job_errors:
+                    session.release("the job has no pods left to place")
         starving = sorted(
-            (job for job in session.jobs.values() if self._waited_enough(session, job)),
+            session.select_jobs(session.jobs.values(), lambda j: self._waited_enough(session, j)),
             key=lambda j: (-j.priority, session.waiting_since(j) or 0.0, j.uid),
         )
         holder = session.jobs.get(session.reservation.job) if session.reservation else None
         for job in starving:
             if holder is not None and (job.uid == holder.uid or job.priority <= holder.priority):
                 return  # the target stays: nobody of higher priority starves
-            if not eligible(session, job, parked_too=True) or not could_ever_fit(session, job):
+            if not session.select_jobs([job], lambda j: self._may_be_elected(session, j)):
                 continue
             if holder is not None:
                 session.release(f"job {job.uid} of higher priority starves")
             session.elect(job)
             return
+
+    @staticmethod
+    def _may_be_elected(session: Session, job: JobInfo) -> bool:
+        return eligible(session, job, parked_too=True) and could_ever_fit(session, job)
 
     def _waited_enough(self, session: Session, job: JobInfo) -> bool:
         if not session.overtaken(job):

@@ -9,7 +9,7 @@ are admitted at once. Lone pods need no admission.
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible, job_boundary
+from scheduler.actions.common import eligible
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ZERO, Resource
 from scheduler.framework.effects import SetPhase
@@ -61,7 +61,7 @@ class EnqueueAction:
                         f"minResources of {job.uid} exceed the cluster's idle resources ({short})",
                     )
                     continue
-                with job_boundary(session, job):
+                with session.job_scope(job):
                     if not session.job_enqueueable(job):
                         session.record_job_reason(
                             job, f"queue {name!r} has no room for the minResources of {job.uid}"

@@ -15,7 +15,7 @@ normally meanwhile).
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible, for_each_job, waiting_tasks
+from scheduler.actions.common import eligible, waiting_tasks
 from scheduler.actions.evictions import backoff_reason, make_room_for_job
 from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
@@ -44,17 +44,19 @@ class PreemptAction:
 
     def execute(self, session: Session) -> None:
         self._withdraw_stale(session)
-        jobs = []
-        for job in session.jobs.values():
-            tasks = waiting_tasks(job)
-            if (
-                any(t.status is TaskStatus.PENDING for t in tasks)
-                and not all(t.spec.best_effort for t in tasks)  # backfill's
-                and session.job_starving(job)
-                and eligible(session, job)
-            ):
-                jobs.append(job)
-        for_each_job(session, session.order_jobs(jobs), self._preempt_for)
+        jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
+        session.for_each_job(session.order_jobs(jobs), self._preempt_for)
+
+    @staticmethod
+    def _wants(session: Session, job: JobInfo) -> bool:
+        """Does ``job`` need room it may preempt for (asked inside its boundary)?"""
+        tasks = waiting_tasks(job)
+        return (
+            any(t.status is TaskStatus.PENDING for t in tasks)
+            and not all(t.spec.best_effort for t in tasks)  # backfill's
+            and session.job_starving(job)
+            and eligible(session, job)
+        )
 
     def _preempt_for(self, session: Session, job: JobInfo) -> None:
         make_room_for_job(
@@ -73,7 +75,7 @@ class PreemptAction:
             if not session.is_gated(job)
             and any(t.status is TaskStatus.PIPELINED for t in job.tasks.values())
         ]
-        for_each_job(session, jobs, self._withdraw_stale_of)
+        session.for_each_job(jobs, self._withdraw_stale_of)
 
     @staticmethod
     def _withdraw_stale_of(session: Session, job: JobInfo) -> None:

@@ -17,7 +17,7 @@ back what they lost (a queue reclaims only while below its share).
 
 from __future__ import annotations
 
-from scheduler.actions.common import eligible, for_each_job, waiting_tasks
+from scheduler.actions.common import eligible, waiting_tasks
 from scheduler.actions.evictions import make_room_for_job
 from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
@@ -40,24 +40,25 @@ class ReclaimAction:
     def execute(self, session: Session) -> None:
         if not self._any_queue_above_share(session):
             return  # nothing to take back from anyone: no search, no reason added
-        jobs = []
-        for job in session.jobs.values():
-            tasks = waiting_tasks(job)
-            if not (
-                any(t.status is TaskStatus.PENDING for t in tasks)
-                and not all(t.spec.best_effort for t in tasks)
-                and session.job_starving(job)
-                and self._below_share(session, job)
-                and eligible(session, job)
-            ):
-                continue
-            jobs.append(job)
+        jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
         by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
         queues = sorted(by_queue, key=lambda q: session.queue_key(session.queues[q]))
         ordered = [job for q in queues for job in session.order_jobs(by_queue[q])]
-        for_each_job(session, ordered, self._reclaim_for)
+        session.for_each_job(ordered, self._reclaim_for)
+
+    @classmethod
+    def _wants(cls, session: Session, job: JobInfo) -> bool:
+        """Does ``job`` need room its queue may reclaim (asked inside its boundary)?"""
+        tasks = waiting_tasks(job)
+        return (
+            any(t.status is TaskStatus.PENDING for t in tasks)
+            and not all(t.spec.best_effort for t in tasks)
+            and session.job_starving(job)
+            and cls._below_share(session, job)
+            and eligible(session, job)
+        )
 
     @staticmethod
     def _any_queue_above_share(session: Session) -> bool:

@@ -14,6 +14,7 @@ started, or was deleted, releases them.
 from __future__ import annotations
 
 from scheduler.actions.starvation import domains, node_rooms, soonest, started, still_needed
+from scheduler.api.job import JobInfo
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
@@ -35,6 +36,15 @@ class ReserveAction:
         if started(job):
             session.release("the job started")
             return
+        with session.job_scope(job):
+            self._reserve_for(session, job)
+
+    @staticmethod
+    def _reserve_for(session: Session, job: JobInfo) -> None:
+        """Hold the nodes that take the target soonest (inside its boundary: a plugin
+        that raises fails the target, not the cycle)."""
+        r = session.reservation
+        assert r is not None
         tasks = still_needed(session, job)
         if not tasks:
             return

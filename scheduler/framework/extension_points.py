@@ -1,16 +1,20 @@
 """The extension points: one typed Protocol each, declared once, with its rule (layer 1).
 
-An extension point is a :class:`Point`: a name, the Protocol of its hooks and the
-:class:`Rule` that combines the answers of several plugins. Plugins register hooks in a
-:class:`HookSet` when a session opens (``hooks.add(JOB_READY, fn)``); the framework asks
-them through :mod:`scheduler.framework.tiers`, which writes each rule once. Declaring a
-new extension point is a Protocol and a :class:`Point` here, and nothing else: actions
-ask it with ``session.ask(POINT, ...)``, which dispatches on its rule.
+An extension point is a :class:`Point`: a name, the Protocol of its hooks, the type of
+its combined answer, the :class:`Rule` that combines the answers of several plugins, and
+its :class:`Scope` (asked for one job, or for the whole cycle). Plugins register hooks in
+a :class:`HookSet` when a session opens (``hooks.add(JOB_READY, fn)``); the framework asks
+every point through :func:`scheduler.framework.tiers.bind`, which takes the rule from the
+declaration and writes each rule once. Declaring a new extension point is a Protocol and
+a :class:`Point` here, and nothing else: actions ask it with ``session.ask(POINT, ...)``
+(typed by the point's answer), inside the job's boundary when its scope is JOB.
 
 Every hook is called synchronously from an action, must be deterministic, and must not
 mutate its arguments unless its contract says so. A hook that raises is blamed by name:
 the framework wraps what it raised in :class:`~scheduler.api.errors.PluginError`, and the
-action's per-job boundary confines the failure to that job.
+job's boundary (:meth:`~scheduler.framework.session.Session.job_scope`) confines the
+failure to that job. The session refuses to ask a JOB point outside any job's boundary,
+so no action can leave a hole in it.
 
 Plugins see the session through :class:`PluginContext`, a read-only handle, never the
 mutable Session: state changes reach them only through their placement handlers.
@@ -306,60 +310,117 @@ class Rule(enum.Enum):
     """How the answers of several plugins to one extension point combine
     (:mod:`scheduler.framework.tiers` implements each once)."""
 
+    __hash__ = object.__hash__
+
     LEXICOGRAPHIC = "every plugin's key, tier by tier, in plugin order; identity last"
     FIRST_FAILURE = "the first status that is not success (tier, then plugin order) wins"
     ALL_AGREE = "all must say yes (none registered: the point's default)"
     ANY = "any yes suffices (none registered: no)"
     VOTE = "per tier: a REJECT rejects; else a PERMIT permits; else the next tier"
     EVERY_FILTER = "every filter of every tier applies: a node passes if none rejects"
+    EVERY_ROW_FILTER = (
+        "every filter on one row: a plugin's row filter stands for its node filter there"
+    )
     LARGEST = "the largest of every plugin's answers, element by element"
     WEIGHTED_SUM = "the weighted sum of every scorer"
     FIRST_TIER_INTERSECTION = "the intersection of the answers of the first tier with one"
     CHAIN = "every plugin, in order, keeps a subsequence of what the ones before it kept"
     LAYERED = "each plugin splits every set the plugins before it produced, in order"
     FIRST_ANSWER = "the first answer that is not None (tier, then plugin order)"
-    NOTIFY = "every handler, in registration order (undo: in reverse)"
+    NOTIFY = "every handler, in registration order, even after one raises (then re-raised)"
+    NOTIFY_REVERSED = "every handler, in reverse registration order (the undo of NOTIFY)"
     MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
 
 
+class Scope(enum.Enum):
+    """Where an extension point may be asked."""
+
+    JOB = "for one job, inside its boundary: a hook that raises fails that job only"
+    CYCLE = "for the whole cycle (an order of jobs or queues): a hook that raises fails it"
+    ANY = "either (a queue's share: per job in reclaim, for every queue after the actions)"
+
+    __hash__ = object.__hash__
+
+
 H = TypeVar("H")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
-class Point(Generic[H]):
-    """An extension point: hooks of type ``H`` registered under ``name``, combined by
-    ``rule``. ``default`` is the answer of ALL_AGREE when no plugin registered."""
+class Point(Generic[H, R]):
+    """An extension point: hooks of type ``H`` registered under ``name``, their answers
+    combined by ``rule`` into an ``R``, asked where ``scope`` says. ``default`` is the
+    answer of ALL_AGREE when no plugin registered."""
 
     name: str
     rule: Rule
+    scope: Scope = Scope.JOB
     default: bool = True
 
 
-JOB_ORDER: Point[JobOrder] = Point("jobOrder", Rule.LEXICOGRAPHIC)
-TASK_ORDER: Point[TaskOrder] = Point("taskOrder", Rule.LEXICOGRAPHIC)
-QUEUE_ORDER: Point[QueueOrder] = Point("queueOrder", Rule.LEXICOGRAPHIC)
-JOB_VALID: Point[JobStatus] = Point("jobValid", Rule.FIRST_FAILURE)
-JOB_READY: Point[JobStatus] = Point("jobReady", Rule.FIRST_FAILURE)
-JOB_PIPELINED: Point[JobStatus] = Point("jobPipelined", Rule.FIRST_FAILURE)
-JOB_STARVING: Point[JobPredicate] = Point("jobStarving", Rule.ALL_AGREE, default=False)
-JOB_ENQUEUEABLE: Point[JobEnqueueable] = Point("jobEnqueueable", Rule.VOTE)
-NODE_FILTER: Point[NodeFilter] = Point("filter", Rule.EVERY_FILTER)
-ROW_FILTER: Point[RowFilter] = Point("rowFilter", Rule.EVERY_FILTER)
+FilterGroups = list[tuple[str, Sequence[Rejection]]]
+"""Every node filter's rejections, grouped by plugin in registration order."""
+
+
+_J, _C, _A = Scope.JOB, Scope.CYCLE, Scope.ANY
+
+JOB_ORDER: Point[JobOrder, OrderKey] = Point("jobOrder", Rule.LEXICOGRAPHIC, _C)
+TASK_ORDER: Point[TaskOrder, OrderKey] = Point("taskOrder", Rule.LEXICOGRAPHIC)
+QUEUE_ORDER: Point[QueueOrder, OrderKey] = Point("queueOrder", Rule.LEXICOGRAPHIC, _C)
+JOB_VALID: Point[JobStatus, Status] = Point("jobValid", Rule.FIRST_FAILURE)
+JOB_READY: Point[JobStatus, Status] = Point("jobReady", Rule.FIRST_FAILURE)
+JOB_PIPELINED: Point[JobStatus, Status] = Point("jobPipelined", Rule.FIRST_FAILURE)
+JOB_STARVING: Point[JobPredicate, bool] = Point("jobStarving", Rule.ALL_AGREE, _J, default=False)
+JOB_ENQUEUEABLE: Point[JobEnqueueable, bool] = Point("jobEnqueueable", Rule.VOTE)
+NODE_FILTER: Point[NodeFilter, FilterGroups] = Point("filter", Rule.EVERY_FILTER)
+ROW_FILTER: Point[RowFilter, bool] = Point("rowFilter", Rule.EVERY_ROW_FILTER)
 """The one-row form of a plugin's NodeFilter (optional; stands for it on one row)."""
-SHORTFALL: Point[Shortfall] = Point("shortfall", Rule.LARGEST)
-NODE_SCORER: Point[NodeScorer] = Point("score", Rule.WEIGHTED_SUM)
-QUEUE_ALLOCATABLE: Point[QueueAllocatable] = Point("queueAllocatable", Rule.ALL_AGREE)
-QUEUE_BORROWABLE: Point[QueueBorrowable] = Point("queueBorrowable", Rule.ALL_AGREE, default=False)
-QUEUE_OVERUSED: Point[QueueOverused] = Point("queueOverused", Rule.ANY)
-QUEUE_SHARE: Point[QueueShareOf] = Point("queueShare", Rule.FIRST_ANSWER)
-VICTIMS: Point[VictimFilter] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
-RECLAIMABLE: Point[ReclaimFilter] = Point("reclaimable", Rule.CHAIN)
-ON_ENQUEUE: Point[JobHandler] = Point("onEnqueue", Rule.NOTIFY)
-ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
-ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)
-BIND_ANNOTATIONS: Point[BindAnnotations] = Point("bindAnnotations", Rule.MERGE)
-SUBSET_NODES: Point[SubsetNodes] = Point("subsetNodes", Rule.LAYERED)
-GANG_VICTIM_SELECTOR: Point[GangVictimSelector] = Point("gangVictimSelector", Rule.FIRST_ANSWER)
+SHORTFALL: Point[Shortfall, IntMatrix] = Point("shortfall", Rule.LARGEST)
+NODE_SCORER: Point[NodeScorer, FloatVector] = Point("score", Rule.WEIGHTED_SUM)
+QUEUE_ALLOCATABLE: Point[QueueAllocatable, bool] = Point("queueAllocatable", Rule.ALL_AGREE)
+QUEUE_BORROWABLE: Point[QueueBorrowable, bool] = Point(
+    "queueBorrowable", Rule.ALL_AGREE, _J, default=False
+)
+QUEUE_OVERUSED: Point[QueueOverused, bool] = Point("queueOverused", Rule.ANY)
+QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER, _A)
+VICTIMS: Point[VictimFilter, list[TaskInfo]] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
+RECLAIMABLE: Point[ReclaimFilter, list[TaskInfo]] = Point("reclaimable", Rule.CHAIN)
+ON_ENQUEUE: Point[JobHandler, None] = Point("onEnqueue", Rule.NOTIFY)
+ON_PLACE: Point[PlacementHandler, None] = Point("onPlace", Rule.NOTIFY)
+ON_UNPLACE: Point[PlacementHandler, None] = Point("onUnplace", Rule.NOTIFY_REVERSED)
+BIND_ANNOTATIONS: Point[BindAnnotations, dict[str, str]] = Point("bindAnnotations", Rule.MERGE)
+SUBSET_NODES: Point[SubsetNodes, Subsets | None] = Point("subsetNodes", Rule.LAYERED)
+GANG_VICTIM_SELECTOR: Point[GangVictimSelector, Sequence[str] | None] = Point(
+    "gangVictimSelector", Rule.FIRST_ANSWER
+)
+
+POINTS: tuple[Point[Any, Any], ...] = (
+    JOB_ORDER,
+    TASK_ORDER,
+    QUEUE_ORDER,
+    JOB_VALID,
+    JOB_READY,
+    JOB_PIPELINED,
+    JOB_STARVING,
+    JOB_ENQUEUEABLE,
+    NODE_FILTER,
+    ROW_FILTER,
+    SHORTFALL,
+    NODE_SCORER,
+    QUEUE_ALLOCATABLE,
+    QUEUE_BORROWABLE,
+    QUEUE_OVERUSED,
+    QUEUE_SHARE,
+    VICTIMS,
+    RECLAIMABLE,
+    ON_ENQUEUE,
+    ON_PLACE,
+    ON_UNPLACE,
+    BIND_ANNOTATIONS,
+    SUBSET_NODES,
+    GANG_VICTIM_SELECTOR,
+)
+"""Every extension point, declared above (a test checks none is left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +444,7 @@ class HookSet:
         self.plugin = ""
         self._by_point: dict[str, list[Registration[Any]]] = {}
 
-    def add(self, point: Point[H], hook: H, weight: float = 1.0) -> None:
+    def add(self, point: Point[H, Any], hook: H, weight: float = 1.0) -> None:
         """Register ``hook`` for ``point`` on behalf of the plugin being opened."""
         self._by_point.setdefault(point.name, []).append(
             Registration(self.plugin, self.tier, hook, point.name, weight)
@@ -396,10 +457,10 @@ class HookSet:
         self.add(ON_PLACE, on_place)
         self.add(ON_UNPLACE, on_unplace)
 
-    def __getitem__(self, point: Point[H]) -> Sequence[Registration[H]]:
+    def __getitem__(self, point: Point[H, Any]) -> Sequence[Registration[H]]:
         """The registrations of ``point``, in tier and plugin order (empty if none)."""
         return self._by_point.get(point.name, ())
 
-    def plugins_of(self, point: Point[Any]) -> list[str]:
+    def plugins_of(self, point: Point[Any, Any]) -> list[str]:
         """The names of the plugins that registered for ``point``, in order."""
         return [r.plugin for r in self[point]]

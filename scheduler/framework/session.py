@@ -3,7 +3,15 @@
 A session owns a snapshot (its own copy), the plugin instances of this cycle, their
 hooks, and the :class:`NodeTable` kept in step with every placement. Actions ask their
 questions through the methods below (or :meth:`Session.ask` for any extension point);
-the answers combine per :mod:`tiers`. Every change of a task's place goes through
+every point is asked through the rule it declares (:func:`tiers.bind`).
+
+Every question about one job is asked inside that job's boundary
+(:meth:`Session.job_scope`, :meth:`Session.for_each_job`, :meth:`Session.select_jobs`):
+whatever a plugin raises there fails that job only (rolled back, SchedulerError, a
+backoff) and the cycle goes on. While an action runs (:meth:`Session.run_action`, which
+the loop and ``sluice explain`` use), the session refuses a JOB-scoped question asked
+outside any boundary (InvariantError): a hole in the boundary is a bug the tests find, not
+a cycle thrown away in production. Every change of a task's place goes through
 :meth:`move`, which keeps nodes, table and plugin state consistent, so a rolled-back
 statement leaves the session exactly as it was.
 
@@ -14,13 +22,19 @@ read-only handle on its table, nodes, jobs and queues.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from scheduler.api.errors import AllocationError, InvariantError, PluginError
+from scheduler.api.errors import (
+    AllocationError,
+    InvariantError,
+    PluginError,
+    SessionCorruptedError,
+)
 from scheduler.api.holds import Hold, HoldKind, Reservation
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
@@ -30,6 +44,7 @@ from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
 from scheduler.framework import tiers
+from scheduler.framework.action import Action
 from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
@@ -44,6 +59,7 @@ from scheduler.framework.extension_points import (
     ON_ENQUEUE,
     ON_PLACE,
     ON_UNPLACE,
+    POINTS,
     QUEUE_ALLOCATABLE,
     QUEUE_BORROWABLE,
     QUEUE_ORDER,
@@ -58,6 +74,7 @@ from scheduler.framework.extension_points import (
     HookSet,
     Plugin,
     Point,
+    Scope,
 )
 from scheduler.framework.fit import Fit
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, everything
@@ -68,6 +85,8 @@ from scheduler.framework.status import Status
 from scheduler.logging import get_logger, v
 
 log = get_logger("sluice.session")
+
+R = TypeVar("R")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -183,11 +202,14 @@ class Session:
                 raise PluginError(plugin.name, "open", exc) from exc
             self.plugins.append((tier, plugin))
         h = self.hooks
-        self.job_key = tiers.order_key(h[JOB_ORDER], lambda j: j.uid)
-        self.task_key = tiers.order_key(h[TASK_ORDER], lambda t: t.key)
-        self.queue_key = tiers.order_key(h[QUEUE_ORDER], lambda q: q.name)
-        self._on_place = list(h[ON_PLACE])
-        self._on_unplace = list(h[ON_UNPLACE])
+        self._askers: dict[str, Callable[..., Any]] = {p.name: tiers.bind(h, p) for p in POINTS}
+        """Each point's asker, its rule taken from its declaration (bound once)."""
+        self._scopes: list[str] = []
+        """The jobs whose boundaries the cycle is inside, innermost last."""
+        self._acting = ""
+        """The action running (:meth:`run_action`), while one does."""
+        self._subset_points = bool(h[SUBSET_NODES])
+        self._scorers = bool(h[NODE_SCORER])
 
     def close(self) -> None:
         """Close every opened plugin, in reverse order. A plugin that raises here is
@@ -256,43 +278,128 @@ class Session:
             if share is not None:
                 self.queue_shares[name] = share
 
+    # Boundaries ----------------------------------------------------------------------
+
+    def run_action(self, action: Action) -> None:
+        """Run ``action`` on this session. While it runs, every question about one job
+        (a JOB-scoped extension point) must be asked inside that job's boundary."""
+        self._acting = action.name
+        try:
+            action.execute(self)
+        finally:
+            self._acting = ""
+
+    @contextmanager
+    def job_scope(self, job: JobInfo) -> Iterator[None]:
+        """The boundary of ``job``: questions about it are asked inside, and a failure of
+        the block (a plugin that raised, an AllocationError, a bug) is confined to it. Its
+        statement has already been rolled back by the statement's own block; the job says
+        SchedulerError (:meth:`record_job_error`) and no action tries it again this cycle;
+        the other jobs go on. Nested scopes are fine (the innermost records the error).
+
+        A failure after the job committed decisions, or a rollback that failed, leaves the
+        session untrustworthy: that escalates as SessionCorruptedError, and the loop throws
+        the cycle away.
+        """
+        committed = len(self.effects)
+        self._scopes.append(job.uid)
+        try:
+            yield
+        except SessionCorruptedError:
+            raise
+        except Exception as exc:
+            if len(self.effects) != committed:
+                raise SessionCorruptedError(
+                    f"job {job.uid} failed after committing decisions: {exc}"
+                ) from exc
+            self.record_job_error(job, exc)
+        finally:
+            self._scopes.pop()
+
+    def for_each_job(
+        self, jobs: Iterable[JobInfo], attempt: Callable[[Session, JobInfo], None]
+    ) -> None:
+        """``attempt(session, job)`` for each job in order, each inside its boundary. Jobs
+        that failed earlier in the cycle are skipped."""
+        for job in jobs:
+            if job.uid in self.job_errors:
+                continue
+            with self.job_scope(job):
+                attempt(self, job)
+
+    def select_jobs(
+        self, jobs: Iterable[JobInfo], wanted: Callable[[JobInfo], bool]
+    ) -> list[JobInfo]:
+        """The jobs for which ``wanted(job)`` holds, each asked inside its boundary (a job
+        whose question raised fails, and is not selected). Jobs that failed earlier in the
+        cycle are left out."""
+        out: list[JobInfo] = []
+        for job in jobs:
+            if job.uid in self.job_errors:
+                continue
+            keep = False
+            with self.job_scope(job):
+                keep = wanted(job)
+            if keep:
+                out.append(job)
+        return out
+
     # Questions actions ask -------------------------------------------------------------
 
-    def ask(self, point: Point[Any], *args: Any) -> Any:
-        """Ask any extension point, its answers combined by its rule (see :mod:`tiers`)."""
-        return tiers.ask(self.hooks, point, *args)
+    def ask(self, point: Point[Any, R], *args: Any) -> R:
+        """Ask ``point`` with ``args``, its answers combined by its declared rule. While an
+        action runs, a JOB point must be asked inside a job's boundary (:meth:`job_scope`)."""
+        if point.scope is Scope.JOB and self._acting and not self._scopes:
+            raise InvariantError(
+                f"action {self._acting!r} asked extension point {point.name!r} outside "
+                "any job's boundary"
+            )
+        answer: R = self._askers[point.name](*args)
+        return answer
+
+    def job_key(self, job: JobInfo) -> tuple[int | float | str, ...]:
+        """``job``'s sort key among jobs (the plugins' keys, then its uid)."""
+        return (*self.ask(JOB_ORDER, job), job.uid)
+
+    def task_key(self, task: TaskInfo) -> tuple[int | float | str, ...]:
+        """``task``'s sort key among its job's tasks (the plugins' keys, then its name)."""
+        return (*self.ask(TASK_ORDER, task), task.key)
+
+    def queue_key(self, queue: QueueInfo) -> tuple[int | float | str, ...]:
+        """``queue``'s sort key among queues (the plugins' keys, then its name)."""
+        return (*self.ask(QUEUE_ORDER, queue), queue.name)
 
     def job_valid(self, job: JobInfo) -> Status:
         """May ``job`` be tried at all? Success, or why not."""
-        return tiers.first_failure(self.hooks[JOB_VALID], job)
+        return self.ask(JOB_VALID, job)
 
     def job_ready(self, job: JobInfo) -> Status:
         """Is enough of ``job`` placed for it to be bound? Success, or why not."""
-        return tiers.first_failure(self.hooks[JOB_READY], job)
+        return self.ask(JOB_READY, job)
 
     def job_pipelined(self, job: JobInfo) -> Status:
         """Is enough of ``job`` placed or nominated? Success, or why not."""
-        return tiers.first_failure(self.hooks[JOB_PIPELINED], job)
+        return self.ask(JOB_PIPELINED, job)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return tiers.all_agree(self.hooks[JOB_STARVING], JOB_STARVING.default, job)
+        return self.ask(JOB_STARVING, job)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
-        return tiers.enqueue_vote(self.hooks[JOB_ENQUEUEABLE], job)
+        return self.ask(JOB_ENQUEUEABLE, job)
 
     def queue_allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return tiers.all_agree(self.hooks[QUEUE_ALLOCATABLE], True, queue, task)
+        return self.ask(QUEUE_ALLOCATABLE, queue, task)
 
     def queue_overused(self, queue: QueueInfo) -> bool:
-        return tiers.any_yes(self.hooks[QUEUE_OVERUSED], queue)
+        return self.ask(QUEUE_OVERUSED, queue)
 
     def queue_borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``task`` go beyond ``queue``'s share into room nobody below theirs could use?"""
-        return tiers.all_agree(self.hooks[QUEUE_BORROWABLE], QUEUE_BORROWABLE.default, queue, task)
+        return self.ask(QUEUE_BORROWABLE, queue, task)
 
     def queue_share(self, queue: QueueInfo) -> QueueShare | None:
         """``queue``'s deserved and allocated share this cycle (None without a plugin)."""
-        return tiers.first_answer(self.hooks[QUEUE_SHARE], queue)
+        return self.ask(QUEUE_SHARE, queue)
 
     def node_sets(
         self, job: JobInfo, tasks: Sequence[TaskInfo], purpose: Purpose
@@ -300,11 +407,10 @@ class Session:
         """Where ``job``'s ``tasks`` should be placed, as node sets in order of preference
         (see :mod:`~scheduler.framework.node_sets`); None when no plugin is relevant to
         the job: then every node will do."""
-        regs = self.hooks[SUBSET_NODES]
-        if not regs:
+        if not self._subset_points:
             return None
         counts: dict[str, int] = {}
-        sets = tiers.layered(regs, job, tasks, self.all_nodes, purpose, counts)
+        sets = self.ask(SUBSET_NODES, job, tasks, self.all_nodes, purpose, counts)
         if sets is not None and v(4):
             log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
             if v(7):
@@ -324,14 +430,14 @@ class Session:
         """Which of ``candidates`` (pods of other queues, most reclaimable first) may be
         evicted for ``reclaimer``: the plugins' victim filter, then their reclaim budgets."""
         allowed = self.victims(reclaimer, candidates)
-        return tiers.chain(self.hooks[RECLAIMABLE], reclaimer, allowed)
+        return self.ask(RECLAIMABLE, reclaimer, allowed)
 
     def victims(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
-        return tiers.first_tier_intersection(self.hooks[VICTIMS], preemptor, candidates)
+        return self.ask(VICTIMS, preemptor, candidates)
 
     def job_enqueued(self, job: JobInfo) -> None:
         """Tell plugins that ``job`` just went Inqueue (called by the enqueue action)."""
-        tiers.notify(self.hooks[ON_ENQUEUE], job)
+        self.ask(ON_ENQUEUE, job)
 
     def is_gated(self, job: JobInfo) -> bool:
         """Is ``job`` held behind its preemption's gate (calls running, victims leaving)?"""
@@ -347,19 +453,17 @@ class Session:
     def fit(self, task: TaskInfo, *, releasing: bool = False) -> Fit:
         """Every node filter's verdict on ``task`` against the session's current state;
         with ``releasing``, the room of pods being evicted counts as free."""
-        groups = tiers.filter_groups(self.hooks[NODE_FILTER], task, self.table, releasing)
+        groups = self.ask(NODE_FILTER, task, self.table, releasing)
         return Fit.of(len(self.table), groups)
 
     def fits_on(self, task: TaskInfo, node: str, *, releasing: bool = False) -> bool:
         """Does ``task`` pass every filter on ``node``?"""
-        h = self.hooks
-        row = self.table.row[node]
-        return tiers.passes_row(h[NODE_FILTER], h[ROW_FILTER], task, self.table, row, releasing)
+        return self.ask(ROW_FILTER, task, self.table, self.table.row[node], releasing)
 
     def shortfall(self, task: TaskInfo, rows: IndexVector, *, releasing: bool = False) -> IntMatrix:
         """Room that must at least be freed on each of ``rows`` (per table column) before
         ``task`` can fit there: a lower bound from the filters, for the preemption search."""
-        return tiers.largest(self.hooks[SHORTFALL], task, self.table, rows, releasing)
+        return self.ask(SHORTFALL, task, self.table, rows, releasing)
 
     def gang_could_fit(self, tasks: Sequence[TaskInfo], count: int) -> bool:
         """Could the ``count`` smallest of ``tasks`` fit in all the free room of the cluster
@@ -390,10 +494,9 @@ class Session:
             pos = int(np.searchsorted(rows, self._next_start))
             rows = np.concatenate((rows[pos : pos + k], rows[: max(0, k - (len(rows) - pos))]))
         self._next_start = (int(rows[-1]) + 1) % len(self.table)
-        scorers = self.hooks[NODE_SCORER]
-        if len(rows) == 1 or not scorers:
+        if len(rows) == 1 or not self._scorers:
             return self.table.nodes[int(rows[0])]
-        scores = tiers.weighted_score(scorers, task, self.table, rows)
+        scores = self.ask(NODE_SCORER, task, self.table, rows)
         return self.table.nodes[int(rows[int(np.argmax(scores))])]
 
     def statement(self) -> Statement:
@@ -401,7 +504,7 @@ class Session:
 
     def bind_annotations(self, task: TaskInfo, node: str) -> dict[str, str]:
         """What the plugins write on ``task``'s pod before binding it to ``node``."""
-        return tiers.merge(self.hooks[BIND_ANNOTATIONS], task, self.nodes[node])
+        return self.ask(BIND_ANNOTATIONS, task, self.nodes[node])
 
     def record_task_reason(self, task: TaskInfo, reason: str) -> None:
         self.task_reasons[task.uid] = reason
@@ -441,7 +544,7 @@ class Session:
             old = self.nodes[task.node_name]
             if task.uid in old.tasks:
                 if task.status in COUNTED_FOR_PLUGINS:
-                    failed = self._tell(self._on_unplace, task, old, reverse=True)
+                    failed = self._tell(ON_UNPLACE, task, old)
                 old.remove_task(task)
                 self._shift(old.name, task, task.status, +1)
             else:
@@ -461,29 +564,25 @@ class Session:
                     back.add_task(task)
                     self._shift(prev_node, task, prev_status, -1)
                     if prev_status in COUNTED_FOR_PLUGINS:
-                        failed = failed or self._tell(self._on_place, task, back)
+                        failed = failed or self._tell(ON_PLACE, task, back)
                 if failed is not None:
                     raise failed from None
                 raise
             self._shift(new.name, task, status, -1)
             if status in COUNTED_FOR_PLUGINS:
-                failed = failed or self._tell(self._on_place, task, new)
+                failed = failed or self._tell(ON_PLACE, task, new)
         if failed is not None:
             raise failed
 
-    @staticmethod
-    def _tell(
-        regs: list[Any], task: TaskInfo, node: NodeInfo, *, reverse: bool = False
-    ) -> PluginError | None:
-        """Call every placement handler, even after one raises (so the others stay in
-        step); the first failure is returned for the caller to raise."""
-        failed: PluginError | None = None
-        for reg in reversed(regs) if reverse else regs:
-            try:
-                reg.hook(task, node)
-            except Exception as exc:
-                failed = failed or tiers.blame(reg, exc)
-        return failed
+    def _tell(self, point: Point[Any, None], task: TaskInfo, node: NodeInfo) -> PluginError | None:
+        """Tell every placement handler of ``point`` (each one, even after one raises, so
+        the others stay in step: the NOTIFY rules); the first failure is returned for the
+        caller to raise once its own bookkeeping is done."""
+        try:
+            self.ask(point, task, node)
+        except PluginError as exc:
+            return exc
+        return None
 
     def _shift(self, node: str, task: TaskInfo, status: TaskStatus, sign: int) -> None:
         """Update the table for ``task`` leaving (sign +1) or joining (-1) ``node``."""

@@ -13,7 +13,7 @@ ERROR              a plugin (or Sluice) failed: the job is rolled back, its pods
 =================  ==========================================================================
 
 Expected outcomes are values of this type; only ERROR comes from an exception, which the
-per-job boundary of the actions (:func:`scheduler.actions.common.for_each_job`) turns
+per-job boundary of the actions (:meth:`scheduler.framework.session.Session.job_scope`) turns
 into a Status.
 """
 

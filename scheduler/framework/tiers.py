@@ -13,7 +13,9 @@ VOTE                     job enqueueable: per tier, any REJECT rejects; else any
                          permits and later tiers are not asked; a tier of abstentions
                          defers to the next; none: PERMIT
 EVERY_FILTER             node filter: a node passes only if no filter of any tier rejects
-                         it; for one node, a plugin's row filter stands for its node filter
+                         it
+EVERY_ROW_FILTER         row filter (one node): every filter, a plugin's row filter standing
+                         for its node filter on that row
 LARGEST                  shortfall: the largest of every plugin's, per row and column
 WEIGHTED_SUM             node score: weighted sum of every scorer
 FIRST_TIER_INTERSECTION  victims: intersection of the answers of the first tier that has a
@@ -21,14 +23,21 @@ FIRST_TIER_INTERSECTION  victims: intersection of the answers of the first tier 
 CHAIN                    reclaimable: each plugin, in order, keeps a subsequence of what the
                          plugins before it kept (stateful plugins cut the ordered list)
 FIRST_ANSWER             queue share: the first answer that is not None
-NOTIFY                   job and placement handlers: all, in registration order; on undo
-                         (unplace), in reverse order
+NOTIFY                   job and placement handlers: all, in registration order, even after
+                         one raises (their state stays in step); the first failure is
+                         raised once all have run
+NOTIFY_REVERSED          unplace handlers (the undo of placement): the same, in reverse order
 MERGE                    bind annotations: the union in plugin order; the first plugin to
                          give a key keeps it
 LAYERED                  node sets: each plugin splits every set the plugins before it
                          produced (P1, P2; then P1R1, P1R2, P2R1...); a plugin answering
                          None leaves a set whole; none relevant: None
 =======================  ===================================================================
+
+The rule of a point is taken from its declaration (:class:`~.extension_points.Point`),
+in one place: :func:`bind` gives, once per session, the function that asks a point with
+its registrations; the session asks every point through it, so changing a point's rule
+changes how it is asked everywhere.
 
 Every call of a hook is blamed: an exception a hook raises leaves here as a
 :class:`~scheduler.api.errors.PluginError` naming the plugin and the extension point,
@@ -38,8 +47,9 @@ chained to the original. A ``try`` costs nothing while nothing raises.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import groupby
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never, cast
 
 import numpy as np
 
@@ -48,6 +58,8 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import (
+    NODE_FILTER,
+    FilterGroups,
     HookSet,
     JobEnqueueable,
     JobStatus,
@@ -56,7 +68,6 @@ from scheduler.framework.extension_points import (
     OrderKey,
     Point,
     Registration,
-    Rejection,
     RowFilter,
     Rule,
     Shortfall,
@@ -69,6 +80,7 @@ from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, 
 from scheduler.framework.status import SUCCESS, Status
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def blame(reg: Registration[Any], exc: BaseException) -> PluginError:
@@ -79,23 +91,16 @@ def blame(reg: Registration[Any], exc: BaseException) -> PluginError:
     return PluginError(reg.plugin, reg.point, exc)
 
 
-def order_key(
-    regs: Sequence[Registration[Callable[[T], OrderKey]]], identity: Callable[[T], str]
-) -> Callable[[T], OrderKey]:
-    """Lexicographic composition of the plugins' keys, with ``identity`` as the last word."""
-    regs = list(regs)
-
-    def key(item: T) -> OrderKey:
-        out: list[int | float | str] = []
-        for reg in regs:
-            try:
-                out.extend(reg.hook(item))
-            except Exception as exc:
-                raise blame(reg, exc) from exc
-        out.append(identity(item))
-        return tuple(out)
-
-    return key
+def lexicographic(regs: Sequence[Registration[Callable[[T], OrderKey]]], item: T) -> OrderKey:
+    """Every plugin's key for ``item``, in order, as one key (the caller adds an identity
+    last, so that the order is total)."""
+    out: list[int | float | str] = []
+    for reg in regs:
+        try:
+            out.extend(reg.hook(item))
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    return tuple(out)
 
 
 def first_failure(regs: Sequence[Registration[JobStatus]], job: JobInfo) -> Status:
@@ -148,9 +153,9 @@ def enqueue_vote(regs: Sequence[Registration[JobEnqueueable]], job: JobInfo) -> 
 
 def filter_groups(
     regs: Sequence[Registration[NodeFilter]], task: TaskInfo, table: TableView, releasing: bool
-) -> list[tuple[str, Sequence[Rejection]]]:
+) -> FilterGroups:
     """Every filter's rejections, grouped by plugin in registration order."""
-    out: list[tuple[str, Sequence[Rejection]]] = []
+    out: FilterGroups = []
     for reg in regs:
         try:
             rejections = reg.hook(task, table, releasing)
@@ -262,19 +267,21 @@ def first_answer(regs: Sequence[Registration[Callable[..., T | None]]], *args: A
 
 
 def notify(regs: Sequence[Registration[Callable[..., None]]], *args: Any) -> None:
+    """Every handler, even after one raises (so that every plugin's state stays in step
+    with the move); then the first failure, blamed."""
+    failed: PluginError | None = None
     for reg in regs:
         try:
             reg.hook(*args)
         except Exception as exc:
-            raise blame(reg, exc) from exc
+            failed = failed or blame(reg, exc)
+    if failed is not None:
+        raise failed
 
 
 def notify_reversed(regs: Sequence[Registration[Callable[..., None]]], *args: Any) -> None:
-    for reg in reversed(regs):
-        try:
-            reg.hook(*args)
-        except Exception as exc:
-            raise blame(reg, exc) from exc
+    """:func:`notify` in reverse registration order (undoing a placement)."""
+    notify(list(reversed(regs)), *args)
 
 
 def merge(
@@ -319,35 +326,45 @@ def layered(  # noqa: PLR0917
     return layer([(reg.plugin, split_of(reg)) for reg in regs], start)
 
 
-def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
-    """Ask ``point`` with ``args``, combining the answers by its rule: how an action asks
-    an extension point that the Session has no named method for."""
+def bind(hooks: HookSet, point: Point[Any, R]) -> Callable[..., R]:
+    """The function that asks ``point`` with its registrations in ``hooks``, combining
+    the answers by the rule ``point`` declares; called with the point's arguments. The
+    session binds every point once when it opens (registrations do not change after)."""
     regs = hooks[point]
-    rule = point.rule
-    if rule is Rule.FIRST_FAILURE:
-        return first_failure(regs, *args)
-    if rule is Rule.ALL_AGREE:
-        return all_agree(regs, point.default, *args)
-    if rule is Rule.ANY:
-        return any_yes(regs, *args)
-    if rule is Rule.VOTE:
-        return enqueue_vote(regs, *args)
-    if rule is Rule.LARGEST:
-        return largest(regs, *args)
-    if rule is Rule.WEIGHTED_SUM:
-        return weighted_score(regs, *args)
-    if rule is Rule.FIRST_TIER_INTERSECTION:
-        return first_tier_intersection(regs, *args)
-    if rule is Rule.CHAIN:
-        return chain(regs, *args)
-    if rule is Rule.FIRST_ANSWER:
-        return first_answer(regs, *args)
-    if rule is Rule.NOTIFY:
-        return notify(regs, *args)
-    if rule is Rule.MERGE:
-        return merge(regs, *args)
-    if rule is Rule.EVERY_FILTER:
-        return filter_groups(regs, *args)
-    if rule is Rule.LAYERED:
-        return layered(regs, *args)
-    raise ValueError(f"extension point {point.name!r}: rule {rule.name} takes no plain ask")
+    asker: Callable[..., Any]
+    match point.rule:
+        case Rule.LEXICOGRAPHIC:
+            asker = partial(lexicographic, regs)
+        case Rule.FIRST_FAILURE:
+            asker = partial(first_failure, regs)
+        case Rule.ALL_AGREE:
+            asker = partial(all_agree, regs, point.default)
+        case Rule.ANY:
+            asker = partial(any_yes, regs)
+        case Rule.VOTE:
+            asker = partial(enqueue_vote, regs)
+        case Rule.EVERY_FILTER:
+            asker = partial(filter_groups, regs)
+        case Rule.EVERY_ROW_FILTER:
+            asker = partial(passes_row, hooks[NODE_FILTER], regs)
+        case Rule.LARGEST:
+            asker = partial(largest, regs)
+        case Rule.WEIGHTED_SUM:
+            asker = partial(weighted_score, regs)
+        case Rule.FIRST_TIER_INTERSECTION:
+            asker = partial(first_tier_intersection, regs)
+        case Rule.CHAIN:
+            asker = partial(chain, regs)
+        case Rule.LAYERED:
+            asker = partial(layered, regs)
+        case Rule.FIRST_ANSWER:
+            asker = partial(first_answer, regs)
+        case Rule.NOTIFY:
+            asker = partial(notify, regs)
+        case Rule.NOTIFY_REVERSED:
+            asker = partial(notify_reversed, regs)
+        case Rule.MERGE:
+            asker = partial(merge, regs)
+        case _:
+            assert_never(point.rule)
+    return cast(Callable[..., R], asker)

@@ -331,7 +331,7 @@ class SchedulingLoop:
             for action in self.resolved.actions:
                 where = action.name
                 ta = time.perf_counter()
-                action.execute(session)
+                session.run_action(action)
                 self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
             where = "queue shares"
             session.record_queue_shares()

@@ -40,7 +40,7 @@ def run(
     if gated:
         session.snapshot.queue = QueueView({j: Hold(HoldKind.EVICTIONS) for j in gated})
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 

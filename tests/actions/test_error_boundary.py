@@ -60,7 +60,7 @@ def decide(point: str, objects: list[Obj]) -> Session:
     cache = cache_with(*objects)
     session = open_session(cache.snapshot(), registry().resolve(config(point)))
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 

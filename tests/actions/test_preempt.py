@@ -82,7 +82,7 @@ def decide(
     if gated:
         session.snapshot.queue = QueueView({j: Hold(HoldKind.EVICTIONS) for j in gated})
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 
@@ -373,7 +373,7 @@ def test_a_failed_gang_preemption_leaves_the_session_as_it_was() -> None:
     session = cached_session(objects, config=PREEMPT)
     for action in session.resolved.actions:
         if action.name != "preempt":
-            action.execute(session)
+            session.run_action(action)
     before = session_dump(session)
     PreemptAction(PreemptArguments()).execute(session)
     assert session_dump(session) == before
@@ -430,7 +430,7 @@ def test_candidate_evaluation_is_bounded_and_rotates() -> None:
     action = PreemptAction(args)
     for _ in range(4):
         session = cached_session(objects, config=PREEMPT)
-        action.execute(session)
+        session.run_action(action)
         chosen.append(nominated(session)["high"])
     assert chosen == ["n1", "n2", "n3", "n1"]
 

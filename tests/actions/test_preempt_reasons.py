@@ -49,7 +49,7 @@ def test_the_pod_group_says_what_its_pods_say(
 ) -> None:
     session = cached_session(_gang(priority, running_priority), config=CONFIG)
     for action in builtin_registry().resolve(CONFIG).actions:
-        action.execute(session)
+        session.run_action(action)
     job_reason = session.job_reasons.get("default/g", "")
     pod_reasons = [session.task_reasons.get(task_of(session, f"g-{i}").uid, "") for i in (0, 1)]
     assert job_reason.endswith(NO_VICTIMS) is told, job_reason

@@ -46,7 +46,7 @@ def decide(objects: list[Obj]) -> Session:
     """One cycle's decisions (enqueue, allocate, preempt) on ``objects``."""
     session = cached_session(objects, config=PREEMPT)
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 

@@ -147,7 +147,7 @@ def _cycle(cache: SchedulerCache, commit: bool) -> None:
     assert dump(snap) == dump(cache.full_snapshot())
     session = open_session(snap, RESOLVED)
     for action in RESOLVED.actions:
-        action.execute(session)
+        session.run_action(action)
     if not commit:
         return
     for e in session.effects:

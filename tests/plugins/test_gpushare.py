@@ -475,7 +475,7 @@ def _preempt(objects: Sequence[Obj], config: SchedulerConfiguration) -> Session:
     cache = cache_with(*objects)
     session = open_session(cache.snapshot(), app.resolve(config))
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 
@@ -526,7 +526,7 @@ def test_re_adding_victims_wherever_binpack_prefers_would_find_no_victim() -> No
     config = _config(extra=["naive-gpushare"], actions=["preempt"])
     session = open_session(cache.snapshot(), registry.resolve(config))
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     assert not [e for e in session.effects if isinstance(e, Evict)]
     assert task_of(session, "c").status is TaskStatus.PENDING
 

@@ -176,7 +176,7 @@ def decide(objects: list[Obj]) -> Session:
     ordered = sorted(objects, key=lambda o: o["kind"] != "Queue")
     session = open_session(cache_with(*ordered).snapshot(), app.resolve())
     for action in session.resolved.actions:
-        action.execute(session)
+        session.run_action(action)
     return session
 
 

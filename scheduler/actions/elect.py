@@ -54,9 +54,11 @@ class ElectAction:
                 session.release("the job was deleted")
             elif started(target):
                 session.release("the job started")
-            elif not session.select_jobs([target], lambda j: bool(still_needed(session, j))):
-                if target.uid not in session.job_errors:
-                    session.release("the job has no pods left to place")
+            elif (
+                not session.select_jobs([target], lambda j: bool(still_needed(session, j)))
+                and target.uid not in session.job_errors
+            ):
+                session.release("the job has no pods left to place")
         starving = sorted(
             session.select_jobs(session.jobs.values(), lambda j: self._waited_enough(session, j)),
             key=lambda j: (-j.priority, session.waiting_since(j) or 0.0, j.uid),

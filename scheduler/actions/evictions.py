@@ -79,7 +79,7 @@ def make_room_for_job(
     else:
         domains = list(subsets.sets[:max_domains])
         found_none = True
-        best: tuple[tuple[int, int], NodeSet] | None = None
+        best: tuple[tuple[int, int, int], NodeSet] | None = None
         for domain in domains if len(domains) > 1 else ():
             cost = _trial(session, job, search, pending, domain)
             if cost is not None and (best is None or cost < best[0]):
@@ -144,14 +144,15 @@ def _gang_in_best_domain(
 ) -> bool:
     """Clear, for the gang, the domain among ``domains`` where that costs least (fewest
     gangs broken, then fewest victims), and commit; False when no domain can take it."""
-    best: tuple[tuple[int, int, int], NodeSet] | None = None
+    best: tuple[tuple[int, ...], NodeSet] | None = None
     if len(domains) > 1:
         for domain in domains:
             with session.statement() as stmt:
                 plan = gang_search.clear(session, stmt, job, pending, domain)
-                better = plan is not None and (best is None or plan.cost < best[0])
-                if plan is not None and better and session.job_pipelined(job):
-                    best = (plan.cost, domain)
+                key = gang_search.plan_key(plan) if plan is not None else None
+                better = key is not None and (best is None or key < best[0])
+                if key is not None and better and session.job_pipelined(job):
+                    best = (key, domain)
         if best is None:
             return False
     chosen = best[1] if best is not None else domains[0] if domains else None
@@ -225,10 +226,10 @@ def _trial(
     search: VictimSearch,
     pending: Sequence[TaskInfo],
     domain: NodeSet,
-) -> tuple[int, int] | None:
-    """What making room for ``pending`` pod by pod in ``domain`` costs (victims, then the
-    sum of their priorities), or None if the job cannot be pipelined there. Leaves nothing
-    behind."""
+) -> tuple[int, int, int] | None:
+    """What making room for ``pending`` pod by pod in ``domain`` costs (the highest victim
+    priority, then the number of victims, then the sum of their priorities), or None if
+    the job cannot be pipelined there. Leaves nothing behind."""
     with session.statement() as stmt:
         for task in pending:
             if session.job_pipelined(job):
@@ -237,4 +238,5 @@ def _trial(
         if not session.job_pipelined(job):
             return None
         victims = stmt.evicted()
-        return (len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        top = max((v.priority for v in victims), default=-PRIORITY_OFFSET)
+        return (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))

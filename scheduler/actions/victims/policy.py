@@ -37,6 +37,13 @@ class VictimPolicy(Protocol):
         """The sentence added to a pod's reason when no node can be freed for it."""
         ...
 
+    @property
+    def priority_first(self) -> bool:
+        """Is the victims' highest priority the first criterion of a gang's choice of
+        victims (preempt: never more important victims for fewer or cheaper ones), or
+        does :meth:`order_bundles` decide (reclaim: queue fairness first)?"""
+        ...
+
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         """Could any eviction anywhere help ``preemptor``? A cheap, conservative answer (no
         means no); the search asks it before walking the nodes."""
@@ -112,6 +119,7 @@ class LowerPriority:
 
     reason = "preempted"
     nothing_helps = "preemption: no node has lower-priority pods whose eviction makes room."
+    priority_first = True
 
     def __init__(self) -> None:
         self._lowest: tuple[Session, int, dict[str, int]] | None = None
@@ -212,6 +220,7 @@ class QueueReclaim:
     nothing_helps = (
         "reclaim: no queue above its share has pods whose eviction makes room for this one."
     )
+    priority_first = False
 
     def __init__(self) -> None:
         self._shares: tuple[Session, int, _Shares] | None = None

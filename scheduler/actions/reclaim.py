@@ -11,8 +11,12 @@ the victims, lower priority goes first. A job's evictions are committed only if 
 gang is then pipelined. The executor runs the calls as for a preemption (gate,
 nominations, ``DisruptionTarget``, events, metrics, the feature gate).
 
-No ping-pong: the victims' queues stay at or above their share, so they cannot reclaim
-back what they lost (a queue reclaims only while below its share).
+A victim's queue stays at or above its share, or, when its pods are too coarse for
+that, at a share (allocated / deserved) still above the reclaiming queue's share before
+the eviction (max-min fairness, the plugins' reclaim budgets: ``proportion``), so a queue
+at zero gets in. No ping-pong: victims come only from queues above their share, and the
+reclaiming queue never goes above its own, so it is never a victim of the queue it took
+from; and the lowest share strictly rises with each reclaim.
 """
 
 from __future__ import annotations

@@ -397,10 +397,14 @@ class ProportionPlugin:
         """Of ``candidates`` (in the order given), those that may be evicted for
         ``reclaimer``, a pod of another queue: taking each, after those kept before it,
         leaves its queue, and every ancestor below the branch it shares with the
-        reclaimer's queue, at or above its share (dominant share 1) and its guarantee,
-        and none of them says ``reclaimable: false``."""
+        reclaimer's queue, at or above its guarantee, and either at or above its share
+        (dominant share 1) or at a share (allocated / deserved) still above the
+        reclaiming queue's share now (max-min fairness: the lowest share strictly rises,
+        so nothing is reclaimed back, and coarse pods leave no queue at zero); and none of
+        them says ``reclaimable: false``."""
         job = self._jobs.get(reclaimer.job_id)
         mine = self._paths.get(job.queue, ()) if job is not None else ()
+        floor = self.attrs[mine[0]].share() if mine else float("inf")
         left: dict[str, dict[str, int]] = {}
         """What each queue still holds once the candidates kept so far are taken."""
         out: list[TaskInfo] = []
@@ -417,32 +421,32 @@ class ProportionPlugin:
                 if h is None:
                     h = left[q] = self.attrs[q].allocated.to_dict()
                 holds.append(h)
-            if all(self._may_give(q, h, request) for q, h in zip(below, holds, strict=True)):
+            if all(
+                self._may_give(q, h, request, floor) for q, h in zip(below, holds, strict=True)
+            ):
                 out.append(t)
                 for h in holds:
                     for r, n in request.items():
                         h[r] = h.get(r, 0) - n
         return out
 
-    def _may_give(self, q: str, holds: dict[str, int], request: Resource) -> bool:
+    def _may_give(self, q: str, holds: dict[str, int], request: Resource, floor: float) -> bool:
         """Can queue ``q``, holding ``holds``, give up ``request`` and stay at or above its
-        share (dominant share 1) and its guarantee?"""
+        guarantee, and at or above its share (dominant share 1) or at a share above
+        ``floor`` (the reclaiming queue's)?"""
         a = self.attrs[q]
         if not a.queue.reclaimable:
             return False
         guarantee = a.queue.guarantee.amounts
-        deserved = a.deserved.amounts
         req = request.amounts
-        share_ok = False
+        after: dict[str, int] = {}
         for r, held in holds.items():
             taken = req.get(r, 0)
-            after = held - taken
-            if taken and after < guarantee.get(r, 0):
+            after[r] = held - taken
+            if taken and after[r] < guarantee.get(r, 0):
                 return False
-            d = deserved.get(r, 0)
-            if (d <= 0 < after) or (0 < d <= after):
-                share_ok = True
-        return share_ok
+        share = dominant_share(after, a.deserved.amounts)
+        return share >= 1.0 or share > floor
 
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)

@@ -27,7 +27,9 @@ NO_VICTIMS = LowerPriority.nothing_helps
 """Appended to the reason of a pod (and of its PodGroup) that preemption cannot help."""
 
 PreemptArguments = SearchArguments
-"""Arguments of the ``preempt`` action (``actionArguments.preempt``): the candidate window."""
+"""Arguments of the ``preempt`` action (``actionArguments.preempt``): the candidate window
+and ``maxDomains``. ``roiThreshold`` is reclaim's and refused here: preemption takes the
+victims of lowest priority first, ROI only breaks ties."""
 
 
 __all__ = ["NO_VICTIMS", "PreemptAction", "PreemptArguments", "backoff_reason"]
@@ -40,7 +42,7 @@ class PreemptAction:
         self.args = arguments
         policy = LowerPriority()
         self.search = VictimSearch(arguments, policy)
-        self.gang_search = GangSearch(policy, arguments.roiThreshold)
+        self.gang_search = GangSearch(policy)
 
     def execute(self, session: Session) -> None:
         self._withdraw_stale(session)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from scheduler.actions.common import eligible, for_each_job, waiting_tasks
 from scheduler.actions.evictions import make_room_for_job
-from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch
+from scheduler.actions.victims import QueueReclaim, ReclaimArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
@@ -35,7 +35,7 @@ NOTHING_TO_RECLAIM = QueueReclaim.nothing_helps
 class ReclaimAction:
     name = "reclaim"
 
-    def __init__(self, arguments: SearchArguments) -> None:
+    def __init__(self, arguments: ReclaimArguments) -> None:
         self.args = arguments
         policy = QueueReclaim()
         self.search = VictimSearch(arguments, policy)

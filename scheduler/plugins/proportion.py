@@ -421,9 +421,7 @@ class ProportionPlugin:
                 if h is None:
                     h = left[q] = self.attrs[q].allocated.to_dict()
                 holds.append(h)
-            if all(
-                self._may_give(q, h, request, floor) for q, h in zip(below, holds, strict=True)
-            ):
+            if all(self._may_give(q, h, request, floor) for q, h in zip(below, holds, strict=True)):
                 out.append(t)
                 for h in holds:
                     for r, n in request.items():

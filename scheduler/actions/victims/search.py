@@ -31,8 +31,9 @@ bound. The chosen node is the one an evaluation of every candidate would choose.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -63,9 +64,12 @@ class SearchArguments:
     maxDomains: int = 5
     """At most this many node sets (domains) tried per gang and cycle, for a gang that
     must stay in one (a required topology level)."""
-    roiThreshold: float = 0.05
-    """Reclaim: between two bundles of queues equally above their share, ROI decides over
-    priority only when the two differ by more than this."""
+
+    REFUSED: ClassVar[Mapping[str, str]] = {
+        "roiThreshold": "applies to reclaim only: preemption takes the victims of lowest "
+        "priority first and never lets ROI outweigh priority (ROI only breaks ties)",
+    }
+    """Arguments of another action, refused here with the reason (the config loader)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.minCandidateNodesPercentage <= 100:
@@ -76,13 +80,28 @@ class SearchArguments:
             raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
         if self.maxDomains < 1:
             raise ValueError("maxDomains must be at least 1")
-        if not self.roiThreshold >= 0:
-            raise ValueError("roiThreshold must not be negative")
 
     def candidates(self, total: int) -> int:
         """``k = clamp(total * percentage / 100, absolute, max)``, at most ``total``."""
         n = total * self.minCandidateNodesPercentage // 100
         return min(total, max(n, self.minCandidateNodesAbsolute), self.maxCandidateNodes)
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimArguments(SearchArguments):
+    """The reclaim action's arguments (``actionArguments.reclaim``): the candidate window
+    of :class:`SearchArguments`, and how much ROI must differ to outweigh priority."""
+
+    roiThreshold: float = 0.05
+    """Between two bundles of queues equally above their share, ROI decides over
+    priority only when the two differ by more than this."""
+
+    REFUSED: ClassVar[Mapping[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        SearchArguments.__post_init__(self)
+        if not self.roiThreshold >= 0:
+            raise ValueError("roiThreshold must not be negative")
 
 
 Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]

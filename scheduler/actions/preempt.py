@@ -20,7 +20,7 @@ from scheduler.actions.evictions import backoff_reason, make_room_for_job
 from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
-from scheduler.api.task import TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 
 NO_VICTIMS = LowerPriority.nothing_helps
@@ -51,12 +51,22 @@ class PreemptAction:
             tasks = waiting_tasks(job)
             if (
                 any(t.status is TaskStatus.PENDING for t in tasks)
-                and not all(t.spec.best_effort for t in tasks)  # backfill's
+                and not self._backfills(session, tasks)
                 and session.job_starving(job)
                 and eligible(session, job)
             ):
                 jobs.append(job)
         for_each_job(session, session.order_jobs(jobs), self._preempt_for)
+
+    @staticmethod
+    def _backfills(session: Session, tasks: list[TaskInfo]) -> bool:
+        """Are ``tasks`` all best-effort (they ask for nothing but a pod slot) with a node
+        that takes the first pending one now? Then they are backfill's; a best-effort pod
+        no node has a slot for may preempt one (Volcano issue 3335)."""
+        if not all(t.spec.best_effort for t in tasks):
+            return False
+        first = next(t for t in tasks if t.status is TaskStatus.PENDING)
+        return session.fit(first).any
 
     def _preempt_for(self, session: Session, job: JobInfo) -> None:
         make_room_for_job(

@@ -26,8 +26,8 @@ SHARES = {"a": 1.5, "b": 1.5, "c": 2.0}
 
 class _Shares:
     @staticmethod
-    def of(queue: str) -> float:
-        return SHARES[queue]
+    def key(queue: str) -> tuple[int, float]:
+        return (0, -SHARES[queue])
 
 
 @st.composite

@@ -58,6 +58,11 @@ class VictimPolicy(Protocol):
         window counts and bounds nodes by, on many nodes per search."""
         ...
 
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """``tasks`` (possible victims on one node) most worth keeping first: the order
+        in which the simulation re-adds them (the last taken first)."""
+        ...
+
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
         """Would ``preemptor`` be placed on ``node`` now, counting the room being released
         as free, and its queue allow it?"""
@@ -166,6 +171,11 @@ class LowerPriority:
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         return self.possible(session, preemptor, node)
 
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Higher priority first, then the older."""
+        del session
+        return sorted(tasks, key=lambda t: (-t.priority, -t.start_time, t.key))
+
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
@@ -210,10 +220,12 @@ class LowerPriority:
 class QueueReclaim:
     """The reclaim action's policy (Volcano's reclaim): victims are pods of other queues
     that hold more than their deserved share, as far as the plugins' reclaim budgets allow
-    (never taking a queue below its share or its guarantee, never from a queue that is not
-    ``reclaimable``), whatever their priority; the reclaiming queue must stay within its
-    own share. Candidates whose victims come from the queue furthest above its share rank
-    first; then as kube-scheduler ranks them (lower priorities first)."""
+    (never below a queue's guarantee; below its share only while its share stays above the
+    reclaiming queue's; never from a queue that is not ``reclaimable``), whatever their
+    priority; the reclaiming queue must stay within its own share. Victims come from the
+    queue of lowest queue priority first (the reverse of the queue order), then from the
+    queue furthest above its share; then as kube-scheduler ranks them (lower pod
+    priorities first)."""
 
     reason = "reclaimed"
     nothing_helps = (
@@ -242,26 +254,37 @@ class QueueReclaim:
         return session.reclaimable(preemptor, self.candidates(session, preemptor, node))
 
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
-        """Pods of other queues above their share, the queue furthest above first, then
-        lower priority, then younger; those the plugins protect left out (the reclaim
-        budgets are not asked: :meth:`possible`)."""
+        """Pods of other queues above their share, of the queue of lowest queue priority
+        first, then of the queue furthest above its share, then lower pod priority, then
+        younger; those the plugins protect left out (the reclaim budgets are not asked:
+        :meth:`possible`)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
-        keyed: list[tuple[float, int, float, str, TaskInfo]] = []
+        out: list[TaskInfo] = []
         for t in node.tasks.values():
             if t.status not in EVICTABLE or not t.sluice:
                 continue
             owner = session.jobs.get(t.job_id)
             if owner is None or owner.queue == mine:
                 continue
-            share = shares.of(owner.queue)
-            if share > 1.0:
-                # the queue furthest above its share first, then lower priority, younger
-                keyed.append((-share, t.priority, -t.start_time, t.key, t))
-        if not keyed:
+            if shares.of(owner.queue) > 1.0:
+                out.append(t)
+        if not out:
             return []
-        keyed.sort(key=lambda k: k[:4])
-        return session.victims(preemptor, [k[4] for k in keyed])
+        return session.victims(preemptor, sorted(out, key=lambda t: self._taken(session, t)))
+
+    def _taken(self, session: Session, t: TaskInfo) -> tuple[int, float, int, float, str]:
+        """The order victims are taken in, the first first (see :meth:`candidates`)."""
+        return (
+            *self.shares(session).key(session.jobs[t.job_id].queue),
+            t.priority,
+            -t.start_time,
+            t.key,
+        )
+
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """The reverse of the order victims are taken in."""
+        return sorted(tasks, key=lambda t: self._taken(session, t), reverse=True)
 
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
@@ -278,13 +301,15 @@ class QueueReclaim:
         self, session: Session, scored: Sequence[Scored], roi_threshold: float
     ) -> list[Scored]:
         """:func:`reclaim_order` with the queues' shares as the session stands."""
-        return reclaim_order(scored, self.shares(session).of, roi_threshold)
+        return reclaim_order(scored, self.shares(session).key, roi_threshold)
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
+        """PDB violations; then the victims' queues (the worst of them: the highest queue
+        priority, then the least share over); then as kube-scheduler ranks."""
         shares = self.shares(session)
-        least_over = min(shares.of(session.jobs[v.job_id].queue) for v in candidate.victims)
+        worst = max(shares.key(session.jobs[v.job_id].queue) for v in candidate.victims)
         pdb, *rest = kube_rank(candidate)
-        return (pdb, -least_over, *rest)
+        return (pdb, *worst, *rest)
 
     def rank_bound(
         self,
@@ -298,17 +323,19 @@ class QueueReclaim:
         if bound is None:
             return None
         shares = self.shares(session)
-        most_over = max(shares.of(session.jobs[t.job_id].queue) for t in possible)
+        best = min(shares.key(session.jobs[t.job_id].queue) for t in possible)
         pdb, *rest = bound
-        return (pdb, -most_over, *rest)
+        return (pdb, *best, *rest)
 
 
 def reclaim_order(
-    scored: Sequence[Scored], share_of: Callable[[str], float], roi_threshold: float
+    scored: Sequence[Scored],
+    queue_key: Callable[[str], tuple[int, float]],
+    roi_threshold: float,
 ) -> list[Scored]:
     """Reclaim's order of bundles, a total order (the same whatever the order given):
-    Safe before Whole; then the victim queue furthest above its share (``share_of``)
-    first; then, among those alike, ROI decides where it differs by more than
+    Safe before Whole; then by the victim's queue (``queue_key``: lowest queue priority
+    first, then furthest above its share); then, among those alike, ROI decides where it differs by more than
     ``roi_threshold`` and job priority (lower first) where it does not: the bundles are
     grouped, best ROI first, each group holding those within ``roi_threshold`` of its
     best, groups in ROI order and within a group lower priority first, then higher ROI,
@@ -322,11 +349,11 @@ def reclaim_order(
     def ident(s: Scored) -> tuple[str, str, tuple[str, ...]]:
         return (s.bundle.job.uid, s.bundle.kind.value, tuple(t.uid for t in s.bundle.tasks))
 
-    def head(s: Scored) -> tuple[bool, float]:
-        return (s.bundle.kind is Kind.WHOLE, -share_of(s.bundle.job.queue))
+    def head(s: Scored) -> tuple[bool, int, float]:
+        return (s.bundle.kind is Kind.WHOLE, *queue_key(s.bundle.job.queue))
 
     group: dict[int, int] = {}
-    classes: dict[tuple[bool, float], list[Scored]] = {}
+    classes: dict[tuple[bool, int, float], list[Scored]] = {}
     for s in scored:
         classes.setdefault(head(s), []).append(s)
     for members in classes.values():
@@ -356,3 +383,12 @@ class _Shares:
             found = self._session.queue_share(info) if info is not None else None
             share = self._known[queue] = found.share if found is not None else 0.0
         return share
+
+    def priority(self, queue: str) -> int:
+        info = self._session.queues.get(queue)
+        return info.priority if info is not None else 0
+
+    def key(self, queue: str) -> tuple[int, float]:
+        """The order of victims' queues, the first taken first: the lowest queue priority
+        (the reverse of the queue order), then the furthest above its share."""
+        return (self.priority(queue), -self.of(queue))

@@ -307,11 +307,13 @@ class VictimSearch:
                 stmt.evict(v, "simulated", preemptor=task)
             if not fits(session, task, node.name):
                 return None
-            # Most important first; among them, pods whose eviction breaks a budget, then
-            # the core of running gangs (Whole: evicting one breaks the gang), then pods of
-            # their own, and the gangs' surplus (Safe) last: the likeliest to be spared
-            # first, and the Safe ones the first victims.
-            ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+            # Most worth keeping first (the policy's order: for preempt the most important,
+            # for reclaim the reverse of the order victims are taken in); among them, pods
+            # whose eviction breaks a budget, then the core of running gangs (Whole:
+            # evicting one breaks the gang), then pods of their own, and the gangs' surplus
+            # (Safe) last: the likeliest to be spared first, and the Safe ones the first
+            # victims.
+            ordered = self.policy.keep_first(session, possible)
             breaks = dict(
                 zip(
                     (t.uid for t in ordered),

@@ -16,6 +16,8 @@ report (the keys are described in scheduler/sim/runner.py and the README)::
       bindings: {ns/pod: node}    # node "*" means any node, "a|b" either node
       notBound: [ns/pod]
       boundCount: 3
+      spread: {label: example.com/rack, counts: [2, 2]}   # pods bound per value of the
+                                  # label on their nodes (the scenario's Nodes), largest first
       pending: {ns/pod: "substring of the reason"}
       podGroups: {ns/name: Phase}
       evictions: [ns/pod]         # exactly, in order: evictions that took effect (the
@@ -55,7 +57,7 @@ from scheduler.cli.main import main
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted((HERE / "scenarios").glob("*.yaml")) + sorted(
-    (HERE / "conformance").glob("**/*.yaml")
+    (HERE / "conformance").glob("*/**/*.yaml")  # <peer>/<dir>/<case>.yaml; not index.yaml
 )
 
 
@@ -108,6 +110,8 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert pod not in bindings, f"{pod} was bound to {bindings.get(pod)}"
     if "boundCount" in expect:
         assert len(bindings) == expect["boundCount"], bindings
+    if "spread" in expect:
+        check_spread(expect["spread"], bindings, docs)
     for pod, reason in (expect.get("pending") or {}).items():
         assert pod in result["pending"], f"{pod} is not pending"
         assert reason in result["pending"][pod], result["pending"][pod]
@@ -124,6 +128,21 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for pod, node in (expect.get("nominations") or {}).items():
         assert result["nominations"].get(pod) == node, result["nominations"]
     check_timeline(expect.get("timeline") or [], result["timeline"])
+
+
+def check_spread(spread: dict[str, Any], bindings: dict[str, str], docs: list[Any]) -> None:
+    """The pods bound per value of ``spread["label"]`` on their nodes, largest first, are
+    ``spread["counts"]``."""
+    nodes: dict[str, dict[str, str]] = {}
+    for d in docs:
+        for obj in d.get("items", [d]) if d.get("kind") == "List" else [d]:
+            if obj.get("kind") == "Node":
+                nodes[obj["metadata"]["name"]] = obj["metadata"].get("labels") or {}
+    per: dict[str, int] = {}
+    for node in bindings.values():
+        value = nodes.get(node, {}).get(spread["label"], "")
+        per[value] = per.get(value, 0) + 1
+    assert sorted(per.values(), reverse=True) == spread["counts"], (per, bindings)
 
 
 BOUNDS = {"atLeast", "atMost", "cycle"}

@@ -104,11 +104,19 @@ def _say_gated(session: Session, job: JobInfo) -> None:
 
 
 def eligible(
-    session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
+    session: Session,
+    job: JobInfo,
+    *,
+    need_inqueue: bool = True,
+    parked_too: bool = False,
+    valid_too: bool = True,
 ) -> bool:
     """May an action try to place ``job`` this cycle? Records the reason when not. A
     parked job (found unschedulable, nothing that could help it changed since) is not
-    tried, and says again what it was told (``parked_too``: try it all the same)."""
+    tried, and says again what it was told (``parked_too``: try it all the same).
+    ``valid_too=False`` leaves out the plugins' validity check (enqueue admits a PodGroup
+    whose pods do not exist yet: Volcano's Job controller creates them once it is
+    Inqueue)."""
     if job.uid in session.job_errors:
         return False
     if session.is_gated(job):
@@ -155,6 +163,8 @@ def eligible(
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
+    if not valid_too:
+        return True
     with job_boundary(session, job):
         status = session.job_valid(job)
         if not status:

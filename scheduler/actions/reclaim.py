@@ -73,9 +73,17 @@ class ReclaimAction:
 
     @staticmethod
     def _below_share(session: Session, job: JobInfo) -> bool:
+        """Has ``job``'s queue room within its deserved share for one of its pending pods,
+        in the resources that pod asks for? (A queue above its share in CPU may still be
+        below it in GPUs, for a pod that asks only GPUs.)"""
         queue = session.queues.get(job.queue)
-        share = session.queue_share(queue) if queue is not None else None
-        return share is not None and share.share < 1.0
+        if queue is None or session.queue_share(queue) is None:
+            return False
+        return any(
+            session.queue_allocatable(queue, t)
+            for t in job.pending_tasks()
+            if t.preemption_policy != "Never"
+        )
 
     def _reclaim_for(self, session: Session, job: JobInfo) -> None:
         if not self._below_share(session, job):

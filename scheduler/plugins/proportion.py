@@ -26,7 +26,8 @@ Then, for the actions:
   of the queue and its ancestors, never into other queues' unused floors; what a queue
   holds above its share is the first to be reclaimed;
 - a PodGroup is *enqueueable* when its ``minResources`` fits the queue's limit (the
-  capabilities on its path, less the floors of every other queue);
+  capabilities on its path, less the floors of every other queue), and every ancestor's
+  capability still holds what its subtree uses and has reserved for admitted gangs;
 - of the candidates for reclaim, in the order given, those whose queue (and every
   ancestor below the reclaiming queue's branch) stays at or above its share and its
   guarantee without them, and is ``reclaimable``, are allowed.
@@ -71,7 +72,8 @@ class QueueAttr:
     """Placed or nominated, summed over the leaves below (for a parent)."""
     demand: Resource = ZERO
     reserved: Resource = ZERO
-    """minResources not yet allocated of the queue's Inqueue gangs."""
+    """minResources not yet allocated of the Inqueue gangs of the queue (for a parent: of
+    its leaves)."""
     deserved: Resource = ZERO
     floor: Resource = ZERO
     limit: dict[str, int] = field(default_factory=dict)
@@ -190,8 +192,9 @@ class ProportionPlugin:
                     for q in path:
                         demand[q].add(t.request)
             if job_alloc is not None and job.phase is PodGroupPhase.INQUEUE:
-                attr = attrs[job.queue]
-                attr.reserved = attr.reserved + (job.min_resources - job_alloc.result()).clamp()
+                unplaced = (job.min_resources - job_alloc.result()).clamp()
+                for q in path:
+                    attrs[q].reserved = attrs[q].reserved + unplaced
         for name, attr in attrs.items():
             attr.allocated = allocated[name].result()
             attr.demand = demand[name].result()
@@ -384,14 +387,23 @@ class ProportionPlugin:
         if job.min_resources.is_zero():
             return Vote.PERMIT
         after = attr.allocated + attr.reserved + job.min_resources
-        if all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
-            return Vote.PERMIT
-        return Vote.REJECT
+        if not all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
+            return Vote.REJECT
+        # every ancestor's capability holds what its whole subtree uses and reserves
+        for name in self._paths[job.queue][1:]:
+            a = self.attrs[name]
+            cap = a.queue.capability
+            if cap is None:
+                continue
+            above = a.allocated + a.reserved + job.min_resources
+            if any(r in cap and above[r] > cap[r] for r in job.min_resources):
+                return Vote.REJECT
+        return Vote.PERMIT
 
     def enqueued(self, job: JobInfo) -> None:
-        attr = self.attrs.get(job.queue)
-        if attr is not None:
-            attr.reserved = attr.reserved + job.min_resources
+        for name in self._paths.get(job.queue, ()):
+            a = self.attrs[name]
+            a.reserved = a.reserved + job.min_resources
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """Of ``candidates`` (in the order given), those that may be evicted for

@@ -172,9 +172,10 @@ class LowerPriority:
         return self.possible(session, preemptor, node)
 
     def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
-        """Higher priority first, then the older."""
+        """Higher priority first, then the older (kube-scheduler's MoreImportantPod: of
+        two pods of one priority the one started later goes)."""
         del session
-        return sorted(tasks, key=lambda t: (-t.priority, -t.start_time, t.key))
+        return sorted(tasks, key=lambda t: (-t.priority, t.start_time, t.key))
 
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]

@@ -207,12 +207,15 @@ class VictimSearch:
             return None
         total = int(np.count_nonzero(self._eligible(fit, within)))
         looked = 0
+        best: Candidate | None = None
+        best_rank: RankKey | None = None
+        considered: set[str] = set()
         while True:
-            bounded, seen = self.window(session, task, fit, within)
+            window, seen = self.window(session, task, fit, within)
             looked += seen
+            bounded = [b for b in window if b[1].name not in considered]
+            considered.update(b[1].name for b in bounded)
             bounded.sort(key=lambda b: b[0])
-            best: Candidate | None = None
-            best_rank: RankKey | None = None
             optimistic = False
             for bound, node, superset in bounded:
                 if best_rank is not None and best_rank < bound:
@@ -227,9 +230,16 @@ class VictimSearch:
                     best, best_rank = cand, rank
             # The window counted nodes by a superset of their victims; if that was too
             # hopeful and nothing was found, look further, so no node that could be
-            # freed is missed.
-            if best is not None or not optimistic or looked >= total:
-                return best
+            # freed is missed. As kube-scheduler, look further too (over windows of nodes
+            # not considered yet) while the best candidate breaks a PodDisruptionBudget:
+            # one that breaks none may be next.
+            if best is None:
+                if optimistic and looked < total:
+                    continue
+                return None
+            if best.pdb_violations and bounded and len(considered) < total:
+                continue
+            return best
 
     @staticmethod
     def _eligible(fit: Fit, within: NodeSet | None) -> BoolVector:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
+from scheduler.actions.victims.candidates import pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
@@ -328,7 +329,9 @@ class GangSearch:
     ) -> list[Scored] | None:
         """The bundles to evict (evicted in ``stmt``), or None (nothing left evicted).
 
-        For a policy that puts priority first (preempt), the victims' highest priority is
+        A choice that breaks no PodDisruptionBudget is looked for first (kube-scheduler's
+        first criterion), over the candidates no exhausted budget protects. For a policy
+        that puts priority first (preempt), the victims' highest priority is
         the first criterion, as kube-scheduler's choice of node takes the lowest
         highest-victim priority before the fewest victims: the search runs with the
         candidates up to each priority in turn, lowest first, and the first that makes
@@ -340,6 +343,64 @@ class GangSearch:
             for s in selected:
                 self._evict(stmt, s, rep)
             return selected if self._fits(session, stmt, pending, domain) else None
+        budgets = session.snapshot.budgets
+        # As kube-scheduler ranks candidates, fewest PodDisruptionBudget violations come
+        # first: a choice that breaks none is looked for before any other.
+        for spare_budgets in (True, False) if budgets else (False,):
+            pool = self._within_budgets(session, scored, need, domain) if spare_budgets else scored
+            mark = stmt.checkpoint()
+            chosen = self._choose_by_priority(session, stmt, pending, domain, rep, pool, need)
+            if chosen is None:
+                continue
+            victims = [t for s in chosen for t in (*s.bundle.tasks, *s.extras)]
+            if spare_budgets and any(pdb_violations(victims, budgets)):
+                stmt.rollback(mark)
+                continue
+            return chosen
+        return None
+
+    def _within_budgets(
+        self, session: Session, scored: list[Scored], need: IntVector, domain: NodeSet
+    ) -> list[Scored]:
+        """``scored`` without the tasks a PodDisruptionBudget allows no disruption of (a
+        Whole bundle with one of them is left out: its gang would go with it)."""
+        budgets = session.snapshot.budgets
+        exhausted = [b for b in budgets if b.disruptions_allowed <= 0]
+
+        def protected(t: TaskInfo) -> bool:
+            return any(
+                b.namespace == t.namespace and b.selector.matches(t.labels or {}) for b in exhausted
+            )
+
+        kept: list[Bundle] = []
+        for s in scored:
+            tasks = tuple(t for t in s.bundle.tasks if not protected(t))
+            if s.bundle.kind is Kind.WHOLE:
+                if len(tasks) == len(s.bundle.tasks) and not any(protected(t) for t in s.extras):
+                    kept.append(s.bundle)
+            elif tasks:
+                kept.append(Bundle(s.bundle.job, Kind.SAFE, tasks))
+        if len(kept) == len(scored) and all(
+            len(k.tasks) == len(s.bundle.tasks) for k, s in zip(kept, scored, strict=True)
+        ):
+            return scored
+        rescored = self._score(session, kept, need, domain, self._vec)
+        return self.policy.order_bundles(session, rescored, self.roi_threshold)
+
+    def _choose_by_priority(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        scored: list[Scored],
+        need: IntVector,
+    ) -> list[Scored] | None:
+        """:meth:`_choose_among` with the candidates up to each priority in turn, lowest
+        first, for a policy that puts priority first; else over all of them."""
+        if not scored:
+            return None
         if not self.policy.priority_first:
             return self._choose_among(session, stmt, pending, domain, rep, scored, need)
         wanted = need > 0

@@ -42,7 +42,7 @@ a dry run of allocate restricted to it:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -364,25 +364,44 @@ class GangSearch:
     ) -> list[Scored]:
         """``scored`` without the tasks a PodDisruptionBudget allows no disruption of (a
         Whole bundle with one of them is left out: its gang would go with it)."""
-        budgets = session.snapshot.budgets
-        exhausted = [b for b in budgets if b.disruptions_allowed <= 0]
+        exhausted = [b for b in session.snapshot.budgets if b.disruptions_allowed <= 0]
 
-        def protected(t: TaskInfo) -> bool:
-            return any(
+        def free(t: TaskInfo) -> bool:
+            return not any(
                 b.namespace == t.namespace and b.selector.matches(t.labels or {}) for b in exhausted
             )
 
+        def whole_free(s: Scored) -> bool:
+            return all(free(t) for t in (*s.bundle.tasks, *s.extras))
+
+        return self._filtered(session, scored, free, whole_free, need, domain)
+
+    def _filtered(  # noqa: PLR0917
+        self,
+        session: Session,
+        scored: list[Scored],
+        task_ok: Callable[[TaskInfo], bool],
+        whole_ok: Callable[[Scored], bool],
+        need: IntVector,
+        domain: NodeSet,
+    ) -> list[Scored]:
+        """``scored`` with the tasks ``task_ok`` refuses left out: a Safe bundle shrinks,
+        a Whole bundle stays only if ``whole_ok`` (its gang goes whole or not at all).
+        Rescored and ordered again when something was cut; else ``scored`` itself."""
         kept: list[Bundle] = []
+        cut = False
         for s in scored:
-            tasks = tuple(t for t in s.bundle.tasks if not protected(t))
             if s.bundle.kind is Kind.WHOLE:
-                if len(tasks) == len(s.bundle.tasks) and not any(protected(t) for t in s.extras):
+                if whole_ok(s):
                     kept.append(s.bundle)
-            elif tasks:
+                else:
+                    cut = True
+                continue
+            tasks = tuple(t for t in s.bundle.tasks if task_ok(t))
+            cut |= len(tasks) < len(s.bundle.tasks)
+            if tasks:
                 kept.append(Bundle(s.bundle.job, Kind.SAFE, tasks))
-        if len(kept) == len(scored) and all(
-            len(k.tasks) == len(s.bundle.tasks) for k, s in zip(kept, scored, strict=True)
-        ):
+        if not cut:
             return scored
         rescored = self._score(session, kept, need, domain, self._vec)
         return self.policy.order_bundles(session, rescored, self.roi_threshold)
@@ -427,20 +446,15 @@ class GangSearch:
     ) -> list[Scored]:
         """``scored`` with no victim above priority ``limit``: a Safe bundle keeps its
         tasks up to it; a Whole bundle stays only if its gang's every evictable member is
-        up to it (``tops``: each job's highest). Rescored and ordered again when cut."""
-        if all(tops[s.bundle.job.uid] <= limit for s in scored):
-            return scored
-        kept: list[Bundle] = []
-        for s in scored:
-            if s.bundle.kind is Kind.WHOLE:
-                if tops[s.bundle.job.uid] <= limit:
-                    kept.append(s.bundle)
-                continue
-            tasks = tuple(t for t in s.bundle.tasks if t.priority <= limit)
-            if tasks:
-                kept.append(Bundle(s.bundle.job, Kind.SAFE, tasks))
-        rescored = self._score(session, kept, need, domain, self._vec)
-        return self.policy.order_bundles(session, rescored, self.roi_threshold)
+        up to it (``tops``: each job's highest)."""
+        return self._filtered(
+            session,
+            scored,
+            lambda t: t.priority <= limit,
+            lambda s: tops[s.bundle.job.uid] <= limit,
+            need,
+            domain,
+        )
 
     def _choose_among(  # noqa: PLR0917
         self,

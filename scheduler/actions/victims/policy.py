@@ -336,11 +336,11 @@ def reclaim_order(
 ) -> list[Scored]:
     """Reclaim's order of bundles, a total order (the same whatever the order given):
     Safe before Whole; then by the victim's queue (``queue_key``: lowest queue priority
-    first, then furthest above its share); then, among those alike, ROI decides where it differs by more than
-    ``roi_threshold`` and job priority (lower first) where it does not: the bundles are
-    grouped, best ROI first, each group holding those within ``roi_threshold`` of its
-    best, groups in ROI order and within a group lower priority first, then higher ROI,
-    then the job's name and the bundle's pods.
+    first, then furthest above its share); then, among those alike, ROI decides where it
+    differs by more than ``roi_threshold`` and job priority (lower first) where it does
+    not: the bundles are grouped, best ROI first, each group holding those within
+    ``roi_threshold`` of its best, groups in ROI order and within a group lower priority
+    first, then higher ROI, then the job's name and the bundle's pods.
 
     (A pairwise rule "ROI if it differs by more than the threshold, else priority" is not
     transitive: with ROIs 0.50, 0.47, 0.44 and a threshold of 0.05 it orders the first

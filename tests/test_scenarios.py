@@ -1,4 +1,5 @@
-"""One runner for every YAML scenario in tests/scenarios/.
+"""One runner for every YAML scenario: tests/scenarios/ and tests/conformance/ (the
+peers' test tables ported, see tests/conformance/README.md).
 
 A scenario file holds ordinary Kubernetes objects plus one ``kind: Expectation``
 document (only the tests read it) that says what ``sluice simulate --output json`` must
@@ -15,17 +16,24 @@ report (the keys are described in scheduler/sim/runner.py and the README)::
       bindings: {ns/pod: node}    # node "*" means any node, "a|b" either node
       notBound: [ns/pod]
       boundCount: 3
+      spread: {label: example.com/rack, counts: [2, 2]}   # pods bound per value of the
+                                  # label on their nodes (the scenario's Nodes), largest first
       pending: {ns/pod: "substring of the reason"}
       podGroups: {ns/name: Phase}
       evictions: [ns/pod]         # exactly, in order: evictions that took effect (the
                                   # delete or evict call succeeded), in the order the
                                   # calls finished, each pod once
+      evictionSet: [ns/pod]       # exactly these evictions, in any order
       nominations: {ns/pod: node} # status.nominatedNodeName as last written; null: none
       timeline:                   # events that occur in this order (others may come
                                   # between); each entry names fields the event has, e.g.
         - {event: preempt, pod: ns/pod, node: n1, victims: [ns/victim]}
         - {event: delete, pod: ns/victim, atLeast: 3}   # t >= 3 (seconds from the start)
         - {event: bind, pod: ns/pod, atMost: 5, cycle: 4}
+
+A conformance scenario's ``metadata`` also names the case it ports (``source: {file,
+test, case}``) and, for a deliberate departure from the peer's expectation, says why
+(``departure: ...``); tests/conformance/test_conformance_index.py counts them.
 
 A run that succeeds must log nothing (errors are the only lines a simulation logs). The
 scenario is run without its Expectation document, so the document numbers in an
@@ -47,7 +55,16 @@ import yaml
 
 from scheduler.cli.main import main
 
-SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
+HERE = Path(__file__).parent
+SCENARIOS = sorted((HERE / "scenarios").glob("*.yaml")) + sorted(
+    (HERE / "conformance").glob("*/**/*.yaml")  # <peer>/<dir>/<case>.yaml; not index.yaml
+)
+
+
+def _id(path: Path) -> str:
+    """``stem`` for tests/scenarios, ``conformance/<peer>/<dir>/<stem>`` for the rest."""
+    rel = path.relative_to(HERE)
+    return path.stem if rel.parts[0] == "scenarios" else str(rel.with_suffix(""))
 
 
 def _split(path: Path) -> tuple[dict[str, Any], list[Any]]:
@@ -57,7 +74,7 @@ def _split(path: Path) -> tuple[dict[str, Any], list[Any]]:
     return expectations[0], [d for d in docs if d.get("kind") != "Expectation"]
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", SCENARIOS, ids=[_id(p) for p in SCENARIOS])
 def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expectation, docs = _split(path)
     scenario = tmp_path / path.name
@@ -93,6 +110,8 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert pod not in bindings, f"{pod} was bound to {bindings.get(pod)}"
     if "boundCount" in expect:
         assert len(bindings) == expect["boundCount"], bindings
+    if "spread" in expect:
+        check_spread(expect["spread"], bindings, docs)
     for pod, reason in (expect.get("pending") or {}).items():
         assert pod in result["pending"], f"{pod} is not pending"
         assert reason in result["pending"][pod], result["pending"][pod]
@@ -104,9 +123,26 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert result["seconds"] == pytest.approx(expect["seconds"]), result["seconds"]
     if "evictions" in expect:
         assert result["evictions"] == expect["evictions"]
+    if "evictionSet" in expect:
+        assert sorted(result["evictions"]) == sorted(expect["evictionSet"]), result["evictions"]
     for pod, node in (expect.get("nominations") or {}).items():
         assert result["nominations"].get(pod) == node, result["nominations"]
     check_timeline(expect.get("timeline") or [], result["timeline"])
+
+
+def check_spread(spread: dict[str, Any], bindings: dict[str, str], docs: list[Any]) -> None:
+    """The pods bound per value of ``spread["label"]`` on their nodes, largest first, are
+    ``spread["counts"]``."""
+    nodes: dict[str, dict[str, str]] = {}
+    for d in docs:
+        for obj in d.get("items", [d]) if d.get("kind") == "List" else [d]:
+            if obj.get("kind") == "Node":
+                nodes[obj["metadata"]["name"]] = obj["metadata"].get("labels") or {}
+    per: dict[str, int] = {}
+    for node in bindings.values():
+        value = nodes.get(node, {}).get(spread["label"], "")
+        per[value] = per.get(value, 0) + 1
+    assert sorted(per.values(), reverse=True) == spread["counts"], (per, bindings)
 
 
 BOUNDS = {"atLeast", "atMost", "cycle"}

@@ -9,7 +9,7 @@ from scheduler.actions.enqueue import EnqueueAction
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.actions.reclaim import ReclaimAction
 from scheduler.actions.reserve import ReserveAction
-from scheduler.actions.victims import SearchArguments
+from scheduler.actions.victims import ReclaimArguments
 from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, SetPhase
 from scheduler.framework.registry import ActionSpec, Registry
 
@@ -30,7 +30,7 @@ def register_builtin(registry: Registry) -> None:
         ActionSpec(
             "reclaim",
             ReclaimAction,
-            SearchArguments,
+            ReclaimArguments,
             emits=frozenset({Evict, Nominate}),
         )
     )

@@ -85,11 +85,19 @@ def _say_held(session: Session, job: JobInfo, hold: Hold) -> None:
 
 
 def eligible(
-    session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
+    session: Session,
+    job: JobInfo,
+    *,
+    need_inqueue: bool = True,
+    parked_too: bool = False,
+    valid_too: bool = True,
 ) -> bool:
     """May an action try to place ``job`` this cycle? Records the reason when not. A job
     the scheduling queue holds (:mod:`scheduler.api.holds`) is not tried and says what
-    its hold says; a parked job is tried all the same with ``parked_too``."""
+    its hold says; a parked job is tried all the same with ``parked_too``.
+    ``valid_too=False`` leaves out the plugins' validity check (enqueue admits a PodGroup
+    whose pods do not exist yet: Volcano's Job controller creates them once it is
+    Inqueue)."""
     if job.uid in session.job_errors:
         return False
     hold = session.hold(job)
@@ -125,6 +133,8 @@ def eligible(
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
+    if not valid_too:
+        return True
     with session.job_scope(job):
         status = session.job_valid(job)
         if not status:

@@ -4,7 +4,9 @@ A PodGroup is admitted when its ``minResources`` fits in what the cluster has id
 (less what gangs admitted earlier still reserve) and the plugins agree that its queue
 has room. Queues are visited in queue order and jobs in job order, so when room is
 short the most important gangs are admitted first. Gangs without ``minResources``
-are admitted at once. Lone pods need no admission.
+are admitted at once. A PodGroup none of whose pods exist yet is admitted all the same
+(Volcano's Job controller creates the pods once it is Inqueue); one with some pods must
+have enough of them (the plugins' validity check). Lone pods need no admission.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class EnqueueAction:
             if (
                 job.has_pod_group
                 and job.phase is PodGroupPhase.PENDING
-                and eligible(session, job, need_inqueue=False)
+                and eligible(session, job, need_inqueue=False, valid_too=bool(job.tasks))
             ):
                 candidates.setdefault(job.queue, []).append(job)
         if not candidates:

@@ -18,6 +18,7 @@ freed. Without node sets the gang's domain is the whole cluster.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from scheduler.actions.common import waiting_for_victims, waiting_tasks
@@ -27,6 +28,7 @@ from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import COUNTS_FOR_GANG
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
 
@@ -61,13 +63,14 @@ def make_room_for_job(
     if not pending:
         return
     subsets = session.node_sets(job, waiting, Purpose.EVICT)
-    if is_gang(job, pending):
+    needed = needed_for_minimum(job, pending)
+    if is_gang(job, needed):
         domains = [session.all_nodes] if subsets is None else list(subsets.sets[:max_domains])
         # One cheap question first: could any eviction anywhere help (a possible victim of
         # lower priority, or of a queue above its share, exists at all)?
-        rep = min(pending, key=lambda t: t.priority)
+        rep = min(needed, key=lambda t: t.priority)
         if not search.policy.may_help(session, rep) or not _gang_in_best_domain(
-            session, job, gang_search, pending, domains
+            session, job, gang_search, needed, domains
         ):
             _say_nothing_helps(session, job, pending, search)
         return
@@ -76,7 +79,7 @@ def make_room_for_job(
     else:
         domains = list(subsets.sets[:max_domains])
         found_none = True
-        best: tuple[tuple[int, int], NodeSet] | None = None
+        best: tuple[tuple[int, int, int], NodeSet] | None = None
         for domain in domains if len(domains) > 1 else ():
             cost = _trial(session, job, search, pending, domain)
             if cost is not None and (best is None or cost < best[0]):
@@ -89,9 +92,47 @@ def make_room_for_job(
         session.record_job_reason(job, with_sentence(reason, search.policy.nothing_helps))
 
 
-def is_gang(job: JobInfo, pending: Sequence[TaskInfo]) -> bool:
-    """Is ``job`` made room for as a gang (domain-wide), rather than pod by pod?"""
-    return job.has_pod_group and (job.min_member > 1 or len(pending) > 1)
+def is_gang(job: JobInfo, needed: Sequence[TaskInfo]) -> bool:
+    """Is ``job`` made room for as a gang (domain-wide), rather than pod by pod? When it
+    needs room for more than one pod to reach its minimum (``needed``:
+    :func:`needed_for_minimum`)."""
+    return job.has_pod_group and len(needed) > 1
+
+
+def needed_for_minimum(job: JobInfo, pending: Sequence[TaskInfo]) -> list[TaskInfo]:
+    """The tasks of ``pending`` (in the order given: task order) that evictions must make
+    room for: as many as ``job`` lacks to reach its minimum, counting its tasks placed or
+    nominated already; each role short of its ``minTaskMember`` first, then any, up to
+    ``minMember``. A job of ``minMember: 1`` with two pending pods needs room for one, as
+    Volcano's preempt stops once the job is no longer starving. A lone pod, or a job whose
+    pending tasks cannot reach the minimum anyway, needs them all (the gang search then
+    finds no room, and says so)."""
+    if not job.has_pod_group:
+        return list(pending)
+    counted = COUNTS_FOR_GANG | {TaskStatus.PIPELINED}
+    have = Counter(t.role for t in job.tasks.values() if t.status in counted)
+    chosen: list[TaskInfo] = []
+    taken: set[str] = set()
+    for role in sorted(job.min_task_member):
+        short = job.min_task_member[role] - have[role]
+        for t in pending:
+            if short <= 0:
+                break
+            if t.role == role:
+                chosen.append(t)
+                taken.add(t.uid)
+                short -= 1
+    short = job.min_member - sum(have.values()) - len(chosen)
+    for t in pending:
+        if short <= 0:
+            break
+        if t.uid not in taken:
+            chosen.append(t)
+            short -= 1
+    if short > 0 or not chosen:
+        return list(pending)
+    order = {t.uid: i for i, t in enumerate(pending)}
+    return sorted(chosen, key=lambda t: order[t.uid])
 
 
 def _gang_in_best_domain(
@@ -103,14 +144,15 @@ def _gang_in_best_domain(
 ) -> bool:
     """Clear, for the gang, the domain among ``domains`` where that costs least (fewest
     gangs broken, then fewest victims), and commit; False when no domain can take it."""
-    best: tuple[tuple[int, int, int], NodeSet] | None = None
+    best: tuple[tuple[int, ...], NodeSet] | None = None
     if len(domains) > 1:
         for domain in domains:
             with session.statement() as stmt:
                 plan = gang_search.clear(session, stmt, job, pending, domain)
-                better = plan is not None and (best is None or plan.cost < best[0])
-                if plan is not None and better and session.job_pipelined(job):
-                    best = (plan.cost, domain)
+                key = gang_search.plan_key(plan) if plan is not None else None
+                better = key is not None and (best is None or key < best[0])
+                if key is not None and better and session.job_pipelined(job):
+                    best = (key, domain)
         if best is None:
             return False
     chosen = best[1] if best is not None else domains[0] if domains else None
@@ -167,6 +209,8 @@ def _attempt(
     found_none = False
     with session.statement() as stmt:
         for task in pending:
+            if session.job_pipelined(job):
+                break  # no longer starving: room for more is not evicted for
             found_none |= not search.make_room(session, stmt, task, within)
         if stmt.operations and session.job_pipelined(job):
             stmt.commit()
@@ -182,14 +226,17 @@ def _trial(
     search: VictimSearch,
     pending: Sequence[TaskInfo],
     domain: NodeSet,
-) -> tuple[int, int] | None:
-    """What making room for ``pending`` pod by pod in ``domain`` costs (victims, then the
-    sum of their priorities), or None if the job cannot be pipelined there. Leaves nothing
-    behind."""
+) -> tuple[int, int, int] | None:
+    """What making room for ``pending`` pod by pod in ``domain`` costs (the highest victim
+    priority, then the number of victims, then the sum of their priorities), or None if
+    the job cannot be pipelined there. Leaves nothing behind."""
     with session.statement() as stmt:
         for task in pending:
+            if session.job_pipelined(job):
+                break
             search.make_room(session, stmt, task, domain)
         if not session.job_pipelined(job):
             return None
         victims = stmt.evicted()
-        return (len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        top = max((v.priority for v in victims), default=-PRIORITY_OFFSET)
+        return (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))

@@ -20,14 +20,16 @@ from scheduler.actions.evictions import backoff_reason, make_room_for_job
 from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
-from scheduler.api.task import TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.session import Session
 
 NO_VICTIMS = LowerPriority.nothing_helps
 """Appended to the reason of a pod (and of its PodGroup) that preemption cannot help."""
 
 PreemptArguments = SearchArguments
-"""Arguments of the ``preempt`` action (``actionArguments.preempt``): the candidate window."""
+"""Arguments of the ``preempt`` action (``actionArguments.preempt``): the candidate window
+and ``maxDomains``. ``roiThreshold`` is reclaim's and refused here: preemption takes the
+victims of lowest priority first, ROI only breaks ties."""
 
 
 __all__ = ["NO_VICTIMS", "PreemptAction", "PreemptArguments", "backoff_reason"]
@@ -40,23 +42,33 @@ class PreemptAction:
         self.args = arguments
         policy = LowerPriority()
         self.search = VictimSearch(arguments, policy)
-        self.gang_search = GangSearch(policy, arguments.roiThreshold)
+        self.gang_search = GangSearch(policy)
 
     def execute(self, session: Session) -> None:
         self._withdraw_stale(session)
         jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
         session.for_each_job(session.order_jobs(jobs), self._preempt_for)
 
-    @staticmethod
-    def _wants(session: Session, job: JobInfo) -> bool:
+    @classmethod
+    def _wants(cls, session: Session, job: JobInfo) -> bool:
         """Does ``job`` need room it may preempt for (asked inside its boundary)?"""
         tasks = waiting_tasks(job)
         return (
             any(t.status is TaskStatus.PENDING for t in tasks)
-            and not all(t.spec.best_effort for t in tasks)  # backfill's
+            and not cls._backfills(session, tasks)
             and session.job_starving(job)
             and eligible(session, job)
         )
+
+    @staticmethod
+    def _backfills(session: Session, tasks: list[TaskInfo]) -> bool:
+        """Are ``tasks`` all best-effort (they ask for nothing but a pod slot) with a node
+        that takes the first pending one now? Then they are backfill's; a best-effort pod
+        no node has a slot for may preempt one (Volcano issue 3335)."""
+        if not all(t.spec.best_effort for t in tasks):
+            return False
+        first = next(t for t in tasks if t.status is TaskStatus.PENDING)
+        return session.fit(first).any
 
     def _preempt_for(self, session: Session, job: JobInfo) -> None:
         make_room_for_job(

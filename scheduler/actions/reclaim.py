@@ -11,15 +11,19 @@ the victims, lower priority goes first. A job's evictions are committed only if 
 gang is then pipelined. The executor runs the calls as for a preemption (gate,
 nominations, ``DisruptionTarget``, events, metrics, the feature gate).
 
-No ping-pong: the victims' queues stay at or above their share, so they cannot reclaim
-back what they lost (a queue reclaims only while below its share).
+A victim's queue stays at or above its share, or, when its pods are too coarse for
+that, at a share (allocated / deserved) still above the reclaiming queue's share before
+the eviction (max-min fairness, the plugins' reclaim budgets: ``proportion``), so a queue
+at zero gets in. No ping-pong: victims come only from queues above their share, and the
+reclaiming queue never goes above its own, so it is never a victim of the queue it took
+from; and the lowest share strictly rises with each reclaim.
 """
 
 from __future__ import annotations
 
 from scheduler.actions.common import eligible, waiting_tasks
 from scheduler.actions.evictions import make_room_for_job
-from scheduler.actions.victims import QueueReclaim, SearchArguments, VictimSearch
+from scheduler.actions.victims import QueueReclaim, ReclaimArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
@@ -31,7 +35,7 @@ NOTHING_TO_RECLAIM = QueueReclaim.nothing_helps
 class ReclaimAction:
     name = "reclaim"
 
-    def __init__(self, arguments: SearchArguments) -> None:
+    def __init__(self, arguments: ReclaimArguments) -> None:
         self.args = arguments
         policy = QueueReclaim()
         self.search = VictimSearch(arguments, policy)
@@ -70,9 +74,17 @@ class ReclaimAction:
 
     @staticmethod
     def _below_share(session: Session, job: JobInfo) -> bool:
+        """Has ``job``'s queue room within its deserved share for one of its pending pods,
+        in the resources that pod asks for? (A queue above its share in CPU may still be
+        below it in GPUs, for a pod that asks only GPUs.)"""
         queue = session.queues.get(job.queue)
-        share = session.queue_share(queue) if queue is not None else None
-        return share is not None and share.share < 1.0
+        if queue is None or session.queue_share(queue) is None:
+            return False
+        return any(
+            session.queue_allocatable(queue, t)
+            for t in job.pending_tasks()
+            if t.preemption_policy != "Never"
+        )
 
     def _reclaim_for(self, session: Session, job: JobInfo) -> None:
         if not self._below_share(session, job):

@@ -167,7 +167,10 @@ def build_arguments(cls: type[T], raw: Mapping[str, Any] | None, where: str) -> 
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
+    refused: Mapping[str, str] = getattr(cls, "REFUSED", {})
     for key, value in raw.items():
+        if key not in fields and key in refused:
+            raise ConfigError(KIND, f"{where}.{key}", refused[key])
         if key not in fields:
             known = ", ".join(sorted(fields)) or "none"
             raise ConfigError(KIND, f"{where}.{key}", f"unknown argument; known: {known}")
@@ -243,6 +246,43 @@ def _tiers(raw: object) -> tuple[TierConfig, ...]:
     return tuple(tiers)
 
 
+def _check_order(actions: tuple[str, ...]) -> None:
+    """Refuse an order of actions that cannot work, naming the action out of place:
+    ``enqueue`` first (nothing else sees a PodGroup before it is admitted); ``elect``
+    before ``allocate`` (allocate places the job it elects); ``reserve`` after
+    ``allocate`` and after ``elect`` (it holds nodes for the elected job that allocate
+    could not place yet)."""
+    at = {name: i for i, name in enumerate(actions)}
+
+    def where(name: str) -> str:
+        return f"actions[{at[name]}]"
+
+    if at.get("enqueue", 0) != 0:
+        raise ConfigError(
+            KIND,
+            where("enqueue"),
+            "enqueue must come first: PodGroups are admitted before the other actions see them",
+        )
+    if "elect" in at and at["elect"] > at.get("allocate", -1):
+        raise ConfigError(
+            KIND, where("elect"), "elect must come before allocate, which places the job it elects"
+        )
+    if "reserve" in at:
+        if at["reserve"] < at.get("allocate", len(actions)):
+            raise ConfigError(
+                KIND,
+                where("reserve"),
+                "reserve must come after allocate: it holds nodes for "
+                "the elected job allocate could not place",
+            )
+        if "elect" not in at:
+            raise ConfigError(
+                KIND,
+                where("reserve"),
+                "reserve needs elect before it: it holds nodes for the job elect chooses",
+            )
+
+
 _FIELDS = {
     "apiVersion",
     "kind",
@@ -279,6 +319,7 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
             raise ConfigError(KIND, "actions", "must name at least one action")
         if len(set(actions)) != len(actions):
             raise ConfigError(KIND, "actions", "an action is listed twice")
+        _check_order(actions)
         kwargs["actions"] = actions
     if "tiers" in doc:
         kwargs["tiers"] = _tiers(doc["tiers"])

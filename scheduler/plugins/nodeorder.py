@@ -14,6 +14,9 @@ balanced allocation   ``(1 - std) * 100`` of the fractions ``requested / allocat
                       at 1): prefers nodes whose resources are used evenly
 preferred affinity    sum of the weights of the matching preferred node affinity terms,
                       normalised to 0..100 by the maximum among the rows scored
+taint toleration      fewer ``PreferNoSchedule`` taints the pod does not tolerate is better:
+                      ``(1 - count / max count) * 100`` among the rows scored (kube's
+                      TaintToleration score)
 ====================  ==========================================================================
 
 The resources and their weights are ``NodeOrderArguments.resources``. As in
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.api.pod import PreferredTerm
+from scheduler.api.pod import PreferredTerm, Taint, Toleration
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import NODE_SCORER, HookSet, PluginContext
 from scheduler.framework.node_labels import NodeLabelIndex
@@ -60,6 +63,8 @@ class NodeOrderArguments:
     """Weight of the balanced allocation score."""
     nodeAffinityWeight: int = 2
     """Weight of the preferred node affinity score."""
+    taintTolerationWeight: int = 1
+    """Weight of the taint toleration score (untolerated ``PreferNoSchedule`` taints)."""
     resources: dict[str, int] = field(default_factory=_default_resources)
     """Resource name to weight, for the three allocation scores. Balanced allocation takes
     the names with a non-zero weight and weighs them equally."""
@@ -70,6 +75,7 @@ class NodeOrderArguments:
             "mostAllocatedWeight",
             "balancedAllocationWeight",
             "nodeAffinityWeight",
+            "taintTolerationWeight",
         ):
             value = getattr(self, name)
             if value < 0:
@@ -102,6 +108,9 @@ class NodeOrderPlugin:
         self._offered: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
         self._count_share: FloatVector = np.zeros(0, dtype=np.float64)
         self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
+        self._soft_taints: list[tuple[Taint, ...]] = []
+        """Per row, the node's ``PreferNoSchedule`` taints."""
+        self._untolerated: dict[tuple[Toleration, ...], FloatVector] = {}
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         table = context.table
@@ -131,10 +140,17 @@ class NodeOrderPlugin:
             hooks.add(NODE_SCORER, self.balanced_allocation, args.balancedAllocationWeight)
         if args.nodeAffinityWeight:
             hooks.add(NODE_SCORER, self.node_affinity, args.nodeAffinityWeight)
+        self._soft_taints = [
+            tuple(t for t in node.taints if t.effect == "PreferNoSchedule") for node in table.nodes
+        ]
+        if args.taintTolerationWeight and any(self._soft_taints):
+            hooks.add(NODE_SCORER, self.taint_toleration, args.taintTolerationWeight)
 
     def close(self) -> None:
         self._labels = NodeLabelIndex(())
         self._preferred.clear()
+        self._soft_taints = []
+        self._untolerated.clear()
 
     # Allocation ----------------------------------------------------------------------------
 
@@ -210,4 +226,31 @@ class NodeOrderPlugin:
         if top <= 0.0:
             return np.zeros(len(rows), dtype=np.float64)
         out: FloatVector = np.clip(sums * (MAX_SCORE / top), 0.0, MAX_SCORE)
+        return out
+
+    # Taint toleration ------------------------------------------------------------------------
+
+    def taint_toleration(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, /
+    ) -> FloatVector:
+        """100 where the pod tolerates every ``PreferNoSchedule`` taint, down to 0 on the row
+        of ``rows`` with the most it does not tolerate. Registered only when some node has
+        such a taint."""
+        tolerations = task.spec.tolerations
+        raw = self._untolerated.get(tolerations)
+        if raw is None:
+            raw = np.array(
+                [
+                    sum(1 for t in taints if not any(x.tolerates(t) for x in tolerations))
+                    for taints in self._soft_taints
+                ],
+                dtype=np.float64,
+            )
+            raw.flags.writeable = False
+            self._untolerated[tolerations] = raw
+        counts = raw[rows]
+        top = float(counts.max()) if len(counts) else 0.0
+        if top <= 0.0:
+            return np.full(len(rows), MAX_SCORE, dtype=np.float64)
+        out: FloatVector = (1.0 - counts / top) * MAX_SCORE
         return out

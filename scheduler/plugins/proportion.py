@@ -26,7 +26,8 @@ Then, for the actions:
   of the queue and its ancestors, never into other queues' unused floors; what a queue
   holds above its share is the first to be reclaimed;
 - a PodGroup is *enqueueable* when its ``minResources`` fits the queue's limit (the
-  capabilities on its path, less the floors of every other queue);
+  capabilities on its path, less the floors of every other queue), and every ancestor's
+  capability still holds what its subtree uses and has reserved for admitted gangs;
 - of the candidates for reclaim, in the order given, those whose queue (and every
   ancestor below the reclaiming queue's branch) stays at or above its share and its
   guarantee without them, and is ``reclaimable``, are allowed.
@@ -71,7 +72,8 @@ class QueueAttr:
     """Placed or nominated, summed over the leaves below (for a parent)."""
     demand: Resource = ZERO
     reserved: Resource = ZERO
-    """minResources not yet allocated of the queue's Inqueue gangs."""
+    """minResources not yet allocated of the Inqueue gangs of the queue (for a parent: of
+    its leaves)."""
     deserved: Resource = ZERO
     floor: Resource = ZERO
     limit: dict[str, int] = field(default_factory=dict)
@@ -190,8 +192,9 @@ class ProportionPlugin:
                     for q in path:
                         demand[q].add(t.request)
             if job_alloc is not None and job.phase is PodGroupPhase.INQUEUE:
-                attr = attrs[job.queue]
-                attr.reserved = attr.reserved + (job.min_resources - job_alloc.result()).clamp()
+                unplaced = (job.min_resources - job_alloc.result()).clamp()
+                for q in path:
+                    attrs[q].reserved = attrs[q].reserved + unplaced
         for name, attr in attrs.items():
             attr.allocated = allocated[name].result()
             attr.demand = demand[name].result()
@@ -384,23 +387,36 @@ class ProportionPlugin:
         if job.min_resources.is_zero():
             return Vote.PERMIT
         after = attr.allocated + attr.reserved + job.min_resources
-        if all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
-            return Vote.PERMIT
-        return Vote.REJECT
+        if not all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
+            return Vote.REJECT
+        # every ancestor's capability holds what its whole subtree uses and reserves
+        for name in self._paths[job.queue][1:]:
+            a = self.attrs[name]
+            cap = a.queue.capability
+            if cap is None:
+                continue
+            above = a.allocated + a.reserved + job.min_resources
+            if any(r in cap and above[r] > cap[r] for r in job.min_resources):
+                return Vote.REJECT
+        return Vote.PERMIT
 
     def enqueued(self, job: JobInfo) -> None:
-        attr = self.attrs.get(job.queue)
-        if attr is not None:
-            attr.reserved = attr.reserved + job.min_resources
+        for name in self._paths.get(job.queue, ()):
+            a = self.attrs[name]
+            a.reserved = a.reserved + job.min_resources
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         """Of ``candidates`` (in the order given), those that may be evicted for
         ``reclaimer``, a pod of another queue: taking each, after those kept before it,
         leaves its queue, and every ancestor below the branch it shares with the
-        reclaimer's queue, at or above its share (dominant share 1) and its guarantee,
-        and none of them says ``reclaimable: false``."""
+        reclaimer's queue, at or above its guarantee, and either at or above its share
+        (dominant share 1) or at a share (allocated / deserved) still above the
+        reclaiming queue's share now (max-min fairness: the lowest share strictly rises,
+        so nothing is reclaimed back, and coarse pods leave no queue at zero); and none of
+        them says ``reclaimable: false``."""
         job = self._jobs.get(reclaimer.job_id)
         mine = self._paths.get(job.queue, ()) if job is not None else ()
+        floor = self.attrs[mine[0]].share() if mine else float("inf")
         left: dict[str, dict[str, int]] = {}
         """What each queue still holds once the candidates kept so far are taken."""
         out: list[TaskInfo] = []
@@ -417,32 +433,30 @@ class ProportionPlugin:
                 if h is None:
                     h = left[q] = self.attrs[q].allocated.to_dict()
                 holds.append(h)
-            if all(self._may_give(q, h, request) for q, h in zip(below, holds, strict=True)):
+            if all(self._may_give(q, h, request, floor) for q, h in zip(below, holds, strict=True)):
                 out.append(t)
                 for h in holds:
                     for r, n in request.items():
                         h[r] = h.get(r, 0) - n
         return out
 
-    def _may_give(self, q: str, holds: dict[str, int], request: Resource) -> bool:
+    def _may_give(self, q: str, holds: dict[str, int], request: Resource, floor: float) -> bool:
         """Can queue ``q``, holding ``holds``, give up ``request`` and stay at or above its
-        share (dominant share 1) and its guarantee?"""
+        guarantee, and at or above its share (dominant share 1) or at a share above
+        ``floor`` (the reclaiming queue's)?"""
         a = self.attrs[q]
         if not a.queue.reclaimable:
             return False
         guarantee = a.queue.guarantee.amounts
-        deserved = a.deserved.amounts
         req = request.amounts
-        share_ok = False
+        after: dict[str, int] = {}
         for r, held in holds.items():
             taken = req.get(r, 0)
-            after = held - taken
-            if taken and after < guarantee.get(r, 0):
+            after[r] = held - taken
+            if taken and after[r] < guarantee.get(r, 0):
                 return False
-            d = deserved.get(r, 0)
-            if (d <= 0 < after) or (0 < d <= after):
-                share_ok = True
-        return share_ok
+        share = dominant_share(after, a.deserved.amounts)
+        return share >= 1.0 or share > floor
 
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)

@@ -338,7 +338,7 @@ def clusters(draw: st.DrawFn) -> list[Obj]:
 def _budget_breaks(session: Session, possible: list[TaskInfo]) -> dict[str, bool]:
     """Whether evicting each possible victim breaks a budget, counted most important
     first (as kube-scheduler counts them)."""
-    ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+    ordered = sorted(possible, key=lambda t: (-t.priority, t.start_time, t.key))
     flags = pdb_violations(ordered, session.snapshot.budgets)
     return {t.uid: f for t, f in zip(ordered, flags, strict=True)}
 
@@ -363,7 +363,7 @@ def test_the_simulation_chooses_as_the_literal_procedure(objects: list[Obj]) -> 
         assert session_dump(session) == before, "the simulation left the session changed"
         readd = list(stmt.undone)
         # if the simulation never reached its re-add loop, any order removes them all
-        order = readd or sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+        order = readd or sorted(possible, key=lambda t: (-t.priority, t.start_time, t.key))
         oracle = literal_victims(session, stmt, action, task, "n1", order)
         assert session_dump(session) == before
     assert sorted(t.uid for t in order) == sorted(t.uid for t in possible)
@@ -377,7 +377,7 @@ def test_the_simulation_chooses_as_the_literal_procedure(objects: list[Obj]) -> 
         plain = [
             t for t in readd if breaks[t.uid] is flag and not session.jobs[t.job_id].has_pod_group
         ]
-        keys = [(-t.priority, -t.start_time, t.key) for t in plain]
+        keys = [(-t.priority, t.start_time, t.key) for t in plain]
         assert keys == sorted(keys)
 
     if oracle is None:

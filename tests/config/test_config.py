@@ -61,7 +61,7 @@ def test_every_field_is_read() -> None:
         doc(
             metadata={"name": "x"},
             schedulerName="other",
-            actions=["allocate", "enqueue"],
+            actions=["enqueue", "allocate"],
             tiers=[
                 {"plugins": [{"name": "gang"}]},
                 {"plugins": [{"name": "nodeorder", "arguments": {"mostAllocatedWeight": 1}}]},
@@ -74,7 +74,7 @@ def test_every_field_is_read() -> None:
         )
     )
     assert config.scheduler_name == "other"
-    assert config.actions == ("allocate", "enqueue")
+    assert config.actions == ("enqueue", "allocate")
     assert config.tiers == (
         TierConfig((PluginConfig("gang"),)),
         TierConfig((PluginConfig("nodeorder", {"mostAllocatedWeight": 1}),)),
@@ -106,6 +106,11 @@ def test_schedule_period(value: object, seconds: float) -> None:
         ({"actions": ["allocate", "allocate"]}, "actions", "an action is listed twice"),
         ({"actions": [1]}, "actions[0]", "expected str, got int 1"),
         ({"actions": "allocate"}, "actions", "got str 'allocate'"),
+        ({"actions": ["allocate", "enqueue"]}, "actions[1]", "enqueue must come first"),
+        ({"actions": ["enqueue", "allocate", "elect"]}, "actions[2]", "elect must come before"),
+        ({"actions": ["elect", "reserve"]}, "actions[0]", "elect must come before allocate"),
+        ({"actions": ["elect", "reserve", "allocate"]}, "actions[1]", "reserve must come after"),
+        ({"actions": ["allocate", "reserve"]}, "actions[1]", "reserve needs elect"),
         ({"tiers": []}, "tiers", "must be a non-empty list"),
         ({"tiers": "x"}, "tiers", "must be a non-empty list"),
         ({"tiers": [{"plugins": []}]}, "tiers[0].plugins", "must be a non-empty list"),
@@ -173,6 +178,11 @@ def test_schedule_period(value: object, seconds: float) -> None:
         "action-twice",
         "action-not-string",
         "actions-not-list",
+        "enqueue-not-first",
+        "elect-after-allocate",
+        "elect-without-allocate",
+        "reserve-before-allocate",
+        "reserve-without-elect",
         "no-tiers",
         "tiers-not-list",
         "empty-tier",

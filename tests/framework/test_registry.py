@@ -186,6 +186,16 @@ def test_resolve_builds_typed_arguments() -> None:
             "actionArguments.allocate.x",
             "unknown argument; known: none",
         ),
+        (
+            {"actions": ["preempt"], "actionArguments": {"preempt": {"roiThreshold": 0.1}}},
+            "actionArguments.preempt.roiThreshold",
+            "applies to reclaim only: preemption takes the victims of lowest priority first",
+        ),
+        (
+            {"actions": ["reclaim"], "actionArguments": {"reclaim": {"roiThreshold": -1}}},
+            "actionArguments.reclaim.roiThreshold",
+            "roiThreshold must not be negative",
+        ),
     ],
     ids=[
         "unknown-action",
@@ -201,6 +211,8 @@ def test_resolve_builds_typed_arguments() -> None:
         "argument-out-of-range",
         "arguments-for-absent-action",
         "unknown-action-argument",
+        "roiThreshold-for-preempt",
+        "roiThreshold-out-of-range",
     ],
 )
 def test_resolve_refuses(fields: dict[str, Any], field: str, message: str) -> None:
@@ -216,3 +228,18 @@ def test_resolve_with_dataclass_config_directly() -> None:
     )
     with pytest.raises(ConfigError, match=r"tiers\[0\]\.plugins\[0\]\.name: unknown plugin"):
         resolve(cfg)
+
+
+def test_reclaim_takes_roi_threshold_and_the_window_of_preempt() -> None:
+    resolved = builtin_registry().resolve(
+        config(
+            actions=["preempt", "reclaim"],
+            actionArguments={
+                "preempt": {"maxDomains": 3},
+                "reclaim": {"roiThreshold": 0.2, "maxDomains": 2},
+            },
+        )
+    )
+    preempt, reclaim = resolved.actions
+    assert (preempt.args.maxDomains, reclaim.args.maxDomains) == (3, 2)
+    assert reclaim.gang_search.roi_threshold == 0.2

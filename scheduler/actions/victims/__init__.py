@@ -18,13 +18,19 @@ from scheduler.actions.victims.candidates import (
     pdb_violations,
 )
 from scheduler.actions.victims.policy import LowerPriority, QueueReclaim, VictimPolicy
-from scheduler.actions.victims.search import SearchArguments, VictimSearch, with_sentence
+from scheduler.actions.victims.search import (
+    ReclaimArguments,
+    SearchArguments,
+    VictimSearch,
+    with_sentence,
+)
 
 __all__ = [
     "Candidate",
     "LowerPriority",
     "QueueReclaim",
     "RankKey",
+    "ReclaimArguments",
     "SearchArguments",
     "VictimPolicy",
     "VictimSearch",

@@ -42,12 +42,13 @@ a dry run of allocate restricted to it:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
+from scheduler.actions.victims.candidates import pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
@@ -102,6 +103,11 @@ class GangPlan:
     broken: tuple[str, ...]
 
     @property
+    def top(self) -> int:
+        """The highest priority among the victims (the lowest possible without any)."""
+        return max((t.priority for t, _ in self.victims), default=-(1 << 31))
+
+    @property
     def cost(self) -> tuple[int, int, int]:
         """Fewest gangs broken, then fewest victims, then the lowest priorities."""
         return (
@@ -109,6 +115,14 @@ class GangPlan:
             len(self.victims),
             sum(t.priority + (1 << 31) for t, _ in self.victims),
         )
+
+
+def _job_top(job: JobInfo) -> int:
+    """The highest priority of ``job``'s evictable pods: what breaking it costs."""
+    return max(
+        (t.priority for t in job.tasks.values() if t.status in EVICTABLE and t.sluice),
+        default=-(1 << 31),
+    )
 
 
 def _whole_jobs(scored: Sequence[Scored]) -> list[Scored]:
@@ -295,6 +309,13 @@ class GangSearch:
 
     # Steps 5 and 6 -------------------------------------------------------------------
 
+    def plan_key(self, plan: GangPlan) -> tuple[int, ...]:
+        """How two plans (in different domains) compare, smaller better: for a policy that
+        puts priority first, the highest victim priority, then :attr:`GangPlan.cost`."""
+        if self.policy.priority_first:
+            return (plan.top, *plan.cost)
+        return plan.cost
+
     def _choose(  # noqa: PLR0917
         self,
         session: Session,
@@ -306,12 +327,146 @@ class GangSearch:
         scored: list[Scored],
         need: IntVector,
     ) -> list[Scored] | None:
-        """The bundles to evict (evicted in ``stmt``), or None (nothing left evicted)."""
+        """The bundles to evict (evicted in ``stmt``), or None (nothing left evicted).
+
+        A choice that breaks no PodDisruptionBudget is looked for first (kube-scheduler's
+        first criterion), over the candidates no exhausted budget protects. For a policy
+        that puts priority first (preempt), the victims' highest priority is
+        the first criterion, as kube-scheduler's choice of node takes the lowest
+        highest-victim priority before the fewest victims: the search runs with the
+        candidates up to each priority in turn, lowest first, and the first that makes
+        room wins; within it, fewest gangs broken, then fewest victims, then ROI. A
+        gang's Whole bundle counts at the highest priority of all its evictable members
+        (breaking it takes them all)."""
         selected = self._selected_by_plugin(session, job, pending, domain, scored)
         if selected is not None:
             for s in selected:
                 self._evict(stmt, s, rep)
             return selected if self._fits(session, stmt, pending, domain) else None
+        budgets = session.snapshot.budgets
+        # As kube-scheduler ranks candidates, fewest PodDisruptionBudget violations come
+        # first: a choice that breaks none is looked for before any other.
+        for spare_budgets in (True, False) if budgets else (False,):
+            pool = self._within_budgets(session, scored, need, domain) if spare_budgets else scored
+            mark = stmt.checkpoint()
+            chosen = self._choose_by_priority(session, stmt, pending, domain, rep, pool, need)
+            if chosen is None:
+                continue
+            victims = [t for s in chosen for t in (*s.bundle.tasks, *s.extras)]
+            if spare_budgets and any(pdb_violations(victims, budgets)):
+                stmt.rollback(mark)
+                continue
+            return chosen
+        return None
+
+    def _within_budgets(
+        self, session: Session, scored: list[Scored], need: IntVector, domain: NodeSet
+    ) -> list[Scored]:
+        """``scored`` without the tasks a PodDisruptionBudget allows no disruption of (a
+        Whole bundle with one of them is left out: its gang would go with it)."""
+        exhausted = [b for b in session.snapshot.budgets if b.disruptions_allowed <= 0]
+
+        def free(t: TaskInfo) -> bool:
+            return not any(
+                b.namespace == t.namespace and b.selector.matches(t.labels or {}) for b in exhausted
+            )
+
+        def whole_free(s: Scored) -> bool:
+            return all(free(t) for t in (*s.bundle.tasks, *s.extras))
+
+        return self._filtered(session, scored, free, whole_free, need, domain)
+
+    def _filtered(  # noqa: PLR0917
+        self,
+        session: Session,
+        scored: list[Scored],
+        task_ok: Callable[[TaskInfo], bool],
+        whole_ok: Callable[[Scored], bool],
+        need: IntVector,
+        domain: NodeSet,
+    ) -> list[Scored]:
+        """``scored`` with the tasks ``task_ok`` refuses left out: a Safe bundle shrinks,
+        a Whole bundle stays only if ``whole_ok`` (its gang goes whole or not at all).
+        Rescored and ordered again when something was cut; else ``scored`` itself."""
+        kept: list[Bundle] = []
+        cut = False
+        for s in scored:
+            if s.bundle.kind is Kind.WHOLE:
+                if whole_ok(s):
+                    kept.append(s.bundle)
+                else:
+                    cut = True
+                continue
+            tasks = tuple(t for t in s.bundle.tasks if task_ok(t))
+            cut |= len(tasks) < len(s.bundle.tasks)
+            if tasks:
+                kept.append(Bundle(s.bundle.job, Kind.SAFE, tasks))
+        if not cut:
+            return scored
+        rescored = self._score(session, kept, need, domain, self._vec)
+        return self.policy.order_bundles(session, rescored, self.roi_threshold)
+
+    def _choose_by_priority(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        scored: list[Scored],
+        need: IntVector,
+    ) -> list[Scored] | None:
+        """:meth:`_choose_among` with the candidates up to each priority in turn, lowest
+        first, for a policy that puts priority first; else over all of them."""
+        if not scored:
+            return None
+        if not self.policy.priority_first:
+            return self._choose_among(session, stmt, pending, domain, rep, scored, need)
+        wanted = need > 0
+        tops = {s.bundle.job.uid: _job_top(s.bundle.job) for s in scored}
+        levels = sorted({t.priority for s in scored for t in (*s.bundle.tasks, *s.extras)})
+        for limit in levels:
+            within = self._capped(session, scored, limit, tops, need, domain)
+            room = sum((s.local for s in within), np.zeros_like(need))
+            if not within or not (room[wanted] >= need[wanted]).all():
+                continue
+            chosen = self._choose_among(session, stmt, pending, domain, rep, within, need)
+            if chosen is not None:
+                return chosen
+        return None
+
+    def _capped(  # noqa: PLR0917
+        self,
+        session: Session,
+        scored: list[Scored],
+        limit: int,
+        tops: dict[str, int],
+        need: IntVector,
+        domain: NodeSet,
+    ) -> list[Scored]:
+        """``scored`` with no victim above priority ``limit``: a Safe bundle keeps its
+        tasks up to it; a Whole bundle stays only if its gang's every evictable member is
+        up to it (``tops``: each job's highest)."""
+        return self._filtered(
+            session,
+            scored,
+            lambda t: t.priority <= limit,
+            lambda s: tops[s.bundle.job.uid] <= limit,
+            need,
+            domain,
+        )
+
+    def _choose_among(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        scored: list[Scored],
+        need: IntVector,
+    ) -> list[Scored] | None:
+        """Step 5 and 6 over ``scored``: the bundles evicted (in ``stmt``), or None."""
         ways = self._ways(session, scored)
         if ways is not None:
             return self._exact(session, stmt, pending, domain, rep, ways, need)

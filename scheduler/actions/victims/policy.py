@@ -8,8 +8,7 @@ jobs in the preemptor's queue (or of its own job), ranked in kube-scheduler's or
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.actions.victims.bundles import Kind
@@ -37,6 +36,13 @@ class VictimPolicy(Protocol):
         """The sentence added to a pod's reason when no node can be freed for it."""
         ...
 
+    @property
+    def priority_first(self) -> bool:
+        """Is the victims' highest priority the first criterion of a gang's choice of
+        victims (preempt: never more important victims for fewer or cheaper ones), or
+        does :meth:`order_bundles` decide (reclaim: queue fairness first)?"""
+        ...
+
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         """Could any eviction anywhere help ``preemptor``? A cheap, conservative answer (no
         means no); the search asks it before walking the nodes."""
@@ -50,6 +56,11 @@ class VictimPolicy(Protocol):
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         """A cheap superset of :meth:`possible` (the same when that is cheap): what the
         window counts and bounds nodes by, on many nodes per search."""
+        ...
+
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """``tasks`` (possible victims on one node) most worth keeping first: the order
+        in which the simulation re-adds them (the last taken first)."""
         ...
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
@@ -112,6 +123,7 @@ class LowerPriority:
 
     reason = "preempted"
     nothing_helps = "preemption: no node has lower-priority pods whose eviction makes room."
+    priority_first = True
 
     def __init__(self) -> None:
         self._lowest: tuple[Session, int, dict[str, int]] | None = None
@@ -159,6 +171,12 @@ class LowerPriority:
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         return self.possible(session, preemptor, node)
 
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """Higher priority first, then the older (kube-scheduler's MoreImportantPod: of
+        two pods of one priority the one started later goes)."""
+        del session
+        return sorted(tasks, key=lambda t: (-t.priority, t.start_time, t.key))
+
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
@@ -203,15 +221,18 @@ class LowerPriority:
 class QueueReclaim:
     """The reclaim action's policy (Volcano's reclaim): victims are pods of other queues
     that hold more than their deserved share, as far as the plugins' reclaim budgets allow
-    (never taking a queue below its share or its guarantee, never from a queue that is not
-    ``reclaimable``), whatever their priority; the reclaiming queue must stay within its
-    own share. Candidates whose victims come from the queue furthest above its share rank
-    first; then as kube-scheduler ranks them (lower priorities first)."""
+    (never below a queue's guarantee; below its share only while its share stays above the
+    reclaiming queue's; never from a queue that is not ``reclaimable``), whatever their
+    priority; the reclaiming queue must stay within its own share. Victims come from the
+    queue of lowest queue priority first (the reverse of the queue order), then from the
+    queue furthest above its share; then as kube-scheduler ranks them (lower pod
+    priorities first)."""
 
     reason = "reclaimed"
     nothing_helps = (
         "reclaim: no queue above its share has pods whose eviction makes room for this one."
     )
+    priority_first = False
 
     def __init__(self) -> None:
         self._shares: tuple[Session, int, _Shares] | None = None
@@ -234,26 +255,37 @@ class QueueReclaim:
         return session.reclaimable(preemptor, self.candidates(session, preemptor, node))
 
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
-        """Pods of other queues above their share, the queue furthest above first, then
-        lower priority, then younger; those the plugins protect left out (the reclaim
-        budgets are not asked: :meth:`possible`)."""
+        """Pods of other queues above their share, of the queue of lowest queue priority
+        first, then of the queue furthest above its share, then lower pod priority, then
+        younger; those the plugins protect left out (the reclaim budgets are not asked:
+        :meth:`possible`)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
-        keyed: list[tuple[float, int, float, str, TaskInfo]] = []
+        out: list[TaskInfo] = []
         for t in node.tasks.values():
             if t.status not in EVICTABLE or not t.sluice:
                 continue
             owner = session.jobs.get(t.job_id)
             if owner is None or owner.queue == mine:
                 continue
-            share = shares.of(owner.queue)
-            if share > 1.0:
-                # the queue furthest above its share first, then lower priority, younger
-                keyed.append((-share, t.priority, -t.start_time, t.key, t))
-        if not keyed:
+            if shares.of(owner.queue) > 1.0:
+                out.append(t)
+        if not out:
             return []
-        keyed.sort(key=lambda k: k[:4])
-        return session.victims(preemptor, [k[4] for k in keyed])
+        return session.victims(preemptor, sorted(out, key=lambda t: self._taken(session, t)))
+
+    def _taken(self, session: Session, t: TaskInfo) -> tuple[int, float, int, float, str]:
+        """The order victims are taken in, the first first (see :meth:`candidates`)."""
+        return (
+            *self.shares(session).key(session.jobs[t.job_id].queue),
+            t.priority,
+            -t.start_time,
+            t.key,
+        )
+
+    def keep_first(self, session: Session, tasks: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """The reverse of the order victims are taken in."""
+        return sorted(tasks, key=lambda t: self._taken(session, t), reverse=True)
 
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
@@ -269,29 +301,16 @@ class QueueReclaim:
     def order_bundles(
         self, session: Session, scored: Sequence[Scored], roi_threshold: float
     ) -> list[Scored]:
-        """Safe before Whole; then the victim queue furthest above its share first; then
-        ROI, when two differ by more than ``roi_threshold`` (higher first), else lower job
-        priority first, then ROI; then the job's name."""
-        shares = self.shares(session)
-
-        def compare(a: Scored, b: Scored) -> int:
-            ka = (a.bundle.kind is Kind.WHOLE, -shares.of(a.bundle.job.queue))
-            kb = (b.bundle.kind is Kind.WHOLE, -shares.of(b.bundle.job.queue))
-            if ka != kb:
-                return -1 if ka < kb else 1
-            if abs(a.roi - b.roi) > roi_threshold:
-                return -1 if a.roi > b.roi else 1
-            ta = (a.bundle.job.priority, -a.roi, a.bundle.job.uid)
-            tb = (b.bundle.job.priority, -b.roi, b.bundle.job.uid)
-            return (ta > tb) - (ta < tb)
-
-        return sorted(scored, key=functools.cmp_to_key(compare))
+        """:func:`reclaim_order` with the queues' shares as the session stands."""
+        return reclaim_order(scored, self.shares(session).key, roi_threshold)
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
+        """PDB violations; then the victims' queues (the worst of them: the highest queue
+        priority, then the least share over); then as kube-scheduler ranks."""
         shares = self.shares(session)
-        least_over = min(shares.of(session.jobs[v.job_id].queue) for v in candidate.victims)
+        worst = max(shares.key(session.jobs[v.job_id].queue) for v in candidate.victims)
         pdb, *rest = kube_rank(candidate)
-        return (pdb, -least_over, *rest)
+        return (pdb, *worst, *rest)
 
     def rank_bound(
         self,
@@ -305,9 +324,50 @@ class QueueReclaim:
         if bound is None:
             return None
         shares = self.shares(session)
-        most_over = max(shares.of(session.jobs[t.job_id].queue) for t in possible)
+        best = min(shares.key(session.jobs[t.job_id].queue) for t in possible)
         pdb, *rest = bound
-        return (pdb, -most_over, *rest)
+        return (pdb, *best, *rest)
+
+
+def reclaim_order(
+    scored: Sequence[Scored],
+    queue_key: Callable[[str], tuple[int, float]],
+    roi_threshold: float,
+) -> list[Scored]:
+    """Reclaim's order of bundles, a total order (the same whatever the order given):
+    Safe before Whole; then by the victim's queue (``queue_key``: lowest queue priority
+    first, then furthest above its share); then, among those alike, ROI decides where it
+    differs by more than ``roi_threshold`` and job priority (lower first) where it does
+    not: the bundles are grouped, best ROI first, each group holding those within
+    ``roi_threshold`` of its best, groups in ROI order and within a group lower priority
+    first, then higher ROI, then the job's name and the bundle's pods.
+
+    (A pairwise rule "ROI if it differs by more than the threshold, else priority" is not
+    transitive: with ROIs 0.50, 0.47, 0.44 and a threshold of 0.05 it orders the first
+    two and the last two by priority and the first and last by ROI, so the result
+    depended on the order the bundles came in.)"""
+
+    def ident(s: Scored) -> tuple[str, str, tuple[str, ...]]:
+        return (s.bundle.job.uid, s.bundle.kind.value, tuple(t.uid for t in s.bundle.tasks))
+
+    def head(s: Scored) -> tuple[bool, int, float]:
+        return (s.bundle.kind is Kind.WHOLE, *queue_key(s.bundle.job.queue))
+
+    group: dict[int, int] = {}
+    classes: dict[tuple[bool, int, float], list[Scored]] = {}
+    for s in scored:
+        classes.setdefault(head(s), []).append(s)
+    for members in classes.values():
+        leader: float | None = None
+        g = -1
+        for s in sorted(members, key=lambda s: (-s.roi, ident(s))):
+            if leader is None or leader - s.roi > roi_threshold:
+                leader, g = s.roi, g + 1
+            group[id(s)] = g
+    return sorted(
+        scored,
+        key=lambda s: (*head(s), group[id(s)], s.bundle.job.priority, -s.roi, ident(s)),
+    )
 
 
 class _Shares:
@@ -324,3 +384,12 @@ class _Shares:
             found = self._session.queue_share(info) if info is not None else None
             share = self._known[queue] = found.share if found is not None else 0.0
         return share
+
+    def priority(self, queue: str) -> int:
+        info = self._session.queues.get(queue)
+        return info.priority if info is not None else 0
+
+    def key(self, queue: str) -> tuple[int, float]:
+        """The order of victims' queues, the first taken first: the lowest queue priority
+        (the reverse of the queue order), then the furthest above its share."""
+        return (self.priority(queue), -self.of(queue))

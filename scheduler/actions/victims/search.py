@@ -31,8 +31,9 @@ bound. The chosen node is the one an evaluation of every candidate would choose.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -63,9 +64,12 @@ class SearchArguments:
     maxDomains: int = 5
     """At most this many node sets (domains) tried per gang and cycle, for a gang that
     must stay in one (a required topology level)."""
-    roiThreshold: float = 0.05
-    """Reclaim: between two bundles of queues equally above their share, ROI decides over
-    priority only when the two differ by more than this."""
+
+    REFUSED: ClassVar[Mapping[str, str]] = {
+        "roiThreshold": "applies to reclaim only: preemption takes the victims of lowest "
+        "priority first and never lets ROI outweigh priority (ROI only breaks ties)",
+    }
+    """Arguments of another action, refused here with the reason (the config loader)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.minCandidateNodesPercentage <= 100:
@@ -76,13 +80,28 @@ class SearchArguments:
             raise ValueError("maxCandidateNodes must be at least minCandidateNodesAbsolute")
         if self.maxDomains < 1:
             raise ValueError("maxDomains must be at least 1")
-        if not self.roiThreshold >= 0:
-            raise ValueError("roiThreshold must not be negative")
 
     def candidates(self, total: int) -> int:
         """``k = clamp(total * percentage / 100, absolute, max)``, at most ``total``."""
         n = total * self.minCandidateNodesPercentage // 100
         return min(total, max(n, self.minCandidateNodesAbsolute), self.maxCandidateNodes)
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimArguments(SearchArguments):
+    """The reclaim action's arguments (``actionArguments.reclaim``): the candidate window
+    of :class:`SearchArguments`, and how much ROI must differ to outweigh priority."""
+
+    roiThreshold: float = 0.05
+    """Between two bundles of queues equally above their share, ROI decides over
+    priority only when the two differ by more than this."""
+
+    REFUSED: ClassVar[Mapping[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        SearchArguments.__post_init__(self)
+        if not self.roiThreshold >= 0:
+            raise ValueError("roiThreshold must not be negative")
 
 
 Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]
@@ -188,12 +207,15 @@ class VictimSearch:
             return None
         total = int(np.count_nonzero(self._eligible(fit, within)))
         looked = 0
+        best: Candidate | None = None
+        best_rank: RankKey | None = None
+        considered: set[str] = set()
         while True:
-            bounded, seen = self.window(session, task, fit, within)
+            window, seen = self.window(session, task, fit, within)
             looked += seen
+            bounded = [b for b in window if b[1].name not in considered]
+            considered.update(b[1].name for b in bounded)
             bounded.sort(key=lambda b: b[0])
-            best: Candidate | None = None
-            best_rank: RankKey | None = None
             optimistic = False
             for bound, node, superset in bounded:
                 if best_rank is not None and best_rank < bound:
@@ -208,9 +230,16 @@ class VictimSearch:
                     best, best_rank = cand, rank
             # The window counted nodes by a superset of their victims; if that was too
             # hopeful and nothing was found, look further, so no node that could be
-            # freed is missed.
-            if best is not None or not optimistic or looked >= total:
-                return best
+            # freed is missed. As kube-scheduler, look further too (over windows of nodes
+            # not considered yet) while the best candidate breaks a PodDisruptionBudget:
+            # one that breaks none may be next.
+            if best is None:
+                if optimistic and looked < total:
+                    continue
+                return None
+            if best.pdb_violations and bounded and len(considered) < total:
+                continue
+            return best
 
     @staticmethod
     def _eligible(fit: Fit, within: NodeSet | None) -> BoolVector:
@@ -288,11 +317,13 @@ class VictimSearch:
                 stmt.evict(v, "simulated", preemptor=task)
             if not fits(session, task, node.name):
                 return None
-            # Most important first; among them, pods whose eviction breaks a budget, then
-            # the core of running gangs (Whole: evicting one breaks the gang), then pods of
-            # their own, and the gangs' surplus (Safe) last: the likeliest to be spared
-            # first, and the Safe ones the first victims.
-            ordered = sorted(possible, key=lambda t: (-t.priority, -t.start_time, t.key))
+            # Most worth keeping first (the policy's order: for preempt the most important,
+            # for reclaim the reverse of the order victims are taken in); among them, pods
+            # whose eviction breaks a budget, then the core of running gangs (Whole:
+            # evicting one breaks the gang), then pods of their own, and the gangs' surplus
+            # (Safe) last: the likeliest to be spared first, and the Safe ones the first
+            # victims.
+            ordered = self.policy.keep_first(session, possible)
             breaks = dict(
                 zip(
                     (t.uid for t in ordered),

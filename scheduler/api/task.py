@@ -71,6 +71,10 @@ class TaskInfo:
     """The pod's ``Ready`` condition is True (what a PodDisruptionBudget counts)."""
     sluice: bool = True
     """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
+    awaits_grouper: str = ""
+    """The owner (``Job team/train``) whose pod grouper this pod waits for before it may
+    be scheduled (:func:`scheduler.api.owners.grouper_wait`); "" when it does not wait.
+    Set by the cache."""
 
     @property
     def key(self) -> str:
@@ -102,6 +106,7 @@ class TaskInfo:
             self.terminating,
             self.ready,
             self.sluice,
+            self.awaits_grouper,
         )
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,
     DEFAULT_QUEUE_OBJECT,
     FINALIZER,
+    GROUP_PODS,
     INDEX_QUEUE_PARENTS,
     WEBHOOK_POD_GROUP,
     WEBHOOK_QUEUE,
@@ -76,7 +77,7 @@ def test_registry_has_the_expected_handlers() -> None:
     watching = [
         (h.id, h.selector.plural) for h in registry._watching.get_all_handlers() if h.selector
     ]
-    assert watching == [("recreate-default-queue", "queues")]
+    assert watching == [("recreate-default-queue", "queues"), (GROUP_PODS, "pods")]
 
 
 def test_registry_has_nothing_that_writes_onto_objects() -> None:

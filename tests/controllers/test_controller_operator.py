@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,18 +237,6 @@ class FakeApi:
             return False
         self.queues[name] = body
         return True
-
-
-@pytest.fixture
-def logins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    count: list[int] = []
-
-    async def fake(*args: Any, **kwargs: Any) -> kopf.ConnectionInfo:
-        count.append(1)
-        return kopf.ConnectionInfo(server="https://api.test")
-
-    monkeypatch.setattr(operator, "obtain_credentials", fake)
-    yield count
 
 
 def controller(api: FakeApi, sleeps: list[float] | None = None, **options: Any) -> Controller:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -446,18 +446,6 @@ async def test_a_pod_that_no_longer_waits_is_dropped() -> None:
 
 # --------------------------------------------------------------------------------------------
 # kopf: the handler on Pods
-
-
-@pytest.fixture
-def logins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    count: list[int] = []
-
-    async def fake(*args: Any, **kwargs: Any) -> kopf.ConnectionInfo:
-        count.append(1)
-        return kopf.ConnectionInfo(server="https://api.test")
-
-    monkeypatch.setattr(operator, "obtain_credentials", fake)
-    yield count
 
 
 async def test_pod_events_reach_the_grouper(logins: list[int]) -> None:

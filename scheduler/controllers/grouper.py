@@ -142,10 +142,12 @@ class OwnerReader:
         kinds = cached[1]
         return kinds.get(ref.kind) if kinds is not None else None
 
-    async def _get(self, api: GrouperApi, path: str) -> dict[str, Any] | None:
+    async def _get(
+        self, api: GrouperApi, path: str, *, fresh: bool = False
+    ) -> dict[str, Any] | None:
         now = self._clock()
         cached = self._objects.get(path)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > now and not fresh:
             return cached[1]
         if len(self._objects) > 10_000:
             self._objects = {k: v for k, v in self._objects.items() if v[0] > now}
@@ -173,11 +175,13 @@ class OwnerReader:
             )
             try:
                 owner = await self._get(api, path)
+                if _uid_of(owner) != ref.uid:  # kept from before it was deleted and made again?
+                    owner = await self._get(api, path, fresh=True)
             except ApiStatusError as exc:
                 if exc.status != 403:
                     raise
                 return out, f"{where}: sluice controller may not read it (403 Forbidden)"
-            if owner is None or str((owner.get("metadata") or {}).get("uid") or "") != ref.uid:
+            if owner is None or _uid_of(owner) != ref.uid:
                 return out, f"{where}: not found (deleted, or another object of its name)"
             out.append(owner)
             current = owner
@@ -373,6 +377,10 @@ class PodGrouper:
             "metadata": {"annotations": {L.MINIMUM_ANNOTATION: gang.minimum}},
             "spec": {"minMember": gang.min_member},
         }
+
+
+def _uid_of(obj: Obj | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "")
 
 
 def _uid(pod: Obj) -> str:

@@ -9,7 +9,8 @@
 * login: credentials from ``--kubeconfig``, else the pod's service account, else the usual
   kubeconfig (``KUBECONFIG`` or ``~/.kube/config``);
 * an index of Queues (name -> ``spec.parent``) for the cycle check, and an event handler on
-  Queues that starts that task again when ``default`` is deleted;
+  Queues that starts that task again when ``default`` is deleted (and once more when kopf
+  has first listed the Queues, for a deletion made before its watch began);
 * two validating admission handlers, for PodGroups and Queues, that refuse with the messages
   of :mod:`scheduler.controllers.validation`. Their ids are the URL paths the
   ValidatingWebhookConfiguration of ``manifests/webhook.yaml`` calls;
@@ -95,6 +96,8 @@ WATCH_SERVER_TIMEOUT: Final[int] = 540
 
 #: Waits between attempts to create ``default``; the last one repeats for as long as it takes.
 KEEPER_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+#: How long the keeper waits for kopf's first listing of Queues at startup.
+LISTING_WAIT: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +304,9 @@ class Controller:
         self._credentials: kopf.ConnectionInfo | None = None
         self._login_lock = asyncio.Lock()
         self._keeper: asyncio.Task[None] | None = None
+        self._queues_listed = asyncio.Event()
+        """Set once kopf has listed the Queues (see :meth:`_check_again_once_listed`)."""
+        self._recheck: asyncio.Task[None] | None = None
         self._api: tuple[kopf.ConnectionInfo, GrouperApi] | None = None
         self.grouper = PodGrouper(
             self.api_client, self._relogin, scheduler_name=options.scheduler_name
@@ -393,9 +399,24 @@ class Controller:
                 )
                 await self._sleep(delay)
 
-    async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
-        """Startup: begin making sure the Queue ``default`` exists; start the pod grouper."""
+    async def _check_again_once_listed(self, logger: kopf.Logger) -> None:
+        """At startup, the keeper's check may come before kopf has listed the Queues: a
+        deletion of ``default`` in between is in no watch event. kopf calls the filter of
+        :meth:`on_queue_event` only once its Queue index is filled (the list is in, and the
+        watch goes on from it): then check once more. After that every deletion is an
+        event. Waits at most :data:`LISTING_WAIT` seconds (no Queue at all: nothing to
+        miss, and the keeper makes one)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queues_listed.wait(), LISTING_WAIT)
         self.keep_default_queue(logger)
+
+    async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
+        """Startup: begin making sure the Queue ``default`` exists (and again once kopf has
+        listed the Queues); start the pod grouper."""
+        self.keep_default_queue(logger)
+        self._recheck = asyncio.create_task(
+            self._check_again_once_listed(logger), name="sluice default queue, once listed"
+        )
         self.start_grouping()
 
     def start_grouping(self) -> asyncio.Task[None]:
@@ -416,7 +437,8 @@ class Controller:
         """Cleanup: stop trying to create the Queue ``default``; stop the pod grouper."""
         keeper, self._keeper = self._keeper, None
         grouping, self._grouping = self._grouping, None
-        for task in (keeper, grouping):
+        recheck, self._recheck = self._recheck, None
+        for task in (recheck, keeper, grouping):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -439,9 +461,11 @@ class Controller:
         else:
             self.grouper.offer(body)
 
-    @staticmethod
-    def is_default_queue_deleted(*, type: str | None, name: str | None, **_: Any) -> bool:
-        """The ``when`` filter of :meth:`on_queue_event` (strictly synchronous, as kopf wants)."""
+    def is_default_queue_deleted(self, *, type: str | None, name: str | None, **_: Any) -> bool:
+        """The ``when`` filter of :meth:`on_queue_event` (strictly synchronous, as kopf wants).
+        kopf calls it for every Queue event, the first listing's included, once it has
+        listed the Queues: that it is called at all tells so."""
+        self._queues_listed.set()
         return type == "DELETED" and name == DEFAULT_QUEUE
 
     async def on_queue_event(self, *, logger: kopf.Logger, **_: Any) -> None:

@@ -330,6 +330,28 @@ async def test_start_and_stop(logins: list[int]) -> None:
     assert keeper.cancelled()
 
 
+@pytest.mark.anyio
+async def test_a_deletion_before_kopf_has_listed_the_queues_is_healed(logins: list[int]) -> None:
+    """The startup check finds ``default``; it is deleted before kopf's first list of
+    Queues (so no watch event tells of it); once kopf has listed them (it calls the
+    handler's filter), the keeper checks again and creates it."""
+    api = FakeApi({"default": {"spec": {"weight": 1}}})
+    ctl = controller(api)
+    await ctl.start(logger=LOG)
+    assert ctl._keeper is not None
+    await ctl._keeper
+    api.queues.pop("default")
+    await asyncio.sleep(0.01)
+    assert api.calls == [("get", "default")]  # not listed yet: no second check
+    assert ctl.is_default_queue_deleted(type=None, name="other") is False  # the listing
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "default" in api.queues:
+            break
+    await ctl.stop()
+    assert api.calls == [("get", "default"), ("get", "default"), ("create", "default")]
+
+
 @pytest.mark.parametrize(
     ("event", "name", "matches"),
     [
@@ -342,7 +364,7 @@ async def test_start_and_stop(logins: list[int]) -> None:
 def test_only_the_deletion_of_default_is_handled(
     event: str | None, name: str, matches: bool
 ) -> None:
-    assert Controller.is_default_queue_deleted(type=event, name=name) is matches
+    assert controller(FakeApi()).is_default_queue_deleted(type=event, name=name) is matches
 
 
 @pytest.mark.anyio

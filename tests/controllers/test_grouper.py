@@ -494,3 +494,16 @@ async def test_start_and_stop_the_grouper(logins: list[int]) -> None:
     await ctl.stop()
     assert grouping is not None and grouping.cancelled()
     assert closed == [1]
+
+
+async def test_an_owner_made_again_under_its_name_is_read_afresh() -> None:
+    """A Job deleted and created again within the seconds its read is kept: the new Job's
+    pods must not be taken for orphans of the old one."""
+    reader = OwnerReader(clock=lambda: 0.0)
+    old = obj("batch/v1", "Job", "train", parallelism=2)
+    api = FakeApi(namespace(), old)
+    chain, cut = await reader.chain(api, member("train-a", old))
+    assert chain[0]["metadata"]["uid"] == "uid-Job-train" and cut == ""
+    new = api.put(old | {"metadata": {**old["metadata"], "uid": "uid-new"}})
+    chain, cut = await reader.chain(api, member("train-b", new))
+    assert cut == "" and chain[0]["metadata"]["uid"] == "uid-new"

@@ -42,6 +42,7 @@ from control_plane import (
     wait_for_rbac,
 )
 from harness import (
+    OWNER_CRD_DIR,
     Api,
     ApiFailure,
     Cluster,
@@ -59,7 +60,7 @@ SCHEDULER_NAME = os.environ.get("SLUICE_E2E_SCHEDULER_NAME", "sluice")
 K8S_STATE = os.environ.get("SLUICE_E2E_K8S_STATE", "")
 SERVICE_ACCOUNTS = os.environ.get("SLUICE_E2E_SERVICE_ACCOUNTS", "1") not in ("", "0")
 _CREATED_CRDS: list[str] = []
-_STATE = {"crds_installed": False}
+_STATE = {"crds_installed": False, "owner_crds_installed": False}
 
 
 def e2e_mode() -> tuple[str, str | None]:
@@ -256,6 +257,16 @@ async def cluster(
         await api.close()
 
 
+@pytest.fixture
+async def owner_crds(cluster: Cluster) -> None:
+    """The upstream CRDs of ``e2e/owner-crds`` (PyTorchJob, JobSet) installed, once per
+    session on a cluster (deleted at its end if the suite created them); the emulator
+    serves them built in."""
+    if not _STATE["owner_crds_installed"]:
+        _CREATED_CRDS.extend(await install_crds(cluster.api, directory=OWNER_CRD_DIR))
+        _STATE["owner_crds_installed"] = MODE == "cluster"
+
+
 StartScheduler = Callable[..., Awaitable[SchedulerProcess]]
 
 
@@ -331,6 +342,7 @@ async def start_controller(
     ) -> ControllerProcess:
         if not options.get("dev") and options.get("cert_dir") is None:
             options["cert_dir"] = make_webhook_certificate(tmp_path / "certs").ca.parent
+        options.setdefault("scheduler_name", SCHEDULER_NAME)
         proc = ControllerProcess(kubeconfig or cluster.controller_kubeconfig, tmp_path, **options)
         started.append(proc)
         await proc.start()

@@ -237,7 +237,8 @@ def webhook_configuration(
 
 class ControllerProcess(SchedulerProcess):
     """``sluice controller`` as a subprocess: its webhook on 127.0.0.1:``webhook_port``,
-    kopf's liveness endpoint on ``port``; output in ``log_path``."""
+    kopf's liveness endpoint on ``port``; output in ``log_path``; its pod grouper groups the
+    pods of ``scheduler_name``."""
 
     def __init__(
         self,
@@ -247,6 +248,7 @@ class ControllerProcess(SchedulerProcess):
         cert_dir: Path | None = None,
         dev: bool = False,
         webhook_port: int | None = None,
+        scheduler_name: str = "sluice",
     ) -> None:
         super().__init__(kubeconfig, log_dir)
         self.log_path = log_dir / f"sluice-controller-{self.index}.log"
@@ -259,6 +261,8 @@ class ControllerProcess(SchedulerProcess):
             argv += ["--cert-dir", str(cert_dir)]
         if dev:
             argv.append("--dev")
+        if scheduler_name != "sluice":
+            argv += ["--scheduler-name", scheduler_name]
         self.argv = argv
 
     async def wait_ready(self, timeout: float = 60.0) -> None:

@@ -25,6 +25,7 @@ is testing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
 import json
@@ -57,6 +58,8 @@ T = TypeVar("T")
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CRD_DIR: Final = REPO / "crds"
+OWNER_CRD_DIR: Final = Path(__file__).resolve().parent / "owner-crds"
+"""Upstream CRDs of pods' owners (PyTorchJob, JobSet) for the pod grouper's tests."""
 GROUP: Final = "scheduling.sluice.dev"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
@@ -709,18 +712,19 @@ class FakeKubelet:
 # --------------------------------------------------------------------------- the cluster
 
 
-def load_crds() -> list[dict[str, Any]]:
+def load_crds(directory: Path = CRD_DIR) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
     return docs
 
 
-async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
-    """Create or replace the CRDs of ``crds/`` and wait until they are served. With the
-    emulator, which serves them built in and has no apiextensions API, nothing to do.
-    Returns the names of the CRDs created (not those that existed)."""
+async def install_crds(api: Api, *, timeout: float = 60.0, directory: Path = CRD_DIR) -> list[str]:
+    """Create or replace the CRDs of ``directory`` (``crds/``) and wait until they are
+    served. With the emulator, which serves them built in and has no apiextensions API,
+    nothing to do. Returns the names of the CRDs created (not those that existed)."""
     crd_api = "apiextensions.k8s.io/v1"
+    crds = load_crds(directory)
     served = await api.get_or_none(f"/apis/{API_VERSION}")
     if await api.get_or_none(f"/apis/{crd_api}") is None:
         if served is None:
@@ -729,7 +733,7 @@ async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
             )
         return []
     created: list[str] = []
-    for crd in load_crds():
+    for crd in crds:
         name = crd["metadata"]["name"]
         path = core_path("customresourcedefinitions", group=crd_api)
         try:
@@ -747,14 +751,21 @@ async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
                 },
             }
             await api.request("PUT", f"{path}/{name}", body=replacement)
-    wanted = {c["spec"]["names"]["plural"] for c in load_crds()}
+    wanted = {
+        (f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["plural"])
+        for c in crds
+        for v in c["spec"]["versions"]
+        if v.get("served")
+    }
 
     async def all_served() -> bool:
-        doc = await api.get_or_none(f"/apis/{API_VERSION}")
-        names = {r.get("name") for r in (doc or {}).get("resources") or ()}
-        return wanted <= names
+        for group_version, plural in wanted:
+            doc = await api.get_or_none(f"/apis/{group_version}")
+            if plural not in {r.get("name") for r in (doc or {}).get("resources") or ()}:
+                return False
+        return True
 
-    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {API_VERSION} to be served")
+    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {directory.name}/ served")
     return created
 
 
@@ -1417,6 +1428,16 @@ def rebinds_in_log(proc: SchedulerProcess) -> list[str]:
 # --------------------------------------------------------------------------- the emulator
 
 
+@functools.cache
+def _emulated_catalog() -> Any:
+    """The CRDs of ``crds/`` and of :data:`OWNER_CRD_DIR`, which the emulator serves built
+    in (read once: the upstream files are large)."""
+    from scheduler.schema import CrdCatalog
+    from scheduler.schema import load_crds as load_catalog
+
+    return CrdCatalog({**load_catalog().crds, **load_catalog(OWNER_CRD_DIR).crds})
+
+
 class EmulatedApiServer:
     """A fresh in-process API emulator (the embedded cluster's object store served over
     HTTP) on a random port, with a kubeconfig for it. ``history`` bounds the store's
@@ -1426,11 +1447,10 @@ class EmulatedApiServer:
     def __init__(
         self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
-        from scheduler.schema import load_crds as load_catalog
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
 
-        catalog = load_catalog()
+        catalog = _emulated_catalog()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:
             return catalog.check(obj) if catalog.is_custom(str(obj.get("kind"))) else obj

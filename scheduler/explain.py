@@ -8,8 +8,8 @@ reclaim would evict, node by node, in the order chosen), why each pod still pend
 not placed, node by node (nodes grouped by reason, as kube-scheduler counts them: a node
 is charged to the first filter that refuses it), its gang, its queue (deserved,
 allocated, what the job asks), and what it waits for (a nomination and the victims still
-terminating on that node, a reservation). Nothing is written anywhere: the session is
-thrown away.
+terminating on that node, a reservation, the pod grouper). Nothing is written anywhere:
+the session is thrown away.
 
 What only a running scheduler knows (its preemption gates and backoffs, a job parked or
 elected for starvation protection between its cycles) is not in the objects; the
@@ -181,6 +181,11 @@ def _queue(session: Session, job: JobInfo) -> dict[str, Any]:
 def _waits(session: Session, job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> list[str]:
     out: list[str] = []
     for t in job.tasks.values():
+        if t.awaits_grouper and before[t.uid][0] is TaskStatus.PENDING:
+            out.append(
+                f"{t.key} waits for the pod grouper of sluice controller to group it by its "
+                f"owner {t.awaits_grouper}"
+            )
         node_name = t.nominated_node or (
             before[t.uid][1] if before[t.uid][0] is TaskStatus.PIPELINED else ""
         )

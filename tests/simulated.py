@@ -45,6 +45,7 @@ def simulate(
     sim = Simulation(
         scenario,
         lambda cache, ports: app.build_loop(resolved, cache, ports),
+        wait_for_pod_grouper=resolved.config.wait_for_pod_grouper,
         on_cycle=on_cycle,
         until=until,
         max_cycles=max_cycles,

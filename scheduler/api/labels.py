@@ -12,6 +12,13 @@ POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ROLE_LABEL = f"{GROUP}/task-role"
 QUEUE_LABEL = f"{GROUP}/queue"
 PREEMPTABLE_LABEL = f"{GROUP}/preemptable"
+# The pod grouper (``sluice controller``, scheduler/controllers/grouper.py): a pod, or any
+# owner up its chain, labelled ``group-by-owner: "false"`` is not grouped by its owner; a
+# pod the grouper leaves alone gets the annotation ``gang-of-one`` saying why; a PodGroup it
+# makes says where its minimum comes from in the annotation ``minimum``.
+GROUP_BY_OWNER_LABEL = f"{GROUP}/group-by-owner"
+GANG_OF_ONE_ANNOTATION = f"{GROUP}/gang-of-one"
+MINIMUM_ANNOTATION = f"{GROUP}/minimum"
 GPU_MEMORY_LABEL = f"{GROUP}/gpu-memory"
 GPU_MEMORY_ANNOTATION = f"{GROUP}/gpu-memory"
 GPU_INDEX_ANNOTATION = f"{GROUP}/gpu-index"

@@ -79,6 +79,10 @@ class TaskInfo:
     """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
     scheduling_gates: tuple[str, ...] = ()
     """The names of the pod's ``spec.schedulingGates`` (while any is left it is GATED)."""
+    awaits_grouper: str = ""
+    """The owner (``Job team/train``) whose pod grouper this pod waits for before it may
+    be scheduled (:func:`scheduler.api.owners.grouper_wait`); "" when it does not wait.
+    Set by the cache."""
 
     @property
     def key(self) -> str:
@@ -111,6 +115,7 @@ class TaskInfo:
             self.ready,
             self.sluice,
             self.scheduling_gates,
+            self.awaits_grouper,
         )
 
     def __repr__(self) -> str:

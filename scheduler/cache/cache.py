@@ -45,6 +45,7 @@ from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
+from scheduler.api.owners import grouper_wait
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.snapshot import Snapshot, TopologyInfo
@@ -86,8 +87,14 @@ def _key(obj: Obj) -> str:
 
 
 class SchedulerCache:
-    def __init__(self, scheduler_name: str = L.SCHEDULER_NAME) -> None:
+    def __init__(
+        self, scheduler_name: str = L.SCHEDULER_NAME, *, wait_for_pod_grouper: bool = True
+    ) -> None:
         self.scheduler_name = scheduler_name
+        self.wait_for_pod_grouper = wait_for_pod_grouper
+        """Pods made by a controller wait until the pod grouper has grouped them
+        (:func:`~scheduler.api.owners.grouper_wait`; the configuration's
+        ``waitForPodGrouper``)."""
         self.nodes: dict[str, NodeInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}
         self.pod_groups: dict[str, JobInfo] = {}
@@ -245,6 +252,8 @@ class SchedulerCache:
             else self._refresh(old, pod)
         )
         self._spec_src[uid] = src
+        if task.sluice and self.wait_for_pod_grouper:
+            task.awaits_grouper = grouper_wait(pod)
         if not task.sluice and task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
             if old is not None:
                 self._detach(old)
@@ -264,6 +273,16 @@ class SchedulerCache:
                 self._fresh_only = True
                 return True
             return old is None and not task.sluice
+        if (
+            task.sluice
+            and task.status is TaskStatus.PENDING
+            and (old.job_id != task.job_id or (old.awaits_grouper and not task.awaits_grouper))
+        ):
+            # The pod joined a gang by a label written after its creation (the pod
+            # grouper's), or the grouper left it alone: news for its job, as a new pod is.
+            self._fresh_jobs.add(task.job_id)
+            self._fresh_only = True
+            return True
         return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
             task.terminating and not old.terminating
         )

@@ -27,6 +27,7 @@ from scheduler.api.disruption import (
 )
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
+from scheduler.api.owners import grouper_wait_reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
@@ -110,7 +111,8 @@ def jobs_of(
 ) -> dict[str, JobInfo]:
     """The jobs of a snapshot: a copy of each PodGroup's, and a gang of one for each pod
     of Sluice without a PodGroup, each holding its tasks' copies. A pod naming a PodGroup
-    that does not exist forms a job with that ``problem``.
+    that does not exist forms a job with that ``problem``; so does a pod that waits for
+    the pod grouper (``TaskInfo.awaits_grouper``): it is not tried until it is grouped.
 
     ``last``: the jobs of the last snapshot. A gang of one whose task copy is reused (the
     very object: the task did not change) is reused too, as nothing else goes into it and
@@ -136,6 +138,8 @@ def jobs_of(
                 job.has_pod_group = True
                 job.phase = PodGroupPhase.PENDING
                 job.problem = f"pod group {task.job_id} does not exist"
+            elif task.awaits_grouper:
+                job.problem = grouper_wait_reason(task.awaits_grouper)
             jobs[job.uid] = job
         if task.spec.problem and not job.problem:
             job.problem = task.spec.problem  # a member that can never fit holds its gang

@@ -69,7 +69,7 @@ def run_explain(args: argparse.Namespace, out: TextIO | None = None) -> int:
         config or SchedulerConfiguration(), parse_feature_gates(args.feature_gates)
     )
     resolved = app.resolve(config)
-    cache = SchedulerCache(config.scheduler_name)
+    cache = SchedulerCache(config.scheduler_name, wait_for_pod_grouper=config.wait_for_pod_grouper)
     for kind in OBJECT_KINDS:
         for obj in listed.get(kind, ()):
             cache.handle(kind, "ADDED", obj)

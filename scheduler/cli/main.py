@@ -114,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
 
     add_explain_arguments(exp)
     ctl = sub.add_parser(
-        "controller", help="run the controller: the default Queue and the validating webhook"
+        "controller",
+        help="run the controller: the default Queue, the validating webhook, the pod grouper",
     )
     ctl.add_argument("--kubeconfig", metavar="PATH")
     ctl.add_argument("--namespace", metavar="NS", help="validate only PodGroups of this namespace")
@@ -133,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     ctl.add_argument("--cert-dir", default="/etc/sluice/webhook-certs")
     ctl.add_argument("--health-port", type=int, default=8080)
+    ctl.add_argument(
+        "--scheduler-name",
+        default="sluice",
+        metavar="NAME",
+        help="group by their owners the pods of this schedulerName (default sluice)",
+    )
     return parser
 
 
@@ -157,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cert_dir=args.cert_dir,
                 health_port=args.health_port,
                 webhook_address=args.webhook_address,
+                scheduler_name=args.scheduler_name,
             )
         if args.command == "simulate":
             from scheduler.cli.simulate import simulate

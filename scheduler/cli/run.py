@@ -125,7 +125,10 @@ async def _main(
     )
     try:
         async with client, anyio.create_task_group() as tg:
-            cache = SchedulerCache(resolved.config.scheduler_name)
+            cache = SchedulerCache(
+                resolved.config.scheduler_name,
+                wait_for_pod_grouper=resolved.config.wait_for_pod_grouper,
+            )
             backend = KubeBackend(
                 client,
                 eviction_mode=args.eviction_mode,

@@ -99,6 +99,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         scenario,
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         scheduler_name=config.scheduler_name,
+        wait_for_pod_grouper=config.wait_for_pod_grouper,
         behaviour=behaviour,
         max_cycles=args.cycles,
         until=until,

@@ -88,6 +88,11 @@ class SchedulerConfiguration:
     """Share of feasible nodes scored per pod; 0 is kube-scheduler's adaptive rule."""
     bind_concurrency: int = 64
     """Bind calls in flight at once."""
+    wait_for_pod_grouper: bool = True
+    """A pod made by a controller that names no group waits until the pod grouper of
+    ``sluice controller`` has grouped it by its owner (or left it alone), so that no
+    gang starts one pod at a time before its PodGroup exists. False for a cluster that
+    runs no controller: such pods are then gangs of one at once."""
 
     def gate(self, name: str) -> bool:
         return self.feature_gates.get(name, FEATURE_GATES.get(name, False))
@@ -295,6 +300,7 @@ _FIELDS = {
     "schedulePeriod",
     "percentageOfNodesToScore",
     "bindConcurrency",
+    "waitForPodGrouper",
 }
 
 
@@ -345,6 +351,10 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
         if n < 1:
             raise ConfigError(KIND, "bindConcurrency", "must be at least 1")
         kwargs["bind_concurrency"] = n
+    if "waitForPodGrouper" in doc:
+        kwargs["wait_for_pod_grouper"] = _check_type(
+            doc["waitForPodGrouper"], bool, "waitForPodGrouper"
+        )
     return SchedulerConfiguration(**kwargs)
 
 

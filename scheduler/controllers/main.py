@@ -15,6 +15,7 @@ from pathlib import Path
 
 import kopf
 
+from scheduler.api.labels import SCHEDULER_NAME
 from scheduler.controllers.certificates import MissingDependencyError, make_webhook_certificate
 from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,
@@ -37,6 +38,7 @@ def run_controller(
     cert_dir: str = DEFAULT_CERT_DIR,
     health_port: int = 8080,
     webhook_address: str | None = None,
+    scheduler_name: str = SCHEDULER_NAME,
 ) -> int:
     """Run the controller until SIGTERM/SIGINT; the process's exit code.
 
@@ -50,7 +52,8 @@ def run_controller(
     ``verbose``: kube-style level; 4 and above log at DEBUG. The webhook listens with TLS on
     ``webhook_address`` (default every interface) and ``webhook_port``, with
     ``cert_dir``/``tls.crt`` and ``tls.key``; kopf's liveness endpoint is
-    ``http://0.0.0.0:<health_port>/healthz`` (0 turns it off).
+    ``http://0.0.0.0:<health_port>/healthz`` (0 turns it off). ``scheduler_name``: the pod
+    grouper groups the pods of this ``schedulerName``.
 
     Returns 0 after a clean stop, 2 for a bad option (missing certificate), 1 when the
     operator fails (no credentials, a startup handler that cannot succeed, ...).
@@ -67,6 +70,7 @@ def run_controller(
         webhook_port=webhook_port,
         cert_dir=cert_dir,
         webhook_address=webhook_address,
+        scheduler_name=scheduler_name,
     )
     missing = [str(p) for p in (options.certfile, options.pkeyfile) if not p.is_file()]
     if dev and missing:

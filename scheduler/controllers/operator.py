@@ -9,12 +9,17 @@
 * login: credentials from ``--kubeconfig``, else the pod's service account, else the usual
   kubeconfig (``KUBECONFIG`` or ``~/.kube/config``);
 * an index of Queues (name -> ``spec.parent``) for the cycle check, and an event handler on
-  Queues that starts that task again when ``default`` is deleted;
+  Queues that starts that task again when ``default`` is deleted (and once more when kopf
+  has first listed the Queues, for a deletion made before its watch began);
 * two validating admission handlers, for PodGroups and Queues, that refuse with the messages
   of :mod:`scheduler.controllers.validation`. Their ids are the URL paths the
-  ValidatingWebhookConfiguration of ``manifests/webhook.yaml`` calls.
+  ValidatingWebhookConfiguration of ``manifests/webhook.yaml`` calls;
+* the pod grouper (:mod:`scheduler.controllers.grouper`): an event handler on Pods hands
+  every pod that waits for it to :class:`~scheduler.controllers.grouper.PodGrouper`, whose
+  workers the startup handler starts and cleanup stops. Its writes (a PodGroup, a label or
+  an annotation on the pod) are its own calls, not kopf's.
 
-kopf writes nothing onto users' objects: there are no on-create/update/delete handlers, no
+kopf itself writes nothing onto users' objects: there are no on-create/update/delete handlers, no
 daemons and no timers (the only kinds that make kopf add a finalizer or store progress), the
 progress and diff-base storages are no-ops, so no ``last-handled-configuration`` annotation
 and no ``status.kopf`` either, and kopf's finalizer name is one of our own, so kopf never
@@ -39,8 +44,9 @@ from typing import Any, Final, TypeVar
 import aiohttp
 import kopf
 
-from scheduler.api.labels import DEFAULT_QUEUE
-from scheduler.controllers.client import ApiStatusError, QueueClient
+from scheduler.api.labels import DEFAULT_QUEUE, SCHEDULER_NAME
+from scheduler.controllers.client import ApiClient, ApiStatusError, QueueClient
+from scheduler.controllers.grouper import GrouperApi, PodGrouper
 from scheduler.controllers.validation import parent_of, validate_pod_group, validate_queue
 from scheduler.schema import API_VERSION, GROUP, VERSION
 
@@ -48,6 +54,7 @@ __all__ = [
     "DEFAULT_CERT_DIR",
     "DEFAULT_QUEUE_OBJECT",
     "FINALIZER",
+    "GROUP_PODS",
     "INDEX_QUEUE_PARENTS",
     "WATCH_SERVER_TIMEOUT",
     "WEBHOOK_POD_GROUP",
@@ -66,6 +73,8 @@ T = TypeVar("T")
 #: The handler ids of the admission handlers; kopf serves each on ``/<id>``.
 WEBHOOK_POD_GROUP: Final = "validate-podgroup"
 WEBHOOK_QUEUE: Final = "validate-queue"
+#: The handler id of the pod grouper's event handler on Pods.
+GROUP_PODS: Final = "group-pods"
 #: The kwarg name under which kopf hands the Queue index to handlers.
 INDEX_QUEUE_PARENTS: Final = "queue_parents"
 #: kopf removes its finalizer from objects that no handler needs it on. A name no one else
@@ -87,6 +96,8 @@ WATCH_SERVER_TIMEOUT: Final[int] = 540
 
 #: Waits between attempts to create ``default``; the last one repeats for as long as it takes.
 KEEPER_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+#: How long the keeper waits for kopf's first listing of Queues at startup.
+LISTING_WAIT: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +109,8 @@ class ControllerOptions:
     controller run outside the cluster: text logs, and the webhook on 127.0.0.1 unless
     ``webhook_address`` says otherwise (``run_controller`` puts a self-signed certificate
     in ``cert_dir`` when none is there). ``webhook_address``: where the webhook listens
-    (default every interface, as a pod's Service needs).
+    (default every interface, as a pod's Service needs). ``scheduler_name``: the pod grouper
+    groups the pods of this ``schedulerName``.
     """
 
     kubeconfig: str | None = None
@@ -107,6 +119,7 @@ class ControllerOptions:
     webhook_port: int = 9443
     cert_dir: str = DEFAULT_CERT_DIR
     webhook_address: str | None = None
+    scheduler_name: str = SCHEDULER_NAME
 
     @property
     def address(self) -> str:
@@ -267,9 +280,10 @@ def _spec_unchanged(
 
 
 class Controller:
-    """The state behind the handlers: options, kopf's settings and the current credentials.
+    """The state behind the handlers: options, kopf's settings, the current credentials, the
+    pod grouper.
 
-    ``client_factory`` and ``sleep`` are seams for tests.
+    ``client_factory``, ``api_factory`` and ``sleep`` are seams for tests.
     """
 
     def __init__(
@@ -277,6 +291,7 @@ class Controller:
         options: ControllerOptions,
         *,
         client_factory: Callable[[kopf.ConnectionInfo], QueueClient] = QueueClient,
+        api_factory: Callable[[kopf.ConnectionInfo], GrouperApi] = ApiClient,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.options = options
@@ -284,10 +299,19 @@ class Controller:
         #: are not given them; only ``networking.trust_env`` is read from them here).
         self.settings = kopf.OperatorSettings()
         self._client_factory = client_factory
+        self._api_factory = api_factory
         self._sleep = sleep
         self._credentials: kopf.ConnectionInfo | None = None
         self._login_lock = asyncio.Lock()
         self._keeper: asyncio.Task[None] | None = None
+        self._queues_listed = asyncio.Event()
+        """Set once kopf has listed the Queues (see :meth:`_check_again_once_listed`)."""
+        self._recheck: asyncio.Task[None] | None = None
+        self._api: tuple[kopf.ConnectionInfo, GrouperApi] | None = None
+        self.grouper = PodGrouper(
+            self.api_client, self._relogin, scheduler_name=options.scheduler_name
+        )
+        self._grouping: asyncio.Task[None] | None = None
 
     # ----------------------------------------------------------------- startup and login
 
@@ -303,6 +327,23 @@ class Controller:
                 self.options, settings=self.settings, logger=logger
             )
             return self._credentials
+
+    async def api_client(self) -> GrouperApi:
+        """The client of the pod grouper: one session, made again after each login."""
+        credentials = self._credentials
+        if credentials is None:
+            credentials = await self.login(logger=LOG)
+        current = self._api
+        if current is not None and current[0] is credentials:
+            return current[1]
+        api = self._api_factory(credentials)
+        self._api = (credentials, api)
+        if current is not None:
+            await _close(current[1])
+        return api
+
+    async def _relogin(self) -> kopf.ConnectionInfo:
+        return await self.login(logger=LOG)
 
     async def _call(self, logger: kopf.Logger, fn: Callable[[QueueClient], Awaitable[T]]) -> T:
         """Run ``fn`` with a client; log in again once if the credentials have expired."""
@@ -358,21 +399,73 @@ class Controller:
                 )
                 await self._sleep(delay)
 
-    async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
-        """Startup: begin making sure the Queue ``default`` exists."""
+    async def _check_again_once_listed(self, logger: kopf.Logger) -> None:
+        """At startup, the keeper's check may come before kopf has listed the Queues: a
+        deletion of ``default`` in between is in no watch event. kopf calls the filter of
+        :meth:`on_queue_event` only once its Queue index is filled (the list is in, and the
+        watch goes on from it): then check once more. After that every deletion is an
+        event. Waits at most :data:`LISTING_WAIT` seconds (no Queue at all: nothing to
+        miss, and the keeper makes one)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queues_listed.wait(), LISTING_WAIT)
         self.keep_default_queue(logger)
 
-    async def stop(self, **_: Any) -> None:
-        """Cleanup: stop trying to create the Queue ``default``."""
-        keeper, self._keeper = self._keeper, None
-        if keeper is not None and not keeper.done():
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+    async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
+        """Startup: begin making sure the Queue ``default`` exists (and again once kopf has
+        listed the Queues); start the pod grouper."""
+        self.keep_default_queue(logger)
+        self._recheck = asyncio.create_task(
+            self._check_again_once_listed(logger), name="sluice default queue, once listed"
+        )
+        self.start_grouping()
 
-    @staticmethod
-    def is_default_queue_deleted(*, type: str | None, name: str | None, **_: Any) -> bool:
-        """The ``when`` filter of :meth:`on_queue_event` (strictly synchronous, as kopf wants)."""
+    def start_grouping(self) -> asyncio.Task[None]:
+        """The pod grouper's workers, in a task of this controller (one at a time). Should
+        it end by an error, the error is logged and the workers are started again."""
+        if self._grouping is None or self._grouping.done():
+            self._grouping = asyncio.create_task(self.grouper.run(), name="sluice pod grouper")
+            self._grouping.add_done_callback(self._grouping_ended)
+        return self._grouping
+
+    def _grouping_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task is not self._grouping:
+            return
+        LOG.error("The pod grouper stopped; starting it again.", exc_info=task.exception())
+        self.start_grouping()
+
+    async def stop(self, **_: Any) -> None:
+        """Cleanup: stop trying to create the Queue ``default``; stop the pod grouper."""
+        keeper, self._keeper = self._keeper, None
+        grouping, self._grouping = self._grouping, None
+        recheck, self._recheck = self._recheck, None
+        for task in (recheck, keeper, grouping):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        api, self._api = self._api, None
+        if api is not None:
+            await _close(api[1])
+
+    # ----------------------------------------------------------------- the pod grouper
+
+    def is_pod_to_group(self, *, body: Mapping[str, Any], **_: Any) -> bool:
+        """The ``when`` filter of :meth:`on_pod_event` (synchronous, as kopf wants): a pod
+        that waits for the grouper, or one it holds (to see it go)."""
+        return self.grouper.wants(body) or self.grouper.holds(body)
+
+    async def on_pod_event(self, *, type: str | None, body: Mapping[str, Any], **_: Any) -> None:
+        """Hand the pod's newest version to the grouper (or tell it the pod is gone)."""
+        if type == "DELETED":
+            self.grouper.forget(body)
+        else:
+            self.grouper.offer(body)
+
+    def is_default_queue_deleted(self, *, type: str | None, name: str | None, **_: Any) -> bool:
+        """The ``when`` filter of :meth:`on_queue_event` (strictly synchronous, as kopf wants).
+        kopf calls it for every Queue event, the first listing's included, once it has
+        listed the Queues: that it is called at all tells so."""
+        self._queues_listed.set()
         return type == "DELETED" and name == DEFAULT_QUEUE
 
     async def on_queue_event(self, *, logger: kopf.Logger, **_: Any) -> None:
@@ -467,6 +560,15 @@ class Controller:
             raise _refusal("Queue", obj, messages)
 
 
+LOG = logging.getLogger("sluice.controller")
+
+
+async def _close(api: object) -> None:
+    close = getattr(api, "close", None)
+    if close is not None:
+        await close()
+
+
 async def _get_queue(name: str, client: QueueClient) -> dict[str, Any] | None:
     return await client.get(name)
 
@@ -494,6 +596,14 @@ def build_registry(
         when=ctl.is_default_queue_deleted,
         registry=registry,
     )(ctl.on_queue_event)
+    kopf.on.event(
+        group="",
+        version="v1",
+        plural="pods",
+        id=GROUP_PODS,
+        when=ctl.is_pod_to_group,
+        registry=registry,
+    )(ctl.on_pod_event)
     kopf.on.validate(
         group=GROUP,
         version=VERSION,

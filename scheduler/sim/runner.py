@@ -99,7 +99,9 @@ class Simulation:
 
     ``until``: seconds of clock time after which the run stops (positive); None means
     :data:`DEFAULT_VIRTUAL_HORIZON` on the virtual clock and no horizon on the real one;
-    ``math.inf``: no horizon at all.
+    ``math.inf``: no horizon at all. ``wait_for_pod_grouper``: the configuration's
+    ``waitForPodGrouper`` (no pod grouper runs in the embedded cluster, so pods with a
+    controller owner that name no group wait, saying so, unless it is False).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class Simulation:
         loop_factory: LoopFactory,
         *,
         scheduler_name: str = L.SCHEDULER_NAME,
+        wait_for_pod_grouper: bool = True,
         behaviour: ApiBehaviour | None = None,
         max_cycles: int | None = None,
         until: float | None = None,
@@ -130,7 +133,7 @@ class Simulation:
         self.store = ObjectStore(self.clock.wall, validator=validate)
         self.faults = FaultInjector(behaviour or scenario.behaviour or ApiBehaviour(), self.clock)
         self.backend = SimBackend(self.store, self.clock, self.faults)
-        self.cache = SchedulerCache(scheduler_name)
+        self.cache = SchedulerCache(scheduler_name, wait_for_pod_grouper=wait_for_pod_grouper)
         if not watch_delay >= 0:
             raise ValueError(f"watch_delay must not be negative, got {watch_delay}")
         self.watch_delay = watch_delay

@@ -174,3 +174,65 @@ def test_a_gang_waiting_for_gated_pods_says_which_gates_hold_them(
     ]
     code, text, _ = explain(tmp_path, objects, "podgroup", "gang", capsys=capsys)
     assert "Waits for: default/g-2: not tried until its scheduling gates are removed" in text
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["waits", "switched-off"])
+def test_a_pod_waiting_for_the_pod_grouper_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wait: bool
+) -> None:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-0",
+            "namespace": "default",
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "u1",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "schedulerName": "sluice",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    node = {
+        **NODE,
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+    }
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: scheduling.sluice.dev/v1alpha1\nkind: SchedulerConfiguration\n"
+        f"waitForPodGrouper: {str(wait).lower()}\n"
+    )
+    code, out, err = explain(
+        tmp_path,
+        [node, pod],
+        "pod",
+        "train-0",
+        "-o",
+        "json",
+        "--config",
+        str(config),
+        capsys=capsys,
+    )
+    assert code == 0, err
+    e = json.loads(out)
+    if wait:
+        assert e["reason"].startswith(
+            "waiting for sluice controller to group this pod by its owner Job default/train"
+        )
+        assert e["waits_for"] == [
+            "default/train-0 waits for the pod grouper of sluice controller to group it by its "
+            "owner Job default/train"
+        ]
+        assert e["next_cycle"]["binds"] == {}
+    else:
+        assert e["next_cycle"]["binds"] == {"default/train-0": "n1"}
+        assert e["waits_for"] == []

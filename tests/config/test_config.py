@@ -71,6 +71,7 @@ def test_every_field_is_read() -> None:
             schedulePeriod="500ms",
             percentageOfNodesToScore=50,
             bindConcurrency=8,
+            waitForPodGrouper=False,
         )
     )
     assert config.scheduler_name == "other"
@@ -84,6 +85,8 @@ def test_every_field_is_read() -> None:
     assert config.schedule_period == 0.5
     assert config.percentage_of_nodes_to_score == 50
     assert config.bind_concurrency == 8
+    assert config.wait_for_pod_grouper is False
+    assert SchedulerConfiguration().wait_for_pod_grouper is True
 
 
 @pytest.mark.parametrize(
@@ -168,6 +171,7 @@ def test_schedule_period(value: object, seconds: float) -> None:
         ),
         ({"bindConcurrency": 0}, "bindConcurrency", "must be at least 1"),
         ({"bindConcurrency": 1.5}, "bindConcurrency", "expected int, got float 1.5"),
+        ({"waitForPodGrouper": "no"}, "waitForPodGrouper", "expected bool, got str 'no'"),
     ],
     ids=[
         "wrong-kind",
@@ -204,6 +208,7 @@ def test_schedule_period(value: object, seconds: float) -> None:
         "percentage-string",
         "bindConcurrency-zero",
         "bindConcurrency-float",
+        "waitForPodGrouper-not-bool",
     ],
 )
 def test_parse_configuration_refuses(fields: dict[str, Any], field: str, message: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,
     DEFAULT_QUEUE_OBJECT,
     FINALIZER,
+    GROUP_PODS,
     INDEX_QUEUE_PARENTS,
     WEBHOOK_POD_GROUP,
     WEBHOOK_QUEUE,
@@ -76,7 +76,7 @@ def test_registry_has_the_expected_handlers() -> None:
     watching = [
         (h.id, h.selector.plural) for h in registry._watching.get_all_handlers() if h.selector
     ]
-    assert watching == [("recreate-default-queue", "queues")]
+    assert watching == [("recreate-default-queue", "queues"), (GROUP_PODS, "pods")]
 
 
 def test_registry_has_nothing_that_writes_onto_objects() -> None:
@@ -239,18 +239,6 @@ class FakeApi:
         return True
 
 
-@pytest.fixture
-def logins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    count: list[int] = []
-
-    async def fake(*args: Any, **kwargs: Any) -> kopf.ConnectionInfo:
-        count.append(1)
-        return kopf.ConnectionInfo(server="https://api.test")
-
-    monkeypatch.setattr(operator, "obtain_credentials", fake)
-    yield count
-
-
 def controller(api: FakeApi, sleeps: list[float] | None = None, **options: Any) -> Controller:
     async def sleep(delay: float) -> None:
         if sleeps is not None:
@@ -342,6 +330,28 @@ async def test_start_and_stop(logins: list[int]) -> None:
     assert keeper.cancelled()
 
 
+@pytest.mark.anyio
+async def test_a_deletion_before_kopf_has_listed_the_queues_is_healed(logins: list[int]) -> None:
+    """The startup check finds ``default``; it is deleted before kopf's first list of
+    Queues (so no watch event tells of it); once kopf has listed them (it calls the
+    handler's filter), the keeper checks again and creates it."""
+    api = FakeApi({"default": {"spec": {"weight": 1}}})
+    ctl = controller(api)
+    await ctl.start(logger=LOG)
+    assert ctl._keeper is not None
+    await ctl._keeper
+    api.queues.pop("default")
+    await asyncio.sleep(0.01)
+    assert api.calls == [("get", "default")]  # not listed yet: no second check
+    assert ctl.is_default_queue_deleted(type=None, name="other") is False  # the listing
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "default" in api.queues:
+            break
+    await ctl.stop()
+    assert api.calls == [("get", "default"), ("get", "default"), ("create", "default")]
+
+
 @pytest.mark.parametrize(
     ("event", "name", "matches"),
     [
@@ -354,7 +364,7 @@ async def test_start_and_stop(logins: list[int]) -> None:
 def test_only_the_deletion_of_default_is_handled(
     event: str | None, name: str, matches: bool
 ) -> None:
-    assert Controller.is_default_queue_deleted(type=event, name=name) is matches
+    assert controller(FakeApi()).is_default_queue_deleted(type=event, name=name) is matches
 
 
 @pytest.mark.anyio

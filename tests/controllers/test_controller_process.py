@@ -257,6 +257,70 @@ async def test_controller_end_to_end(running: Running) -> None:
             assert not meta.get("annotations"), meta
             assert "status" not in item or "kopf" not in item["status"]
 
+        # The pod grouper: a Job's pod joins a PodGroup made from the Job, owned by it; a pod
+        # whose owner's kind is not served is left a gang of one, saying so. kopf writes
+        # nothing else onto the pods.
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"parallelism": 2, "template": {"spec": {"containers": []}}},
+        }
+        assert await running.send("POST", "/apis/batch/v1/namespaces/default/jobs", job) == 201
+        _, made = await running.get("/apis/batch/v1/namespaces/default/jobs/train")
+        widget = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "u"}
+        for name, owner in (("train-0", made), ("w-0", None)):
+            ref = (
+                widget
+                if owner is None
+                else {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": owner["metadata"]["uid"],
+                }
+            )
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "ownerReferences": [{**ref, "controller": True}],
+                },
+                "spec": {
+                    "schedulerName": "sluice",
+                    "containers": [{"name": "main", "image": "pause"}],
+                },
+            }
+            assert await running.send("POST", "/api/v1/namespaces/default/pods", body) == 201
+
+        async def marked(name: str, key: str) -> dict[str, Any] | None:
+            _, got = await running.get(f"/api/v1/namespaces/default/pods/{name}")
+            meta = got["metadata"]
+            found = (meta.get("labels") or {}).get(key) or (meta.get("annotations") or {}).get(key)
+            return meta if found else None
+
+        grouped = await eventually(
+            lambda: marked("train-0", "scheduling.sluice.dev/pod-group"), "the Job's pod grouped"
+        )
+        group = grouped["labels"]["scheduling.sluice.dev/pod-group"]
+        code, pg = await running.get(
+            f"/apis/scheduling.sluice.dev/v1alpha1/namespaces/default/podgroups/{group}"
+        )
+        assert code == 200 and pg["spec"] == {"minMember": 2, "queue": "default"}
+        assert pg["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]
+        alone = await eventually(
+            lambda: marked("w-0", "scheduling.sluice.dev/gang-of-one"), "the Widget's pod alone"
+        )
+        assert (
+            "serves no example.com/v1 Widget"
+            in (alone["annotations"]["scheduling.sluice.dev/gang-of-one"])
+        )
+        for meta in (grouped, alone):
+            assert not meta.get("finalizers"), meta
+            assert set(meta.get("annotations") or {}) <= {"scheduling.sluice.dev/gang-of-one"}
+
         # kopf's liveness endpoint answers.
         async with running.http.get(f"{running.health}/healthz") as resp:
             assert resp.status == 200

@@ -319,13 +319,63 @@ def test_leases_only_in_the_own_namespace() -> None:
     assert all(g[1] != "leases" for g in grants(rules("sluice-scheduler")))
 
 
-def test_controller_role_writes_nothing_onto_users_objects() -> None:
+def test_controller_role_writes_only_what_it_must() -> None:
+    """The default Queue, kopf's events, and the pod grouper's PodGroups and pod labels:
+    nothing else is written, nothing deleted, no CRDs read."""
     granted = grants(rules("sluice-controller"))
-    assert ("scheduling.sluice.dev", "queues", "create") in granted
-    assert ("", "events", "create") in granted
-    writes = {"update", "patch", "delete", "deletecollection"}
-    assert not {g for g in granted if g[2] in writes}
-    assert not {g for g in granted if g[1] in ("customresourcedefinitions", "namespaces")}
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    assert {g for g in granted if g[2] in writes} == {
+        ("scheduling.sluice.dev", "queues", "create"),
+        ("", "events", "create"),
+        ("scheduling.sluice.dev", "podgroups", "create"),
+        ("scheduling.sluice.dev", "podgroups", "patch"),
+        ("", "pods", "patch"),
+    }
+    assert not {g for g in granted if g[1] == "customresourcedefinitions"}
+    assert ("", "namespaces", "get") in granted
+
+
+@pytest.mark.parametrize(
+    ("group", "resource"),
+    [
+        ("batch", "jobs"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("kubeflow.org", "pytorchjobs"),
+        ("kubeflow.org", "tfjobs"),
+        ("kubeflow.org", "jaxjobs"),
+        ("kubeflow.org", "mpijobs"),
+        ("ray.io", "rayclusters"),
+        ("ray.io", "rayjobs"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("", "pods"),
+    ],
+    ids=lambda v: v or "core",
+)
+def test_controller_reads_the_owners_it_knows(group: str, resource: str) -> None:
+    assert (group, resource, "get") in grants(rules("sluice-controller"))
+
+
+def test_every_owner_kind_with_a_gang_rule_is_readable() -> None:
+    from scheduler.controllers.gang_rules import RULES
+
+    granted = {(g, r) for g, r, v in grants(rules("sluice-controller")) if v == "get"}
+    plurals = {
+        "Job": "jobs",
+        "JobSet": "jobsets",
+        "PyTorchJob": "pytorchjobs",
+        "TFJob": "tfjobs",
+        "JAXJob": "jaxjobs",
+        "MPIJob": "mpijobs",
+        "RayCluster": "rayclusters",
+        "RayJob": "rayjobs",
+        "LeaderWorkerSet": "leaderworkersets",
+        "Deployment": "deployments",
+        "StatefulSet": "statefulsets",
+    }
+    assert {(group, plurals[kind]) for group, kind in RULES} <= granted
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ Served (see :data:`.resources.BUILTIN_RESOURCES` and the CRD catalog):
   events and the legacy ``bindings``; ``events.k8s.io/v1`` events (the store keeps events in
   this shape; core v1 events are converted both ways); ``scheduling.k8s.io/v1``
   priorityclasses; ``policy/v1`` poddisruptionbudgets; ``coordination.k8s.io/v1`` leases;
-  every kind of the CRD catalog (``scheduling.sluice.dev/v1alpha1`` podgroups, queues,
-  topologies, with their ``status`` subresource), validated and defaulted by the CRD schemas;
+  ``batch/v1`` jobs and ``apps/v1`` deployments, replicasets and statefulsets, stored as
+  written (no controller makes their pods); every kind of the CRD catalog
+  (``scheduling.sluice.dev/v1alpha1`` podgroups, queues, topologies, with their ``status``
+  subresource), validated and defaulted by the CRD schemas;
 * verbs: get, list (``labelSelector``, ``fieldSelector`` on any dotted path, ``limit`` and
   ``continue``), watch (``watch=true|1|True``, ``resourceVersion``,
   ``allowWatchBookmarks``, ``timeoutSeconds``; a too-old resourceVersion gives an ``ERROR``

@@ -125,6 +125,18 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
         short_names=("pdb",),
     ),
     ResourceInfo("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    # Workload objects that own pods, stored as they are written: no controller runs here
+    # (a Job makes no pods), but the pod grouper of `sluice controller` reads them.
+    ResourceInfo("batch", "v1", "jobs", "job", "Job", True, categories=("all",)),
+    ResourceInfo(
+        "apps", "v1", "deployments", "deployment", "Deployment", True, short_names=("deploy",)
+    ),
+    ResourceInfo(
+        "apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, short_names=("rs",)
+    ),
+    ResourceInfo(
+        "apps", "v1", "statefulsets", "statefulset", "StatefulSet", True, short_names=("sts",)
+    ),
 )
 
 #: Subresources served besides ``status``: (resource, subresource) -> (group, version, kind).

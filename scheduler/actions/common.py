@@ -104,11 +104,19 @@ def _say_gated(session: Session, job: JobInfo) -> None:
 
 
 def eligible(
-    session: Session, job: JobInfo, *, need_inqueue: bool = True, parked_too: bool = False
+    session: Session,
+    job: JobInfo,
+    *,
+    need_inqueue: bool = True,
+    parked_too: bool = False,
+    need_valid: bool = True,
 ) -> bool:
     """May an action try to place ``job`` this cycle? Records the reason when not. A
     parked job (found unschedulable, nothing that could help it changed since) is not
-    tried, and says again what it was told (``parked_too``: try it all the same)."""
+    tried, and says again what it was told (``parked_too``: try it all the same).
+    ``need_valid``: the plugins must find the job valid (a gang with its members);
+    enqueue admits a PodGroup before its pods exist, as Volcano's controllers create
+    them only once it is admitted."""
     if job.uid in session.job_errors:
         return False
     if session.is_gated(job):
@@ -155,6 +163,8 @@ def eligible(
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
+    if not need_valid:
+        return True
     with job_boundary(session, job):
         status = session.job_valid(job)
         if not status:

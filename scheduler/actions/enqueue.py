@@ -2,8 +2,10 @@
 
 A PodGroup is admitted when its ``minResources`` fits in what the cluster has idle
 (less what gangs admitted earlier still reserve) and the plugins agree that its queue
-has room. Queues are visited in queue order and jobs in job order, so when room is
-short the most important gangs are admitted first. Gangs without ``minResources``
+has room, whether or not its pods exist yet: Volcano's Job controller, and Kubeflow's
+and Spark's Volcano integrations, create the pods only once their PodGroup is admitted.
+Queues are visited in queue order and jobs in job order, so when room is short the most
+important gangs are admitted first. Gangs without ``minResources``
 are admitted at once. Lone pods need no admission.
 """
 
@@ -44,7 +46,7 @@ class EnqueueAction:
             if (
                 job.has_pod_group
                 and job.phase is PodGroupPhase.PENDING
-                and eligible(session, job, need_inqueue=False)
+                and eligible(session, job, need_inqueue=False, need_valid=False)
             ):
                 candidates.setdefault(job.queue, []).append(job)
         if not candidates:

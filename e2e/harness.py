@@ -709,18 +709,28 @@ class FakeKubelet:
 # --------------------------------------------------------------------------- the cluster
 
 
-def load_crds() -> list[dict[str, Any]]:
+def load_crds(pattern: str = "*.yaml") -> list[dict[str, Any]]:
+    """The CRDs of ``crds/`` (``pattern`` ``upstream/*/*.yaml``: the other schedulers'
+    CRDs, as their projects publish them)."""
     docs: list[dict[str, Any]] = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted(CRD_DIR.glob(pattern)):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
     return docs
 
 
-async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
-    """Create or replace the CRDs of ``crds/`` and wait until they are served. With the
-    emulator, which serves them built in and has no apiextensions API, nothing to do.
-    Returns the names of the CRDs created (not those that existed)."""
+UPSTREAM_CRDS: Final = "upstream/*/*.yaml"
+
+
+async def install_crds(
+    api: Api, *, timeout: float = 60.0, crds: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """Create or replace ``crds`` (by default those of ``crds/`` and the other schedulers'
+    of ``crds/upstream/``) and wait until they are served (the emulator serves them built
+    in, and keeps the CRD objects as any cluster does). Returns the names of the CRDs
+    created (not those that existed)."""
     crd_api = "apiextensions.k8s.io/v1"
+    if crds is None:
+        crds = [*load_crds(), *load_crds(UPSTREAM_CRDS)]
     served = await api.get_or_none(f"/apis/{API_VERSION}")
     if await api.get_or_none(f"/apis/{crd_api}") is None:
         if served is None:
@@ -729,7 +739,7 @@ async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
             )
         return []
     created: list[str] = []
-    for crd in load_crds():
+    for crd in crds:
         name = crd["metadata"]["name"]
         path = core_path("customresourcedefinitions", group=crd_api)
         try:
@@ -747,14 +757,20 @@ async def install_crds(api: Api, *, timeout: float = 60.0) -> list[str]:
                 },
             }
             await api.request("PUT", f"{path}/{name}", body=replacement)
-    wanted = {c["spec"]["names"]["plural"] for c in load_crds()}
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for c in crds:
+        for v in c["spec"]["versions"]:
+            if v.get("served"):
+                wanted[f"{c['spec']['group']}/{v['name']}"].add(c["spec"]["names"]["plural"])
 
     async def all_served() -> bool:
-        doc = await api.get_or_none(f"/apis/{API_VERSION}")
-        names = {r.get("name") for r in (doc or {}).get("resources") or ()}
-        return wanted <= names
+        for group_version, plurals in wanted.items():
+            doc = await api.get_or_none(f"/apis/{group_version}")
+            if not plurals <= {r.get("name") for r in (doc or {}).get("resources") or ()}:
+                return False
+        return True
 
-    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {API_VERSION} to be served")
+    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {', '.join(wanted)} served")
     return created
 
 
@@ -1476,6 +1492,7 @@ __all__ = [
     "SchedulerProcess",
     "hold_for",
     "install_crds",
+    "load_crds",
     "quantity",
     "rebinds_in_log",
     "wait_for",

@@ -520,8 +520,20 @@ class ApiEmulator:
             except AdmissionError as exc:
                 name = (obj.get("metadata") or {}).get("name", "")
                 raise HttpError(403, "Forbidden", f'pods "{name}" is forbidden: {exc}') from exc
+        if t.res.kind == "CustomResourceDefinition":
+            obj = self._establish(obj)
         created = self.store.create(unview(t.res, self._admit(t.res, obj)))
         return _json_response(201, view(t.res, created))
+
+    def _establish(self, crd: dict[str, Any]) -> dict[str, Any]:
+        """A CustomResourceDefinition of a kind the emulator serves is ``Established`` at
+        once, as the API server's controllers make it; any other is stored, not served."""
+        spec = crd.get("spec") or {}
+        name = f"{(spec.get('names') or {}).get('plural')}.{spec.get('group')}"
+        for marker in served_markers(self.catalog, ()):
+            if marker["metadata"]["name"] == name:
+                return {**crd, "status": marker["status"]}
+        return crd
 
     def _replace(self, t: _Target, body: dict[str, Any]) -> web.StreamResponse:
         stored = unview(t.res, self._incoming(t, body, t.name))

@@ -63,6 +63,28 @@ async def _create_pods(cluster: Cluster, pods: list[tuple[str, dict[str, Any]]])
         await cluster.api.request("POST", core_path("pods", cluster.namespace), body=pod)
 
 
+async def _wait_running(cluster: Cluster, members: list[str], what: str) -> None:
+    await wait_for(
+        lambda: cluster.all_running(members),
+        timeout=60,
+        what=what,
+        detail=lambda: cluster.describe_pods(members),
+    )
+
+
+async def _wait_group_running(
+    cluster: Cluster, group_version: str, name: str, count: int
+) -> dict[str, Any]:
+    """The PodGroup once its status says Running with ``count`` pods running."""
+
+    async def running() -> dict[str, Any] | None:
+        pg = await _get(cluster, group_version, "podgroups", name)
+        status = pg.get("status") or {}
+        return pg if status.get("phase") == "Running" and status.get("running") == count else None
+
+    return await wait_for(running, timeout=30, what=f"PodGroup {name} Running, {count} running")
+
+
 def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}
 
@@ -144,19 +166,8 @@ async def test_volcano_job_is_gang_scheduled(cluster: Cluster, start_scheduler) 
     async with _volcano_queue(cluster, "vq") as queue:
         await start_scheduler()
         members = await _volcano_gang(cluster, "train", queue, {"worker": 2, "ps": 1})
-        await wait_for(
-            lambda: cluster.all_running(members),
-            timeout=60,
-            what="the Volcano job's pods bound and running",
-            detail=lambda: cluster.describe_pods(members),
-        )
-
-        async def running() -> dict[str, Any] | None:
-            pg = await _get(cluster, VOLCANO, "podgroups", "train")
-            status = pg.get("status") or {}
-            return pg if status.get("phase") == "Running" and status.get("running") == 3 else None
-
-        pg = await wait_for(running, timeout=30, what="PodGroup train Running, 3 running")
+        await _wait_running(cluster, members, "the Volcano job's pods bound and running")
+        pg = await _wait_group_running(cluster, VOLCANO, "train", 3)
         scheduled = _conditions(pg)["Scheduled"]
         assert (scheduled["status"], scheduled["reason"]) == (
             "True",
@@ -224,18 +235,8 @@ async def test_scheduler_plugins_pod_group_is_gang_scheduled(
     await _create_pods(
         cluster, [(m, {"labels": {"scheduling.x-k8s.io/pod-group": "nginx"}}) for m in members]
     )
-    await wait_for(
-        lambda: cluster.all_running(members),
-        timeout=60,
-        what="the gang bound and running",
-        detail=lambda: cluster.describe_pods(members),
-    )
-
-    async def running() -> dict[str, Any] | None:
-        status = (await _get(cluster, X_K8S, "podgroups", "nginx")).get("status") or {}
-        return status if status.get("phase") == "Running" and status.get("running") == 3 else None
-
-    status = await wait_for(running, timeout=30, what="PodGroup nginx Running, 3 running")
+    await _wait_running(cluster, members, "the gang bound and running")
+    status = (await _wait_group_running(cluster, X_K8S, "nginx", 3))["status"]
     assert status["scheduleStartTime"]
     assert cluster.recorder.violations == []
 
@@ -289,12 +290,7 @@ async def test_kubernetes_workload_pod_group_is_gang_scheduled(
             for g in greedy
         ],
     )
-    await wait_for(
-        lambda: cluster.all_running(workers),
-        timeout=60,
-        what="the gang bound and running",
-        detail=lambda: cluster.describe_pods(workers + greedy),
-    )
+    await _wait_running(cluster, workers, "the gang bound and running")
 
     async def condition(name: str, status: str) -> dict[str, Any] | None:
         cond = _conditions(await _get(cluster, KUBERNETES, "podgroups", name)).get(

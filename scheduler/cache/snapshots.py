@@ -24,6 +24,7 @@ from scheduler.api.disruption import (
     is_healthy,
     unhealthy_evictable,
 )
+from scheduler.api.group_apis import SLUICE, api_of_job
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.membership import pod_queue
 from scheduler.api.node import NodeInfo
@@ -112,15 +113,21 @@ def jobs_of(
     """The jobs of a snapshot: a copy of each PodGroup's, and a gang of one for each pod
     of Sluice without a PodGroup, each holding its tasks' copies. A pod naming a PodGroup
     that does not exist (its uid is in ``grouped``: the tasks whose job is a PodGroup's)
-    forms a job with that ``problem``.
+    forms a job with that ``problem``. Another API's PodGroup whose pods all belong to
+    other schedulers is left out (Sluice neither admits it nor writes its status); one
+    without pods yet is in (Volcano's controllers create the pods once it is admitted).
 
     ``last``: the jobs of the last snapshot. A gang of one whose task copy is reused (the
     very object: the task did not change) is reused too, as nothing else goes into it and
     sessions do not change it."""
     jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in pod_groups.items()}
     last = last or {}
+    # Jobs of other schedulers' pods: another API's PodGroup whose pods are all theirs is
+    # theirs (kube-scheduler, or Volcano's scheduler, beside Sluice), not Sluice's to admit.
+    others: set[str] = set()
     for task in tasks.values():
         if not task.sluice:
+            others.add(task.job_id)
             continue
         job = jobs.get(task.job_id)
         if job is None:
@@ -142,6 +149,10 @@ def jobs_of(
         if task.spec.problem and not job.problem:
             job.problem = task.spec.problem  # a member that can never fit holds its gang
         job.add_task(task)
+    for uid in others:
+        job = jobs.get(uid)
+        if job is not None and not job.tasks and api_of_job(uid) is not SLUICE:
+            del jobs[uid]
     for job in jobs.values():
         if job.has_pod_group and not job.priority_class and job.tasks:
             job.priority = max(t.priority for t in job.tasks.values())

@@ -123,3 +123,19 @@ def test_volcano_task_and_preemptable_annotations_reach_the_task() -> None:
     )
     task = cache.tasks["default/w"]
     assert (task.role, task.preemptable) == ("ps", False)
+
+
+def test_a_group_of_another_schedulers_pods_is_not_sluices() -> None:
+    theirs = pod("t", scheduler="default-scheduler", schedulingGroup={"podGroupName": "g"})
+    ours = pod("o", schedulingGroup={"podGroupName": "h"})
+    cache = cache_with(
+        foreign_pod_group(KUBERNETES, "g", GANG),
+        foreign_pod_group(KUBERNETES, "h", GANG),
+        foreign_pod_group(VOLCANO, "empty", {"minMember": 2}),
+        theirs,
+        ours,
+    )
+    jobs = cache.snapshot().jobs
+    assert "kubernetes:default/g" not in jobs  # kube-scheduler's: not admitted, no status
+    assert "kubernetes:default/h" in jobs
+    assert "volcano:default/empty" in jobs  # no pods yet: admitted, its pods come then

@@ -17,12 +17,18 @@ What a converter cannot honour of an object is not lost silently: it comes back 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from scheduler.api import labels as L
+from scheduler.api.convert import conditions_of, parse_time, ref
+from scheduler.api.group_apis import GroupApi
+from scheduler.api.job import JobInfo
 
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["Converted"]
+__all__ = ["Converted", "GroupObject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +37,50 @@ class Converted(Generic[T_co]):
 
     value: T_co
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupObject:
+    """A PodGroup object of ``api``, read: its parts, and ``where``, how messages name it
+    (``PodGroup ns/name (scheduling.volcano.sh/v1beta1)``)."""
+
+    api: GroupApi
+    meta: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    namespace: str
+    name: str
+    where: str
+
+    @staticmethod
+    def read(pg: Mapping[str, Any], api: GroupApi) -> GroupObject:
+        meta = pg.get("metadata") or {}
+        return GroupObject(
+            api,
+            meta,
+            pg.get("spec") or {},
+            pg.get("status") or {},
+            str(meta.get("namespace", "default")),
+            str(meta["name"]),
+            ref({"kind": "PodGroup", "metadata": meta}) + f" ({api.api_version})",
+        )
+
+    @property
+    def labelled_queue(self) -> str:
+        """The queue of an API without queues: the label ``scheduling.sluice.dev/queue``,
+        else ``default``."""
+        return str((self.meta.get("labels") or {}).get(L.QUEUE_LABEL) or L.DEFAULT_QUEUE)
+
+    def job(self, **fields: Any) -> JobInfo:
+        """Its gang: the fields every API's have (job id, namespace, name, creation,
+        uid, conditions) and ``fields``."""
+        return JobInfo(
+            uid=self.api.job_id(self.namespace, self.name),
+            namespace=self.namespace,
+            name=self.name,
+            creation=parse_time(self.meta.get("creationTimestamp")),
+            has_pod_group=True,
+            pod_group_uid=str(self.meta.get("uid") or ""),
+            conditions=conditions_of(self.status),
+            **fields,
+        )

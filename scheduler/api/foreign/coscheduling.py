@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from scheduler.api import labels as L
-from scheduler.api.convert import conditions_of, parse_time, ref
-from scheduler.api.foreign import Converted
+from scheduler.api.foreign import Converted, GroupObject
 from scheduler.api.group_apis import SCHEDULER_PLUGINS
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import Resource
@@ -59,26 +57,14 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converte
     """The gang of a scheduler-plugins PodGroup (its priority is its pods' highest, as
     the plugin orders by pod priority)."""
     del priority_classes
-    meta = pg.get("metadata") or {}
-    spec = pg.get("spec") or {}
-    status = pg.get("status") or {}
-    where = ref({"kind": "PodGroup", "metadata": meta}) + f" ({SCHEDULER_PLUGINS.api_version})"
-    ns = str(meta.get("namespace", "default"))
-    name = str(meta["name"])
-    job = JobInfo(
-        uid=SCHEDULER_PLUGINS.job_id(ns, name),
-        namespace=ns,
-        name=name,
-        queue=str((meta.get("labels") or {}).get(L.QUEUE_LABEL) or L.DEFAULT_QUEUE),
-        min_member=int(spec.get("minMember") or 0),
+    g = GroupObject.read(pg, SCHEDULER_PLUGINS)
+    job = g.job(
+        queue=g.labelled_queue,
+        min_member=int(g.spec.get("minMember") or 0),
         min_resources=Resource.parse(
-            spec.get("minResources"), obj=where, field="spec.minResources"
+            g.spec.get("minResources"), obj=g.where, field="spec.minResources"
         ),
-        creation=parse_time(meta.get("creationTimestamp")),
-        phase=domain_phase(str(status.get("phase") or "")),
-        has_pod_group=True,
-        pod_group_uid=str(meta.get("uid") or ""),
-        conditions=conditions_of(status),
+        phase=domain_phase(str(g.status.get("phase") or "")),
     )
     return Converted(job)
 

@@ -30,12 +30,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import class_priority, conditions_of, parse_time, ref
-from scheduler.api.foreign import Converted
+from scheduler.api.convert import class_priority
+from scheduler.api.foreign import Converted, GroupObject
 from scheduler.api.foreign.conditions import set_condition
 from scheduler.api.group_apis import KUBERNETES
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
-from scheduler.api.resource import ZERO
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTS_FOR_GANG
 
@@ -50,9 +49,8 @@ SCHEDULED: Final = "PodGroupScheduled"
 def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converted[JobInfo | None]:
     """The gang of a PodGroup of policy ``gang``; None for ``basic`` (its pods are
     scheduled alone). What is not honoured comes back as notes."""
-    meta = pg.get("metadata") or {}
-    spec = pg.get("spec") or {}
-    where = ref({"kind": "PodGroup", "metadata": meta}) + f" ({KUBERNETES.api_version})"
+    g = GroupObject.read(pg, KUBERNETES)
+    spec, where = g.spec, g.where
     policy = spec.get("schedulingPolicy") or {}
     notes: list[str] = []
     if spec.get("disruptionMode") == "PodGroup":
@@ -65,8 +63,6 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converte
     gang = policy.get("gang") if isinstance(policy, Mapping) else None
     if not isinstance(gang, Mapping):
         return Converted(None, tuple(notes))
-    ns = str(meta.get("namespace", "default"))
-    name = str(meta["name"])
     pc = str(spec.get("priorityClassName") or "")
     priority = spec.get("priority")
     if not isinstance(priority, int) or isinstance(priority, bool):
@@ -78,22 +74,13 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converte
     ]
     if len(keys) > 1:
         notes.append(f"{where}: only the first of spec.schedulingConstraints.topology is honoured")
-    status = pg.get("status") or {}
-    job = JobInfo(
-        uid=KUBERNETES.job_id(ns, name),
-        namespace=ns,
-        name=name,
-        queue=str((meta.get("labels") or {}).get(L.QUEUE_LABEL) or L.DEFAULT_QUEUE),
+    job = g.job(
+        queue=g.labelled_queue,
         min_member=int(gang.get("minCount") or 0),
-        min_resources=ZERO,
         priority=priority,
         priority_class=pc,
-        creation=parse_time(meta.get("creationTimestamp")),
         phase=PodGroupPhase.INQUEUE,  # no admission step in this API
-        has_pod_group=True,
         topology=TopologyConstraint("", required_level=keys[0]) if keys else None,
-        pod_group_uid=str(meta.get("uid") or ""),
-        conditions=conditions_of(status),
     )
     return Converted(job, tuple(notes))
 

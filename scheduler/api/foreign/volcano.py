@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import class_priority, conditions_of, parse_time, ref
+from scheduler.api.convert import class_priority
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.foreign import Converted
+from scheduler.api.foreign import Converted, GroupObject
 from scheduler.api.foreign.conditions import set_condition
 from scheduler.api.group_apis import VOLCANO
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
@@ -118,38 +118,26 @@ def _sub_groups(policies: object, min_task_member: dict[str, int], where: str) -
 
 def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converted[JobInfo]:
     """The gang of a Volcano PodGroup, and what of it is not honoured."""
-    meta = pg.get("metadata") or {}
-    spec = pg.get("spec") or {}
-    status = pg.get("status") or {}
-    where = ref({"kind": "PodGroup", "metadata": meta}) + f" ({VOLCANO.api_version})"
-    ns = str(meta.get("namespace", "default"))
-    name = str(meta["name"])
+    g = GroupObject.read(pg, VOLCANO)
+    spec = g.spec
     pc = str(spec.get("priorityClassName") or "")
-    priority = class_priority(pc, priority_classes, where)
     min_task_member = {str(k): int(v) for k, v in (spec.get("minTaskMember") or {}).items()}
-    notes = _sub_groups(spec.get("subGroupPolicy"), min_task_member, where)
+    notes = _sub_groups(spec.get("subGroupPolicy"), min_task_member, g.where)
     try:
-        phase = PodGroupPhase(status.get("phase", "Pending"))
+        phase = PodGroupPhase(g.status.get("phase", "Pending"))
     except ValueError:
         phase = PodGroupPhase.PENDING
-    job = JobInfo(
-        uid=VOLCANO.job_id(ns, name),
-        namespace=ns,
-        name=name,
+    job = g.job(
         queue=str(spec.get("queue") or L.DEFAULT_QUEUE),
         min_member=int(spec.get("minMember") or 0),
         min_task_member=min_task_member,
         min_resources=Resource.parse(
-            spec.get("minResources"), obj=where, field="spec.minResources"
+            spec.get("minResources"), obj=g.where, field="spec.minResources"
         ),
-        priority=priority,
+        priority=class_priority(pc, priority_classes, g.where),
         priority_class=pc,
-        creation=parse_time(meta.get("creationTimestamp")),
         phase=phase,
-        has_pod_group=True,
-        topology=_topology(spec, meta.get("annotations") or {}, where),
-        pod_group_uid=str(meta.get("uid") or ""),
-        conditions=conditions_of(status),
+        topology=_topology(spec, g.meta.get("annotations") or {}, g.where),
     )
     return Converted(job, notes)
 

@@ -78,8 +78,11 @@ def pod_status(pod: Obj) -> TaskStatus:
     return TaskStatus.PENDING
 
 
-def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskInfo:
-    """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does)."""
+def task_from_pod(
+    pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME, job_id: str | None = None
+) -> TaskInfo:
+    """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does).
+    ``job_id``: its job, when the caller resolved it (else :func:`job_id_of_pod`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     where = ref({"kind": "Pod", "metadata": meta})
@@ -93,7 +96,7 @@ def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskIn
         uid=str(meta.get("uid") or where),
         namespace=str(meta.get("namespace", "default")),
         name=str(meta["name"]),
-        job_id=job_id_of_pod(pod),
+        job_id=job_id if job_id is not None else job_id_of_pod(pod),
         spec=parse_pod_spec(spec, obj=where),
         priority=priority,
         creation=parse_time(meta.get("creationTimestamp")),

@@ -21,7 +21,7 @@ jobs: :meth:`GroupApi.job_id`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from scheduler.api import labels as L
@@ -53,6 +53,11 @@ class GroupApi:
     version: str
     pod_group_kind: str = "PodGroup"
     queue_kind: str = ""
+    prefix: str = field(init=False, compare=False)
+    """What its job ids start with: "" for Sluice's, ``name:`` for another API's."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", "" if self.group == L.GROUP else f"{self.name}:")
 
     @property
     def api_version(self) -> str:
@@ -67,10 +72,6 @@ class GroupApi:
     def queue_key(self) -> str:
         """The kind key of its Queues, "" when it has none."""
         return kind_key(self.api_version, self.queue_kind) if self.queue_kind else ""
-
-    @property
-    def prefix(self) -> str:
-        return "" if self is SLUICE else f"{self.name}:"
 
     def job_id(self, namespace: str, name: str) -> str:
         """The id of the job of this API's PodGroup ``namespace/name``."""

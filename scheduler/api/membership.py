@@ -127,17 +127,14 @@ def resolve_job_id(
     return job_id
 
 
-def _flag(labels: Mapping[str, str], annotations: Mapping[str, str], key: str) -> str | None:
-    value = annotations.get(key)
-    return labels.get(key) if value is None else value
-
-
 def pod_role(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
     """A pod's role in its gang: the label ``scheduling.sluice.dev/task-role``, else
     Volcano's task (``volcano.sh/task-spec``, annotation then label), else none."""
     role = labels.get(L.TASK_ROLE_LABEL)
     if role is None:
-        role = _flag(labels, annotations, VOLCANO_TASK_SPEC)
+        role = annotations.get(VOLCANO_TASK_SPEC)
+        if role is None:
+            role = labels.get(VOLCANO_TASK_SPEC)
     return L.DEFAULT_ROLE if role is None else str(role)
 
 
@@ -153,7 +150,10 @@ def pod_preemptable(labels: Mapping[str, str], annotations: Mapping[str, str]) -
     """May the pod be a victim? Not if the label ``scheduling.sluice.dev/preemptable``
     says ``false``, nor if Volcano's ``volcano.sh/preemptable`` (annotation, else label)
     does not say true (a value that is not a boolean counts as false, as Volcano reads it)."""
-    if labels.get(L.PREEMPTABLE_LABEL, "true").lower() == "false":
+    own = labels.get(L.PREEMPTABLE_LABEL)
+    if own is not None and own.lower() == "false":
         return False
-    volcano = _flag(labels, annotations, VOLCANO_PREEMPTABLE)
+    volcano = annotations.get(VOLCANO_PREEMPTABLE)
+    if volcano is None:
+        volcano = labels.get(VOLCANO_PREEMPTABLE)
     return volcano is None or str(volcano).lower() in ("true", "1", "t")

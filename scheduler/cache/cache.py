@@ -126,6 +126,14 @@ _SPEC_FIELDS = (
 )
 
 
+def _same_metadata(task: TaskInfo, pod: Obj) -> bool:
+    """Are the pod's labels and annotations those ``task`` was made from?"""
+    meta = pod["metadata"]
+    return task.labels == (meta.get("labels") or {}) and task.annotations == (
+        meta.get("annotations") or {}
+    )
+
+
 def _queue_where(name: str, api: GroupApi) -> str:
     return f"Queue {name}" if api is SLUICE else f"Queue {name} ({api.api_version})"
 
@@ -308,11 +316,16 @@ class SchedulerCache:
             return True
         spec = pod.get("spec") or {}
         src = tuple(spec.get(f) for f in _SPEC_FIELDS)
+        if old is not None and _same_metadata(old, pod):  # the usual event: a status change
+            job_id = old.job_id  # which groups exist changes it through _rekey
+        else:
+            job_id = self._membership.job_of(uid, pod, self)
         task = (
-            task_from_pod(pod, scheduler_name=self.scheduler_name)
+            task_from_pod(pod, scheduler_name=self.scheduler_name, job_id=job_id)
             if (old is None or self._spec_src.get(uid) != src)
             else self._refresh(old, pod)
         )
+        task.job_id = job_id
         self._spec_src[uid] = src
         if not task.sluice and task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
             if old is not None:
@@ -320,7 +333,6 @@ class SchedulerCache:
                 del self.tasks[uid]
             self._membership.forget(uid)
             return True
-        task.job_id = self._membership.job_of(uid, pod, self)
         self._keep_assumptions(old, task)
         if old is not None:
             self._detach(old)
@@ -372,13 +384,14 @@ class SchedulerCache:
         task.nominated_node = str(status.get("nominatedNodeName") or "")
         task.terminating = bool(meta.get("deletionTimestamp"))
         task.ready = pod_ready(status)
-        task.labels = dict(meta.get("labels") or {})
-        task.annotations = dict(meta.get("annotations") or {})
         task.start_time = parse_time(status.get("startTime"))
-        # What derives from labels and annotations may change after creation (the job too:
-        # the caller resolves it).
-        task.preemptable = pod_preemptable(task.labels, task.annotations)
-        task.role = pod_role(task.labels, task.annotations)
+        if not _same_metadata(old, pod):
+            # What derives from labels and annotations may change after creation (the job
+            # too: the caller resolves it).
+            task.labels = dict(meta.get("labels") or {})
+            task.annotations = dict(meta.get("annotations") or {})
+            task.preemptable = pod_preemptable(task.labels, task.annotations)
+            task.role = pod_role(task.labels, task.annotations)
         return task
 
     def _attach(self, task: TaskInfo) -> None:

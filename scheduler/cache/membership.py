@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.api.group_apis import KUBERNETES
-from scheduler.api.membership import GroupIndex, GroupRef, pod_group_ref, resolve_job_id
+from scheduler.api.membership import (
+    GroupIndex,
+    GroupRef,
+    lone_job_id,
+    pod_group_ref,
+    resolve_job_id,
+)
 
 __all__ = ["Membership"]
 
@@ -34,24 +40,28 @@ class Membership:
         a missing PodGroup is then a problem of their job."""
 
     def job_of(self, uid: str, pod: Mapping[str, Any], groups: GroupIndex) -> str:
-        """Record ``pod``'s reference (as task ``uid``) and return the job it joins now."""
+        """Record ``pod``'s reference (as task ``uid``) and return the job it joins now.
+        Called on every event of every pod: the usual case (the same reference as
+        before) is a few dictionary lookups."""
         meta = pod.get("metadata") or {}
         ns, name = str(meta.get("namespace", "default")), str(meta["name"])
         ref = pod_group_ref(pod)
         old = self._refs.get(uid)
-        if old is not None and (ref is None or (old[0], old[2].name) != (ns, ref.name)):
+        if old is not None and (ref is None or old[2].name != ref.name or old[0] != ns):
             self.forget(uid)
+            old = None
         if ref is None:
-            return resolve_job_id(None, ns, name)
+            return lone_job_id(ns, name)
         self._refs[uid] = (ns, name, ref)
-        self._by_name.setdefault((ns, ref.name), set()).add(uid)
+        if old is None:
+            self._by_name.setdefault((ns, ref.name), set()).add(uid)
         return self._resolve(uid, groups)
 
     def _resolve(self, uid: str, groups: GroupIndex) -> str:
         ns, name, ref = self._refs[uid]
         job_id = resolve_job_id(ref, ns, name, groups)
-        if ref.api is KUBERNETES and groups.is_basic(ref.api.job_id(ns, ref.name)):
-            self.grouped.discard(uid)
+        if ref.api is KUBERNETES and job_id == lone_job_id(ns, name):
+            self.grouped.discard(uid)  # a basic group's pod: scheduled alone
         else:
             self.grouped.add(uid)
         return job_id

@@ -23,7 +23,7 @@ from scheduler.api.group_apis import VOLCANO, GroupApi, kind_key
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.snapshot import Snapshot
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.session import Session, open_session
@@ -421,3 +421,27 @@ def cached_session(
     if config is None:
         config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(plugins or ())),))
     return open_session(cache.snapshot(), builtin_registry().resolve(config))
+
+
+def gang_of(
+    api: GroupApi,
+    statuses: Sequence[TaskStatus],
+    min_member: int,
+    phase: PodGroupPhase = PodGroupPhase.INQUEUE,
+    ns: str = "default",
+) -> JobInfo:
+    """The gang of ``api``'s PodGroup ``pg``, with one pod (of 100m CPU) per status."""
+    job = JobInfo(
+        api.job_id(ns, "pg"),
+        ns,
+        "pg",
+        "default",
+        min_member=min_member,
+        phase=phase,
+        has_pod_group=True,
+    )
+    for i, status in enumerate(statuses):
+        task = task_from_pod(pod(f"p{i}", ns=ns))
+        task.status = status
+        job.add_task(task)
+    return job

@@ -8,12 +8,11 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
-from scheduler.api.convert import task_from_pod
 from scheduler.api.foreign import coscheduling
 from scheduler.api.group_apis import SCHEDULER_PLUGINS
-from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.job import PodGroupPhase
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, pod
+from tests.builders import foreign_pod_group, gang_of
 
 NOW = "2026-11-26T10:00:00Z"
 
@@ -96,19 +95,7 @@ P, B, R, S, F = (
 def test_status_as_the_controller_writes_it(
     statuses: list[TaskStatus], before: str, phase: str, domain: PodGroupPhase
 ) -> None:
-    job = JobInfo(
-        "scheduler-plugins:default/pg",
-        "default",
-        "pg",
-        "default",
-        min_member=3,
-        phase=PodGroupPhase.INQUEUE,
-        has_pod_group=True,
-    )
-    for i, status in enumerate(statuses):
-        task = task_from_pod(pod(f"p{i}"))
-        task.status = status
-        job.add_task(task)
+    job = gang_of(SCHEDULER_PLUGINS, statuses, 3)
     previous = {"phase": before} if before else {}
     status, got = coscheduling.pod_group_status(job, NOW, previous)
     assert status["phase"] == phase

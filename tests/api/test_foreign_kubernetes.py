@@ -13,7 +13,7 @@ from scheduler.api.foreign import kubernetes
 from scheduler.api.group_apis import KUBERNETES
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, pod
+from tests.builders import foreign_pod_group, gang_of, pod
 
 NOW = "2026-11-26T10:00:00Z"
 GANG = {"schedulingPolicy": {"gang": {"minCount": 3}}}
@@ -71,20 +71,7 @@ def test_unknown_priority_class_is_refused() -> None:
 
 
 def _gang(statuses: list[TaskStatus], min_count: int = 2) -> JobInfo:
-    job = JobInfo(
-        "kubernetes:default/pg",
-        "default",
-        "pg",
-        "default",
-        min_member=min_count,
-        phase=PodGroupPhase.INQUEUE,
-        has_pod_group=True,
-    )
-    for i, status in enumerate(statuses):
-        task = task_from_pod(pod(f"p{i}"))
-        task.status = status
-        job.add_task(task)
-    return job
+    return gang_of(KUBERNETES, statuses, min_count)
 
 
 P, B, F = TaskStatus.PENDING, TaskStatus.BINDING, TaskStatus.FAILED

@@ -8,14 +8,13 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
-from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.foreign import volcano
 from scheduler.api.group_apis import VOLCANO
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, pod, volcano_queue
+from tests.builders import foreign_pod_group, gang_of, volcano_queue
 
 CLASSES = {"high": 1000}
 NOW = "2026-11-26T10:00:00Z"
@@ -203,20 +202,7 @@ def test_queue_root_is_not_a_queue_and_unhonoured_fields_are_told() -> None:
 
 
 def _gang(statuses: list[TaskStatus], min_member: int, phase: PodGroupPhase) -> JobInfo:
-    job = JobInfo(
-        "volcano:ml/pg",
-        "ml",
-        "pg",
-        "default",
-        min_member=min_member,
-        phase=phase,
-        has_pod_group=True,
-    )
-    for i, status in enumerate(statuses):
-        task = task_from_pod(pod(f"p{i}", ns="ml"))
-        task.status = status
-        job.add_task(task)
-    return job
+    return gang_of(VOLCANO, statuses, min_member, phase, ns="ml")
 
 
 P, B, R, S, F, X = (

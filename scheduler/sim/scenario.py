@@ -358,6 +358,16 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
             and not (q in volcano_queues.values() and parent == "root")
         ):
             raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
+    for pg in by_kind[KUBERNETES.pod_group_key].values():
+        ref_ = ((pg.get("spec") or {}).get("podGroupTemplateRef") or {}).get("workload") or {}
+        workload = ref_.get("workloadName")
+        ns = pg["metadata"]["namespace"]
+        if workload and f"{ns}/{workload}" not in by_kind[WORKLOAD_KIND]:
+            raise ScenarioError(  # the API server's admission refuses it (403)
+                _label(pg, KUBERNETES.pod_group_key),
+                "spec.podGroupTemplateRef.workload.workloadName",
+                f"no Workload named {workload!r} in namespace {ns!r}",
+            )
     for pg in by_kind[VOLCANO.pod_group_key].values():
         pc = (pg.get("spec") or {}).get("priorityClassName")
         if pc and pc not in classes:

@@ -712,19 +712,36 @@ class FakeKubelet:
 # --------------------------------------------------------------------------- the cluster
 
 
-def load_crds(directory: Path = CRD_DIR) -> list[dict[str, Any]]:
+def load_crds(directory: Path = CRD_DIR, pattern: str = "*.yaml") -> list[dict[str, Any]]:
+    """The CRDs of ``directory`` (``crds/``; ``pattern`` ``upstream/*/*.yaml``: the other
+    schedulers' CRDs, as their projects publish them)."""
     docs: list[dict[str, Any]] = []
-    for path in sorted(directory.glob("*.yaml")):
+    for path in sorted(directory.glob(pattern)):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
     return docs
 
 
-async def install_crds(api: Api, *, timeout: float = 60.0, directory: Path = CRD_DIR) -> list[str]:
-    """Create or replace the CRDs of ``directory`` (``crds/``) and wait until they are
-    served. With the emulator, which serves them built in and has no apiextensions API,
-    nothing to do. Returns the names of the CRDs created (not those that existed)."""
+UPSTREAM_CRDS: Final = "upstream/*/*.yaml"
+
+
+async def install_crds(
+    api: Api,
+    *,
+    timeout: float = 60.0,
+    crds: list[dict[str, Any]] | None = None,
+    directory: Path | None = None,
+) -> list[str]:
+    """Create or replace ``crds`` (by default those of ``directory``, or those of
+    ``crds/`` and the other schedulers' of ``crds/upstream/``) and wait until they are
+    served (the emulator serves them built in, and keeps the CRD objects as any cluster
+    does). Returns the names of the CRDs created (not those that existed)."""
     crd_api = "apiextensions.k8s.io/v1"
-    crds = load_crds(directory)
+    if crds is None:
+        crds = (
+            load_crds(directory)
+            if directory is not None
+            else [*load_crds(), *load_crds(pattern=UPSTREAM_CRDS)]
+        )
     served = await api.get_or_none(f"/apis/{API_VERSION}")
     if await api.get_or_none(f"/apis/{crd_api}") is None:
         if served is None:
@@ -751,21 +768,20 @@ async def install_crds(api: Api, *, timeout: float = 60.0, directory: Path = CRD
                 },
             }
             await api.request("PUT", f"{path}/{name}", body=replacement)
-    wanted = {
-        (f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["plural"])
-        for c in crds
-        for v in c["spec"]["versions"]
-        if v.get("served")
-    }
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for c in crds:
+        for v in c["spec"]["versions"]:
+            if v.get("served"):
+                wanted[f"{c['spec']['group']}/{v['name']}"].add(c["spec"]["names"]["plural"])
 
     async def all_served() -> bool:
-        for group_version, plural in wanted:
+        for group_version, plurals in wanted.items():
             doc = await api.get_or_none(f"/apis/{group_version}")
-            if plural not in {r.get("name") for r in (doc or {}).get("resources") or ()}:
+            if not plurals <= {r.get("name") for r in (doc or {}).get("resources") or ()}:
                 return False
         return True
 
-    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {directory.name}/ served")
+    await wait_for(all_served, timeout=timeout, what=f"the CRDs of {', '.join(wanted)} served")
     return created
 
 
@@ -1511,6 +1527,7 @@ __all__ = [
     "SchedulerProcess",
     "hold_for",
     "install_crds",
+    "load_crds",
     "quantity",
     "rebinds_in_log",
     "wait_for",

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from scheduler.api.group_apis import SLUICE, GroupApi, api_of_job, kind_key
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
@@ -30,10 +31,18 @@ class ObjectRef:
     namespace: str
     name: str
     uid: str = ""
+    api_version: str = ""
+    """``group/version`` of the kind; "" for a pod, a node, or Sluice's own kinds."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def kind_key(self) -> str:
+        """Which kind it is, as both backends key kinds
+        (:func:`~scheduler.api.group_apis.kind_key`)."""
+        return kind_key(self.api_version, self.kind) if self.api_version else self.kind
 
     @staticmethod
     def of_pod(task: TaskInfo) -> ObjectRef:
@@ -42,12 +51,16 @@ class ObjectRef:
 
     @staticmethod
     def of_pod_group(job: JobInfo) -> ObjectRef:
-        """The PodGroup of ``job`` (a gang with a PodGroup)."""
-        return ObjectRef("PodGroup", job.namespace, job.name, job.pod_group_uid)
+        """The PodGroup of ``job`` (a gang with a PodGroup), of whichever API."""
+        api = api_of_job(job.uid)
+        version = "" if api is SLUICE else api.api_version
+        return ObjectRef(api.pod_group_kind, job.namespace, job.name, job.pod_group_uid, version)
 
     @staticmethod
-    def of_queue(queue: QueueInfo) -> ObjectRef:
-        return ObjectRef("Queue", "", queue.name, queue.uid)
+    def of_queue(queue: QueueInfo, api: GroupApi = SLUICE) -> ObjectRef:
+        """The Queue of ``queue``, of ``api``."""
+        version = "" if api is SLUICE else api.api_version
+        return ObjectRef(api.queue_kind, "", queue.name, queue.uid, version)
 
 
 EvictionMode = Literal["delete", "evict"]

@@ -19,10 +19,11 @@ from scheduler.api.convert import (
     queue_from_object,
     task_from_pod,
 )
+from scheduler.api.group_apis import VOLCANO, GroupApi, kind_key
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.snapshot import Snapshot
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.session import Session, open_session
@@ -46,6 +47,7 @@ def pod(
     role: str | None = None,
     scheduler: str = L.SCHEDULER_NAME,
     phase: str | None = None,
+    annotations: Mapping[str, str] | None = None,
     **spec: Any,
 ) -> Obj:
     """A Pod with one container requesting ``cpu`` and ``memory`` (None: no request).
@@ -69,10 +71,13 @@ def pod(
     if node is not None:
         body["nodeName"] = node
     body.update(spec)
+    meta: Obj = {"name": name, "namespace": ns, "uid": f"{ns}/{name}", "labels": meta_labels}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "uid": f"{ns}/{name}", "labels": meta_labels},
+        "metadata": meta,
         "spec": body,
         "status": {"phase": phase or ("Running" if node is not None else "Pending")},
     }
@@ -353,8 +358,53 @@ def cache_with(*objects: Obj, scheduler_name: str = L.SCHEDULER_NAME) -> Any:
     if not any(o["kind"] == "Queue" and o["metadata"]["name"] == L.DEFAULT_QUEUE for o in objects):
         cache.handle("Queue", "ADDED", queue(L.DEFAULT_QUEUE))
     for obj in objects:
-        cache.handle(obj["kind"], "ADDED", obj)
+        cache.handle(key_of(obj), "ADDED", obj)
     return cache
+
+
+def key_of(obj: Obj) -> str:
+    """The kind key of ``obj`` (``PodGroup.scheduling.volcano.sh``), as backends hand it."""
+    return kind_key(str(obj.get("apiVersion") or ""), str(obj["kind"]))
+
+
+def foreign_pod_group(
+    api: GroupApi,
+    name: str,
+    spec: Mapping[str, Any],
+    *,
+    ns: str = "default",
+    status: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    """A PodGroup of another scheduler's ``api`` (Volcano, scheduler-plugins, Kubernetes)."""
+    meta: Obj = {"name": name, "namespace": ns, "uid": f"{api.name}-{ns}-{name}"}
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    out: Obj = {
+        "apiVersion": api.api_version,
+        "kind": "PodGroup",
+        "metadata": meta,
+        "spec": dict(spec),
+    }
+    if status is not None:
+        out["status"] = dict(status)
+    return out
+
+
+def volcano_queue(name: str, spec: Mapping[str, Any] | None = None, **status: Any) -> Obj:
+    """A Volcano Queue (cluster-scoped); keywords are fields of its status."""
+    out: Obj = {
+        "apiVersion": VOLCANO.api_version,
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"vq-{name}"},
+        "spec": dict(spec or {}),
+    }
+    if status:
+        out["status"] = status
+    return out
 
 
 def cached_session(
@@ -371,3 +421,27 @@ def cached_session(
     if config is None:
         config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(plugins or ())),))
     return open_session(cache.snapshot(), builtin_registry().resolve(config))
+
+
+def gang_of(
+    api: GroupApi,
+    statuses: Sequence[TaskStatus],
+    min_member: int,
+    phase: PodGroupPhase = PodGroupPhase.INQUEUE,
+    ns: str = "default",
+) -> JobInfo:
+    """The gang of ``api``'s PodGroup ``pg``, with one pod (of 100m CPU) per status."""
+    job = JobInfo(
+        api.job_id(ns, "pg"),
+        ns,
+        "pg",
+        "default",
+        min_member=min_member,
+        phase=phase,
+        has_pod_group=True,
+    )
+    for i, status in enumerate(statuses):
+        task = task_from_pod(pod(f"p{i}", ns=ns))
+        task.status = status
+        job.add_task(task)
+    return job

@@ -15,6 +15,7 @@ from scheduler.api import labels as L
 from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
+from scheduler.api.membership import pod_group_ref, pod_preemptable, pod_role, resolve_job_id
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import Taint, parse_pod_spec
 from scheduler.api.queue import QueueInfo
@@ -47,19 +48,19 @@ def ref(obj: Obj) -> str:
 
 
 def pod_group_name(pod: Obj) -> str:
-    """The PodGroup a pod belongs to, by label or the upstream annotation; "" if none."""
-    meta = pod.get("metadata") or {}
-    name = (meta.get("labels") or {}).get(L.POD_GROUP_LABEL)
-    if not name:
-        name = (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION)
-    return str(name or "")
+    """The name of the PodGroup a pod names, of whichever API; "" if none. The rule (and
+    the API) is :func:`scheduler.api.membership.pod_group_ref`."""
+    group = pod_group_ref(pod)
+    return group.name if group is not None else ""
 
 
 def job_id_of_pod(pod: Obj) -> str:
+    """The job of the PodGroup ``pod`` names, or its own as a gang of one. The cache
+    resolves it further with what PodGroups exist
+    (:func:`~scheduler.api.membership.resolve_job_id`)."""
     meta = pod["metadata"]
-    ns = meta.get("namespace", "default")
-    group = pod_group_name(pod)
-    return f"{ns}/{group}" if group else f"{ns}/{meta['name']}"
+    ns = str(meta.get("namespace", "default"))
+    return resolve_job_id(pod_group_ref(pod), ns, str(meta["name"]))
 
 
 def pod_status(pod: Obj) -> TaskStatus:
@@ -85,8 +86,11 @@ def scheduling_gates(pod: Obj) -> tuple[str, ...]:
     return tuple(str(g.get("name", "")) if isinstance(g, Mapping) else str(g) for g in gates)
 
 
-def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskInfo:
-    """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does)."""
+def task_from_pod(
+    pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME, job_id: str | None = None
+) -> TaskInfo:
+    """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does).
+    ``job_id``: its job, when the caller resolved it (else :func:`job_id_of_pod`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     where = ref({"kind": "Pod", "metadata": meta})
@@ -100,17 +104,17 @@ def task_from_pod(pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME) -> TaskIn
         uid=str(meta.get("uid") or where),
         namespace=str(meta.get("namespace", "default")),
         name=str(meta["name"]),
-        job_id=job_id_of_pod(pod),
+        job_id=job_id if job_id is not None else job_id_of_pod(pod),
         spec=parse_pod_spec(spec, obj=where),
         priority=priority,
         creation=parse_time(meta.get("creationTimestamp")),
-        role=labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE),
+        role=pod_role(labels, annotations),
         labels=labels,
         annotations=annotations,
         status=pod_status(pod),
         node_name=str(spec.get("nodeName") or ""),
         nominated_node=str(status.get("nominatedNodeName") or ""),
-        preemptable=labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false",
+        preemptable=pod_preemptable(labels, annotations),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         priority_class=str(spec.get("priorityClassName") or ""),
         start_time=parse_time(status.get("startTime")),
@@ -157,8 +161,7 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
     where = ref({"kind": "PodGroup", "metadata": meta})
     ns = str(meta.get("namespace", "default"))
     pc = str(spec.get("priorityClassName") or "")
-    if pc and pc not in priority_classes:
-        raise InvalidInputError(where, "spec.priorityClassName", f"no PriorityClass named {pc!r}")
+    priority = class_priority(pc, priority_classes, where)
     tc = spec.get("topologyConstraint")
     topology = None
     if tc:
@@ -182,7 +185,7 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
         min_resources=Resource.parse(
             spec.get("minResources"), obj=where, field="spec.minResources"
         ),
-        priority=priority_classes.get(pc, 0),
+        priority=priority,
         priority_class=pc,
         creation=parse_time(meta.get("creationTimestamp")),
         phase=phase,
@@ -191,6 +194,19 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
         pod_group_uid=str(meta.get("uid") or ""),
         conditions=conditions,
     )
+
+
+def class_priority(
+    name: str,
+    priority_classes: Mapping[str, int],
+    where: str,
+    field: str = "spec.priorityClassName",
+) -> int:
+    """The value of PriorityClass ``name`` (0 for ""); InvalidInputError naming ``field``
+    of ``where`` when no PriorityClass has that name."""
+    if name and name not in priority_classes:
+        raise InvalidInputError(where, field, f"no PriorityClass named {name!r}")
+    return priority_classes.get(name, 0)
 
 
 def conditions_of(status: Mapping[str, Any]) -> tuple[tuple[str, str, str, str], ...]:

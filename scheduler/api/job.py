@@ -21,9 +21,23 @@ class PodGroupPhase(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class TopologyConstraint:
+    """Where a gang must (``required_level``) or should (``preferred_level``) share one
+    domain: label keys of the levels of Topology ``topology``.
+
+    Two other shapes come from other APIs and are resolved against the cluster's
+    Topologies by the ``topology`` plugin: with ``tier`` or ``tier_name`` set (Volcano's
+    ``networkTopology``), the level is the ``tier``-th narrowest of ``topology`` (or of the
+    only Topology when ``topology`` is ""), or the level whose name is ``tier_name``,
+    preferred rather than required when ``soft``; with ``topology`` "" and no tier,
+    ``required_level`` is a node label key on its own (a ``scheduling.k8s.io`` PodGroup's
+    ``schedulingConstraints.topology``)."""
+
     topology: str
     required_level: str = ""
     preferred_level: str = ""
+    tier: int = 0
+    tier_name: str = ""
+    soft: bool = False
 
 
 @dataclass(slots=True)

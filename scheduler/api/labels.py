@@ -11,6 +11,8 @@ POD_GROUP_LABEL = f"{GROUP}/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ROLE_LABEL = f"{GROUP}/task-role"
 QUEUE_LABEL = f"{GROUP}/queue"
+TOPOLOGY_ANNOTATION = f"{GROUP}/topology"
+"""On another API's PodGroup: the Topology its network topology constraint refers to."""
 PREEMPTABLE_LABEL = f"{GROUP}/preemptable"
 # The pod grouper (``sluice controller``, scheduler/controllers/grouper.py): a pod, or any
 # owner up its chain, labelled ``group-by-owner: "false"`` is not grouped by its owner; a

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api import labels as L
-from scheduler.api.convert import pod_group_name
+from scheduler.api.membership import pod_group_ref
 
 __all__ = [
     "OwnerRef",
@@ -97,7 +97,7 @@ def grouper_wait(pod: Obj) -> str:
 
     A pod waits when all of these hold: it is not bound (no ``spec.nodeName``), not
     finished and not being deleted; it has a controller owner reference; it names no group
-    of any API (:func:`~scheduler.api.convert.pod_group_name`, the one rule of that); it is
+    of any API (:func:`~scheduler.api.membership.pod_group_ref`, the one rule of that); it is
     not labelled ``group-by-owner: "false"``; and the grouper has not left it alone (no
     ``gang-of-one`` annotation). Whose ``schedulerName`` it is, is the caller's question.
     """
@@ -111,7 +111,7 @@ def grouper_wait(pod: Obj) -> str:
     if isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"):
         return ""
     owner = controller_ref(pod)
-    if owner is None or pod_group_name(pod) or opted_out(pod):
+    if owner is None or pod_group_ref(pod) is not None or opted_out(pod):
         return ""
     annotations = meta.get("annotations")
     if isinstance(annotations, Mapping) and L.GANG_OF_ONE_ANNOTATION in annotations:

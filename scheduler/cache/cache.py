@@ -23,6 +23,7 @@ in :attr:`rejected` with a one-line reason, and the cache carries on.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,6 @@ from scheduler.api import labels as L
 from scheduler.api.convert import (
     budget_from_object,
     job_from_pod_group,
-    job_id_of_pod,
     node_from_object,
     parse_time,
     pod_status,
@@ -43,7 +43,18 @@ from scheduler.api.convert import (
 )
 from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.foreign import Converted, coscheduling, kubernetes, volcano
+from scheduler.api.group_apis import (
+    KUBERNETES,
+    SCHEDULER_PLUGINS,
+    SLUICE,
+    VOLCANO,
+    GroupApi,
+    api_of_job,
+    kind_key,
+)
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.membership import pod_preemptable, pod_role
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait
 from scheduler.api.queue import QueueInfo
@@ -51,10 +62,39 @@ from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.snapshot import Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
+from scheduler.cache.membership import Membership
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
 Obj = Mapping[str, Any]
+
+GroupConverter = Callable[[Obj, Mapping[str, int]], Converted[JobInfo | None]]
+"""A PodGroup of some API to its gang (None: its pods are scheduled alone), with what of
+it is not honoured."""
+QueueConverter = Callable[[Obj], Converted[QueueInfo | None]]
+
+
+def _sluice_group(obj: Obj, priority_classes: Mapping[str, int]) -> Converted[JobInfo | None]:
+    return Converted(job_from_pod_group(obj, priority_classes))
+
+
+def _sluice_queue(obj: Obj) -> Converted[QueueInfo | None]:
+    return Converted(queue_from_object(obj))
+
+
+GROUP_KINDS: dict[str, tuple[GroupApi, GroupConverter]] = {
+    SLUICE.pod_group_key: (SLUICE, _sluice_group),
+    VOLCANO.pod_group_key: (VOLCANO, volcano.job_from_pod_group),
+    SCHEDULER_PLUGINS.pod_group_key: (SCHEDULER_PLUGINS, coscheduling.job_from_pod_group),
+    KUBERNETES.pod_group_key: (KUBERNETES, kubernetes.job_from_pod_group),
+}
+"""PodGroup kinds by kind key: their API and converter."""
+QUEUE_KINDS: dict[str, tuple[GroupApi, QueueConverter]] = {
+    SLUICE.queue_key: (SLUICE, _sluice_queue),
+    VOLCANO.queue_key: (VOLCANO, volcano.queue_from_queue),
+}
+"""Queue kinds by kind key, Sluice's first: of two Queues of one name, the first API's
+is used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +120,18 @@ _SPEC_FIELDS = (
 )
 
 
+def _same_metadata(task: TaskInfo, pod: Obj) -> bool:
+    """Are the pod's labels and annotations those ``task`` was made from?"""
+    meta = pod["metadata"]
+    return task.labels == (meta.get("labels") or {}) and task.annotations == (
+        meta.get("annotations") or {}
+    )
+
+
+def _queue_where(name: str, api: GroupApi) -> str:
+    return f"Queue {name}" if api is SLUICE else f"Queue {name} ({api.api_version})"
+
+
 def _key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
@@ -98,11 +150,20 @@ class SchedulerCache:
         self.nodes: dict[str, NodeInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}
         self.pod_groups: dict[str, JobInfo] = {}
+        """The gangs of the PodGroups of every API, by job id."""
         self.pod_group_objects: dict[str, Obj] = {}
+        """Every PodGroup object of every API as last seen, by job id."""
+        self.basic_groups: set[str] = set()
+        """PodGroups (job ids) whose pods are scheduled alone: not gangs."""
         self.queues: dict[str, QueueInfo] = {}
         self._queue_specs: dict[str, object] = {}
         self.queue_objects: dict[str, Obj] = {}
-        """The Queue objects as last seen (their status is what the reporter diffs)."""
+        """The Queue objects as last seen, of the API each name is taken from (their
+        status is what the reporter diffs)."""
+        self._queue_sources: dict[str, dict[str, Obj]] = {}
+        """Queue objects by name, then by kind key (Sluice's and Volcano's may share a
+        name: :data:`QUEUE_KINDS` says which is used)."""
+        self._membership = Membership()
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[str, Obj] = {}
         self.topologies: dict[str, TopologyInfo] = {}
@@ -138,12 +199,14 @@ class SchedulerCache:
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
             "Pod": self._on_pod,
             "Node": self._on_node,
-            "PodGroup": self._on_pod_group,
-            "Queue": self._on_queue,
             "PriorityClass": self._on_priority_class,
             "PodDisruptionBudget": self._on_budget,
             "Topology": self._on_topology,
         }
+        for key in GROUP_KINDS:
+            self._handlers[key] = functools.partial(self._on_pod_group, key)
+        for key in QUEUE_KINDS:
+            self._handlers[key] = functools.partial(self._on_queue, key)
 
     # Events ---------------------------------------------------------------------------
 
@@ -218,10 +281,17 @@ class SchedulerCache:
             self.handle(kind, "MODIFIED", o)
 
     def _keys_of(self, kind: str) -> list[str]:
+        if kind in GROUP_KINDS:
+            api = GROUP_KINDS[kind][0]
+            return [
+                job_id.removeprefix(api.prefix)
+                for job_id in self.pod_group_objects
+                if api_of_job(job_id) is api
+            ]
+        if kind in QUEUE_KINDS:
+            return [name for name, by_kind in self._queue_sources.items() if kind in by_kind]
         table: dict[str, Iterable[str]] = {
             "Node": self.nodes,
-            "PodGroup": self.pod_groups,
-            "Queue": self.queues,
             "PriorityClass": self.priority_classes,
             "PodDisruptionBudget": self.budgets,
             "Topology": self.topologies,
@@ -238,6 +308,7 @@ class SchedulerCache:
                 self._detach(old)
                 del self.tasks[uid]
                 self._spec_src.pop(uid, None)
+            self._membership.forget(uid)
             self._evicting.discard(uid)
             self._nominating.pop(uid, None)
             self._assumed_annotations.pop(uid, None)
@@ -246,11 +317,16 @@ class SchedulerCache:
             return True
         spec = pod.get("spec") or {}
         src = tuple(spec.get(f) for f in _SPEC_FIELDS)
+        if old is not None and _same_metadata(old, pod):  # the usual event: a status change
+            job_id = old.job_id  # which groups exist changes it through _rekey
+        else:
+            job_id = self._membership.job_of(uid, pod, self)
         task = (
-            task_from_pod(pod, scheduler_name=self.scheduler_name)
+            task_from_pod(pod, scheduler_name=self.scheduler_name, job_id=job_id)
             if (old is None or self._spec_src.get(uid) != src)
             else self._refresh(old, pod)
         )
+        task.job_id = job_id
         self._spec_src[uid] = src
         if task.sluice and self.wait_for_pod_grouper:
             task.awaits_grouper = grouper_wait(pod)
@@ -258,6 +334,7 @@ class SchedulerCache:
             if old is not None:
                 self._detach(old)
                 del self.tasks[uid]
+            self._membership.forget(uid)
             return True
         self._keep_assumptions(old, task)
         if old is not None:
@@ -324,14 +401,15 @@ class SchedulerCache:
         task.nominated_node = str(status.get("nominatedNodeName") or "")
         task.terminating = bool(meta.get("deletionTimestamp"))
         task.ready = pod_ready(status)
-        task.labels = dict(meta.get("labels") or {})
-        task.annotations = dict(meta.get("annotations") or {})
         task.start_time = parse_time(status.get("startTime"))
         task.scheduling_gates = scheduling_gates(pod)
-        # What derives from labels and annotations may change after creation.
-        task.preemptable = task.labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false"
-        task.role = task.labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE)
-        task.job_id = job_id_of_pod(pod)
+        if not _same_metadata(old, pod):
+            # What derives from labels and annotations may change after creation (the job
+            # too: the caller resolves it).
+            task.labels = dict(meta.get("labels") or {})
+            task.annotations = dict(meta.get("annotations") or {})
+            task.preemptable = pod_preemptable(task.labels, task.annotations)
+            task.role = pod_role(task.labels, task.annotations)
         return task
 
     def _attach(self, task: TaskInfo) -> None:
@@ -383,31 +461,106 @@ class SchedulerCache:
         self.nodes[name] = node
         return True
 
-    def _on_pod_group(self, event: str, obj: Obj) -> bool:
-        key = _key(obj)
+    # PodGroups of every API, and which job each pod joins ------------------------------
+
+    def has_group(self, job_id: str, /) -> bool:
+        """:meth:`GroupIndex.has_group <scheduler.api.membership.GroupIndex.has_group>`."""
+        return job_id in self.pod_group_objects
+
+    def is_basic(self, job_id: str, /) -> bool:
+        """:meth:`GroupIndex.is_basic <scheduler.api.membership.GroupIndex.is_basic>`."""
+        return job_id in self.basic_groups
+
+    def group_members(self, job_id: str) -> list[str]:
+        """The uids of the pods naming the PodGroup of ``job_id`` (a basic group's pods
+        are each a job of their own), sorted."""
+        return self._membership.members(job_id)
+
+    def _on_pod_group(self, kind: str, event: str, obj: Obj) -> bool:
+        api, convert = GROUP_KINDS[kind]
+        meta = obj["metadata"]
+        ns, name = str(meta.get("namespace", "default")), str(meta["name"])
+        job_id = api.job_id(ns, name)
+        where = ref({"kind": "PodGroup", "metadata": meta})
+        if api is not SLUICE:
+            where += f" ({api.api_version})"
+        old = self.pod_group_objects.get(job_id)
+        was_basic = job_id in self.basic_groups
         if event == "DELETED":
-            self.pod_groups.pop(key, None)
-            self.pod_group_objects.pop(key, None)
+            self.pod_groups.pop(job_id, None)
+            self.pod_group_objects.pop(job_id, None)
+            self.basic_groups.discard(job_id)
+            self.adjusted.pop(where, None)
+            self._rekey(ns, name)
             return True
-        old = self.pod_group_objects.get(key)
-        self.pod_group_objects[key] = obj
-        self.pod_groups[key] = job_from_pod_group(obj, self.priority_classes)
+        self.pod_group_objects[job_id] = obj  # kept even if it does not convert (yet)
+        if old is None:
+            self._rekey(ns, name)
+        converted = convert(obj, self.priority_classes)
+        if converted.value is None:
+            self.basic_groups.add(job_id)
+            self.pod_groups.pop(job_id, None)
+        else:
+            self.basic_groups.discard(job_id)
+            self.pod_groups[job_id] = converted.value
+        self._note_all(where, converted.notes)
+        if was_basic != (converted.value is None):
+            self._rekey(ns, name)
         # Status-only updates (most are the scheduler's own writes) change no decision.
         return old is None or old.get("spec") != obj.get("spec")
 
-    def _on_queue(self, event: str, obj: Obj) -> bool:
+    def _rekey(self, namespace: str, name: str) -> None:
+        """A PodGroup ``namespace/name`` of some API appeared or went: the pods that name
+        that name join the job they resolve to now."""
+        for uid, job_id in self._membership.affected(namespace, name, self).items():
+            task = self.tasks.get(uid)
+            if task is not None and task.job_id != job_id:
+                self._copies.task_changed(uid)
+                task.job_id = job_id
+                if task.sluice and task.status is TaskStatus.PENDING:
+                    self._fresh_jobs.add(job_id)
+
+    def _note_all(self, where: str, notes: tuple[str, ...]) -> None:
+        if notes:
+            self._note(self.adjusted, "adjusted", where, "; ".join(notes))
+        else:
+            self.adjusted.pop(where, None)
+
+    def _on_queue(self, kind: str, event: str, obj: Obj) -> bool:
         name = _key(obj)
+        sources = self._queue_sources.setdefault(name, {})
         if event == "DELETED":
+            sources.pop(kind, None)
+        else:
+            sources[kind] = obj
+        old_spec = self._queue_specs.get(name)
+        winner = next((k for k in QUEUE_KINDS if k in sources), None)
+        for k, (api, _) in QUEUE_KINDS.items():
+            where = _queue_where(name, api)
+            if k in sources and winner is not None and k != winner:
+                used = QUEUE_KINDS[winner][0].title
+                self._note(self.adjusted, "adjusted", where, f"{where}: not used: {used}'s is")
+            elif k not in sources:
+                self.adjusted.pop(where, None)
+        chosen = None
+        if winner is not None:
+            api, convert = QUEUE_KINDS[winner]
+            converted = convert(sources[winner])
+            self._note_all(_queue_where(name, api), converted.notes)
+            chosen = converted.value
+        if winner is None or chosen is None:
+            if not sources:
+                del self._queue_sources[name]
             self.queues.pop(name, None)
             self._queue_specs.pop(name, None)
             self.queue_objects.pop(name, None)
             return True
-        self.queues[name] = queue_from_object(obj)
-        self.queue_objects[name] = obj
-        old_spec = self._queue_specs.get(name)
-        self._queue_specs[name] = obj.get("spec")
-        state_changed = (obj.get("status") or {}).get("state", "Open") != "Open"
-        return old_spec != obj.get("spec") or state_changed
+        self.queues[name] = chosen
+        self.queue_objects[name] = sources[winner]
+        spec = sources[winner].get("spec")
+        self._queue_specs[name] = spec
+        state_changed = (sources[winner].get("status") or {}).get("state", "Open") != "Open"
+        return old_spec != spec or state_changed
 
     def _on_priority_class(self, event: str, obj: Obj) -> bool:
         name = _key(obj)
@@ -420,9 +573,12 @@ class SchedulerCache:
                     f"PriorityClass {name}", "value", f"must be an integer, got {value!r}"
                 )
             self.priority_classes[name] = value
-        for key, pg in list(self.pod_group_objects.items()):
+        for job_id, pg in list(self.pod_group_objects.items()):
             if (pg.get("spec") or {}).get("priorityClassName") == name:
-                self.pod_groups[key] = job_from_pod_group(pg, self.priority_classes)
+                kind = kind_key(str(pg.get("apiVersion", "")), str(pg.get("kind", "")))
+                converted = GROUP_KINDS[kind][1](pg, self.priority_classes)
+                if converted.value is not None:
+                    self.pod_groups[job_id] = converted.value
         return False
 
     def _on_budget(self, event: str, obj: Obj) -> bool:
@@ -606,7 +762,7 @@ class SchedulerCache:
         reused from ``last_jobs`` where their task is) and fresh queues."""
         return Snapshot(
             nodes=nodes,
-            jobs=jobs_of(tasks, self.pod_groups, last_jobs),
+            jobs=jobs_of(tasks, self.pod_groups, last_jobs, self._membership.grouped),
             queues={name: q.clone() for name, q in sorted(self.queues.items())},
             budgets=budgets_of(self.budgets, tasks.values()),
             topologies=dict(self.topologies),

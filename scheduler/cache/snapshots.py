@@ -14,10 +14,9 @@ Called by :class:`~scheduler.cache.SchedulerCache` only; nothing here awaits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from scheduler.api import labels as L
 from scheduler.api.convert import budget_from_object, job_for_lone_pod
 from scheduler.api.disruption import (
     ALWAYS_ALLOW,
@@ -25,7 +24,9 @@ from scheduler.api.disruption import (
     is_healthy,
     unhealthy_evictable,
 )
+from scheduler.api.group_apis import SLUICE, api_of_job
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.membership import pod_queue
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait_reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
@@ -108,19 +109,28 @@ def jobs_of(
     tasks: Mapping[str, TaskInfo],
     pod_groups: Mapping[str, JobInfo],
     last: Mapping[str, JobInfo] | None = None,
+    grouped: Collection[str] = (),
 ) -> dict[str, JobInfo]:
     """The jobs of a snapshot: a copy of each PodGroup's, and a gang of one for each pod
     of Sluice without a PodGroup, each holding its tasks' copies. A pod naming a PodGroup
-    that does not exist forms a job with that ``problem``; so does a pod that waits for
-    the pod grouper (``TaskInfo.awaits_grouper``): it is not tried until it is grouped.
+    that does not exist (its uid is in ``grouped``: the tasks whose job is a PodGroup's)
+    forms a job with that ``problem``; so does a pod that waits for the pod grouper
+    (``TaskInfo.awaits_grouper``): it is not tried until it is grouped. Another API's
+    PodGroup whose pods all belong to other schedulers is left out (Sluice neither admits
+    it nor writes its status); one without pods yet is in (Volcano's controllers create
+    the pods once it is admitted).
 
     ``last``: the jobs of the last snapshot. A gang of one whose task copy is reused (the
     very object: the task did not change) is reused too, as nothing else goes into it and
     sessions do not change it."""
     jobs: dict[str, JobInfo] = {uid: pg.clone() for uid, pg in pod_groups.items()}
     last = last or {}
+    # Jobs of other schedulers' pods: another API's PodGroup whose pods are all theirs is
+    # theirs (kube-scheduler, or Volcano's scheduler, beside Sluice), not Sluice's to admit.
+    others: set[str] = set()
     for task in tasks.values():
         if not task.sluice:
+            others.add(task.job_id)
             continue
         job = jobs.get(task.job_id)
         if job is None:
@@ -133,8 +143,8 @@ def jobs_of(
             ):
                 jobs[task.job_id] = before
                 continue
-            job = job_for_lone_pod(task, (task.labels or {}).get(L.QUEUE_LABEL, L.DEFAULT_QUEUE))
-            if _names_group(task):
+            job = job_for_lone_pod(task, pod_queue(task.labels or {}, task.annotations or {}))
+            if task.uid in grouped:
                 job.has_pod_group = True
                 job.phase = PodGroupPhase.PENDING
                 job.problem = f"pod group {task.job_id} does not exist"
@@ -144,19 +154,14 @@ def jobs_of(
         if task.spec.problem and not job.problem:
             job.problem = task.spec.problem  # a member that can never fit holds its gang
         job.add_task(task)
+    for uid in others:
+        job = jobs.get(uid)
+        if job is not None and not job.tasks and api_of_job(uid) is not SLUICE:
+            del jobs[uid]
     for job in jobs.values():
         if job.has_pod_group and not job.priority_class and job.tasks:
             job.priority = max(t.priority for t in job.tasks.values())
     return jobs
-
-
-def _names_group(task: TaskInfo) -> bool:
-    """Does ``task``'s pod name a PodGroup (as
-    :func:`~scheduler.api.convert.pod_group_name` reads it)?"""
-    return bool(
-        (task.labels or {}).get(L.POD_GROUP_LABEL)
-        or (task.annotations or {}).get(L.POD_GROUP_ANNOTATION)
-    )
 
 
 def budgets_of(

@@ -86,7 +86,7 @@ def _from_scenario(files: list[str]) -> tuple[Listed, SchedulerConfiguration | N
     catalog = load_crds()
 
     def validate(obj: dict[str, Any]) -> dict[str, Any]:
-        return catalog.check(obj) if catalog.is_custom(str(obj.get("kind"))) else obj
+        return catalog.check(obj) if catalog.covers(obj) else obj
 
     store = ObjectStore(VirtualClock().wall, validator=validate)
     arrivals = [a.obj for a in scenario.arrivals if a.at <= 0]

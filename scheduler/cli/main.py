@@ -113,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     from scheduler.cli.explain import add_arguments as add_explain_arguments
 
     add_explain_arguments(exp)
+    cfg = sub.add_parser("config", help="configuration files: convert Volcano's into Sluice's")
+    from scheduler.cli.config import add_arguments as add_config_arguments
+
+    add_config_arguments(cfg)
     ctl = sub.add_parser(
         "controller",
         help="run the controller: the default Queue, the validating webhook, the pod grouper",
@@ -174,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scheduler.cli.explain import run_explain
 
             return run_explain(args)
+        if args.command == "config":
+            from scheduler.cli.config import run_config
+
+            return run_config(args)
     except (InvalidInputError, RegistryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -37,6 +37,7 @@ from scheduler.kube import (
     LeaderElector,
     LeadershipLost,
 )
+from scheduler.kube.optional import OptionalInformers
 from scheduler.logging import configure, get_logger
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.metrics import Metrics
@@ -49,12 +50,15 @@ class Health:
     """What the probes answer. Updated by the runner; read by the HTTP handlers."""
 
     informers: InformerSet | None = None
+    optional: OptionalInformers | None = None
     leading: bool = False
     leader_elect: bool = False
 
     def ready(self) -> tuple[bool, str]:
         if self.informers is None or not self.informers.synced():
             return False, "informers not synced"
+        if self.optional is not None and not self.optional.synced():
+            return False, "informers of other schedulers' APIs not synced"
         return True, "ok"
 
 
@@ -138,7 +142,10 @@ async def _main(
             await tg.start(backend.run)
             informers = InformerSet(client, cache)
             health.informers = informers
+            optional = OptionalInformers(client, cache)
+            health.optional = optional
             await tg.start(informers.run)
+            await tg.start(optional.run)
             log.info("caches synced")
             loop = app.build_loop(resolved, cache, backend.ports(), metrics)
             loop.freeze_heap = True

@@ -359,7 +359,9 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
 
 
 def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
-    """Read a configuration file (one YAML document)."""
+    """Read a configuration file (one YAML document): Sluice's SchedulerConfiguration, or
+    Volcano's ``volcano-scheduler.conf`` (or its ConfigMap), converted
+    (:mod:`scheduler.config.volcano`)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -370,7 +372,43 @@ def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
         raise ConfigError(str(path), None, f"not valid YAML: {exc}") from exc
     if not isinstance(doc, Mapping):
         raise ConfigError(str(path), None, f"expected one {KIND} document")
+    from scheduler.config.volcano import from_volcano, is_volcano
+
+    if is_volcano(doc):
+        return from_volcano(doc)
     return parse_configuration(doc)
+
+
+def configuration_document(config: SchedulerConfiguration) -> dict[str, Any]:
+    """``config`` as the YAML document :func:`parse_configuration` reads back (fields at
+    their default left out, except actions and tiers)."""
+    default = SchedulerConfiguration()
+    doc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
+    if config.scheduler_name != default.scheduler_name:
+        doc["schedulerName"] = config.scheduler_name
+    doc["actions"] = list(config.actions)
+    doc["tiers"] = [
+        {
+            "plugins": [
+                {"name": p.name, **({"arguments": dict(p.arguments)} if p.arguments else {})}
+                for p in tier.plugins
+            ]
+        }
+        for tier in config.tiers
+    ]
+    if config.action_arguments:
+        doc["actionArguments"] = {k: dict(v) for k, v in config.action_arguments.items()}
+    gates = {k: v for k, v in config.feature_gates.items() if FEATURE_GATES.get(k) != v}
+    if gates:
+        doc["featureGates"] = gates
+    for name, attr in (
+        ("schedulePeriod", "schedule_period"),
+        ("percentageOfNodesToScore", "percentage_of_nodes_to_score"),
+        ("bindConcurrency", "bind_concurrency"),
+    ):
+        if getattr(config, attr) != getattr(default, attr):
+            doc[name] = getattr(config, attr)
+    return doc
 
 
 def with_feature_gates(

@@ -41,12 +41,16 @@ from scheduler.api.errors import AlreadyExistsError, ConflictError, NotFoundErro
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.resources import (
+    COSCHEDULING_POD_GROUPS,
+    KUBERNETES_POD_GROUPS,
     MERGE_PATCH,
     POD_GROUPS,
     PODS,
     QUEUES,
     STRATEGIC_MERGE_PATCH,
     TOPOLOGIES,
+    VOLCANO_POD_GROUPS,
+    VOLCANO_QUEUES,
     Resource,
 )
 from scheduler.loop.clock import SystemClock
@@ -55,9 +59,18 @@ from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef,
 __all__ = ["KubeBackend"]
 
 
-#: Custom kinds whose status :meth:`KubeBackend.patch_status` writes.
+#: Custom kinds whose status :meth:`KubeBackend.patch_status` writes, by kind key.
 STATUS_RESOURCES: Final[Mapping[str, Resource]] = {
-    r.kind: r for r in (POD_GROUPS, QUEUES, TOPOLOGIES)
+    r.key: r
+    for r in (
+        POD_GROUPS,
+        QUEUES,
+        TOPOLOGIES,
+        VOLCANO_POD_GROUPS,
+        VOLCANO_QUEUES,
+        COSCHEDULING_POD_GROUPS,
+        KUBERNETES_POD_GROUPS,
+    )
 }
 
 
@@ -213,16 +226,19 @@ class KubeBackend:
 
     async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """Merge-patch ``status`` into the status subresource of the custom object ``ref``
-        (a PodGroup, Queue or Topology; ValueError for another kind). Idempotent."""
-        resource = STATUS_RESOURCES.get(ref.kind)
+        (a PodGroup or Queue of any API, a Topology; ValueError for another kind), or
+        into the object itself for a kind without one (Volcano's PodGroup, whose own
+        scheduler writes it so). Idempotent."""
+        resource = STATUS_RESOURCES.get(ref.kind_key)
         if resource is None:
-            raise ValueError(f"no status subresource known for kind {ref.kind!r}")
+            raise ValueError(f"no status subresource known for kind {ref.kind_key!r}")
         body: dict[str, Any] = {"status": dict(status)}
         if ref.uid:
             body["metadata"] = {"uid": ref.uid}
+        sub = "status" if resource.status_subresource else ""
         await self.client.request(
             "PATCH",
-            resource.path(ref.namespace or None, ref.name, "status"),
+            resource.path(ref.namespace or None, ref.name, sub),
             body=body,
             content_type=MERGE_PATCH,
             timeout=self.timeout,

@@ -148,6 +148,8 @@ def _key_of(event: Event) -> _Key:
 
 def _ref_json(ref: ObjectRef) -> dict[str, str]:
     out = {"kind": ref.kind, "name": ref.name}
+    if ref.api_version:
+        out["apiVersion"] = ref.api_version
     if ref.namespace:
         out["namespace"] = ref.namespace
     if ref.uid:

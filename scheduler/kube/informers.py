@@ -213,10 +213,13 @@ class Informer:
         settings: InformerSettings | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        field_selector: str = "",
     ) -> None:
         self.client = client
         self.resource = resource
         self.sink = sink
+        self.field_selector = field_selector
+        """Lists and watches only the objects it selects (``metadata.name=x``)."""
         self.settings = settings or InformerSettings()
         self.clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
@@ -235,7 +238,8 @@ class Informer:
 
     @property
     def kind(self) -> str:
-        return self.resource.kind
+        """The kind key the sink gets its objects under (``PodGroup.scheduling.volcano.sh``)."""
+        return self.resource.key
 
     @property
     def has_synced(self) -> bool:
@@ -288,6 +292,8 @@ class Informer:
                 query.append(("limit", str(self.settings.page_size)))
             if token:
                 query.append(("continue", token))
+            if self.field_selector:
+                query.append(("fieldSelector", self.field_selector))
             doc = await self.client.request(
                 "GET", res.path(), query=query, timeout=self.settings.list_timeout, kind=res.kind
             )
@@ -301,14 +307,14 @@ class Informer:
             token = str(meta.get("continue") or "")
             if not token:
                 break
-        self.sink.replace(res.kind, items)
+        self.sink.replace(res.key, items)
         self.resource_version = resource_version
         if self.stats.lists:
             self.stats.relists += 1
         self.stats.lists += 1
         self._backoff.reset()
         if not self.synced.is_set():
-            log.info("informer synced", kind=res.kind, objects=len(items))
+            log.info("informer synced", kind=res.key, objects=len(items))
             self.synced.set()
 
     async def _watch(self) -> bool:
@@ -334,6 +340,8 @@ class Informer:
             ("resourceVersion", self.resource_version),
             ("timeoutSeconds", str(seconds)),
         ]
+        if self.field_selector:
+            query.append(("fieldSelector", self.field_selector))
         timeout = aiohttp.ClientTimeout(
             total=seconds + s.watch_slack, sock_connect=s.connect_timeout
         )
@@ -393,7 +401,7 @@ class Informer:
         obj.setdefault("apiVersion", res.api_version)
         obj.setdefault("kind", res.kind)
         self.stats.events += 1
-        self.sink.handle(res.kind, event, obj)
+        self.sink.handle(res.key, event, obj)
         if version:
             self.resource_version = version
 
@@ -414,11 +422,11 @@ class InformerSet:
     ready: anyio.Event = field(init=False, default_factory=anyio.Event)
 
     def __post_init__(self) -> None:
-        kinds = [r.kind for r in self.resources]
+        kinds = [r.key for r in self.resources]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"one informer per kind: {kinds}")
         self.informers = {
-            r.kind: Informer(self.client, r, self.sink, settings=self.settings, clock=self.clock)
+            r.key: Informer(self.client, r, self.sink, settings=self.settings, clock=self.clock)
             for r in self.resources
         }
 

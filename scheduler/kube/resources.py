@@ -12,12 +12,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from scheduler.api import labels as L
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
 
 __all__ = [
+    "API_SERVICES",
+    "COSCHEDULING_POD_GROUPS",
     "CRD_GROUP",
     "CRD_VERSION",
+    "CUSTOM_RESOURCE_DEFINITIONS",
     "EVENTS",
     "JSON",
+    "KUBERNETES_POD_GROUPS",
     "LEASES",
     "MERGE_PATCH",
     "NODES",
@@ -28,6 +33,8 @@ __all__ = [
     "QUEUES",
     "STRATEGIC_MERGE_PATCH",
     "TOPOLOGIES",
+    "VOLCANO_POD_GROUPS",
+    "VOLCANO_QUEUES",
     "Resource",
 ]
 
@@ -50,10 +57,19 @@ class Resource:
     version: str
     plural: str
     namespaced: bool
+    status_subresource: bool = True
+    """Whether its status is written through ``/status`` (Volcano's PodGroup: with the
+    object)."""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        """The kind key its objects are handed to the cache under
+        (:func:`~scheduler.api.group_apis.kind_key`: ``PodGroup.scheduling.volcano.sh``)."""
+        return kind_key(self.api_version, self.kind)
 
     def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
@@ -84,4 +100,18 @@ POD_DISRUPTION_BUDGETS: Final = Resource(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True
 )
 EVENTS: Final = Resource("Event", "events.k8s.io", "v1", "events", True)
+VOLCANO_POD_GROUPS: Final = Resource(
+    "PodGroup", VOLCANO.group, VOLCANO.version, "podgroups", True, status_subresource=False
+)
+VOLCANO_QUEUES: Final = Resource("Queue", VOLCANO.group, VOLCANO.version, "queues", False)
+COSCHEDULING_POD_GROUPS: Final = Resource(
+    "PodGroup", SCHEDULER_PLUGINS.group, SCHEDULER_PLUGINS.version, "podgroups", True
+)
+KUBERNETES_POD_GROUPS: Final = Resource(
+    "PodGroup", KUBERNETES.group, KUBERNETES.version, "podgroups", True
+)
+CUSTOM_RESOURCE_DEFINITIONS: Final = Resource(
+    "CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False
+)
+API_SERVICES: Final = Resource("APIService", "apiregistration.k8s.io", "v1", "apiservices", False)
 LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)

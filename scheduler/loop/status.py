@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.foreign import coscheduling, kubernetes, volcano
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, api_of_job
 from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueShare
@@ -229,6 +231,8 @@ class StatusReporter:
         phases: dict[str, PodGroupPhase] = {}
         self._report_pods(session, now)
         self._report_groups(session, now, phases)
+        if self._cache.basic_groups:
+            self._report_basic_groups(session, now)
         self._report_queues(session, phases)
 
     def _report_pods(self, session: Session, now: str) -> None:
@@ -287,27 +291,71 @@ class StatusReporter:
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             reason = session.job_reasons.get(job.uid)
             error = job.uid in session.error_jobs
-            status = pod_group_status(
-                job,
-                reason,
-                now,
-                observed,
-                error=error,
-                placed_in=session.placed_in.get(job.uid, ""),
-                reserved=reserved_message(r) if r is not None and r.job == job.uid else "",
-            )
-            phases[job.uid] = PodGroupPhase(status["phase"])
+            api = api_of_job(job.uid)
+            if api is VOLCANO:
+                status, phase = volcano.pod_group_status(job, reason, now, observed, error=error)
+            elif api is SCHEDULER_PLUGINS:
+                status, phase = coscheduling.pod_group_status(job, now, observed)
+            elif api is KUBERNETES:
+                status, phase = kubernetes.gang_status(job, reason, now, observed, error=error)
+            else:
+                status = pod_group_status(
+                    job,
+                    reason,
+                    now,
+                    observed,
+                    error=error,
+                    placed_in=session.placed_in.get(job.uid, ""),
+                    reserved=reserved_message(r) if r is not None and r.job == job.uid else "",
+                )
+                phase = PodGroupPhase(status["phase"])
+            phases[job.uid] = phase
             key = _comparable(status)
             if self._group_status.get(job.uid, _comparable(observed)) == key:
                 continue
             self._group_status[job.uid] = key
-            self._ledger.assume(SetPhase(job, PodGroupPhase(status["phase"])))
+            self._ledger.assume(SetPhase(job, phase))
             self._write(
                 ObjectRef.of_pod_group(job),
                 status,
                 self._group_status,
                 job.uid,
             )
+
+    def _report_basic_groups(self, session: Session, now: str) -> None:
+        """The status of each ``basic`` ``scheduling.k8s.io`` PodGroup, whose pods are
+        each a job of their own."""
+        for job_id in sorted(self._cache.basic_groups):
+            obj = self._cache.pod_group_objects.get(job_id) or {}
+            observed = obj.get("status") or {}
+            tasks: list[TaskInfo] = []
+            reasons: dict[str, str] = {}
+            error = False
+            for uid in self._cache.group_members(job_id):
+                cached = self._cache.tasks.get(uid)
+                job = session.jobs.get(cached.job_id) if cached is not None else None
+                task = job.tasks.get(uid) if job is not None else None
+                if job is None or task is None:
+                    continue
+                tasks.append(task)
+                reason = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
+                if reason:
+                    reasons[uid] = reason
+                    error = error or job.uid in session.error_jobs
+            status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
+            key = _comparable(status)
+            if not status or self._group_status.get(job_id, _comparable(observed)) == key:
+                continue
+            self._group_status[job_id] = key
+            meta = obj.get("metadata") or {}
+            ref = ObjectRef(
+                "PodGroup",
+                str(meta.get("namespace") or ""),
+                str(meta.get("name") or ""),
+                str(meta.get("uid") or ""),
+                KUBERNETES.api_version,
+            )
+            self._write(ref, status, self._group_status, job_id)
 
     def _report_queues(self, session: Session, phases: dict[str, PodGroupPhase]) -> None:
         pending: dict[str, int] = dict.fromkeys(session.queues, 0)
@@ -321,23 +369,30 @@ class StatusReporter:
         self.pending_by_queue = pending
         tree = session.queue_tree
         for name, queue in session.queues.items():
-            observed = (self._cache.queue_objects.get(name) or {}).get("status") or {}
-            share = session.queue_shares.get(name)
-            status = queue_status(
-                name,
-                tree,
-                state=queue.state,
-                jobs=by_queue,
-                phases=phases,
-                share=share,
-                observed=observed,
-            )
+            obj = self._cache.queue_objects.get(name) or {}
+            observed = obj.get("status") or {}
+            if obj.get("apiVersion") == VOLCANO.api_version:
+                leaves = [name] if name in tree.closed else tree.leaves(name)
+                held = [j for leaf in leaves for j in by_queue.get(leaf, ())]
+                status = volcano.queue_status(queue.state, held, phases)
+                ref = ObjectRef.of_queue(queue, VOLCANO)
+            else:
+                status = queue_status(
+                    name,
+                    tree,
+                    state=queue.state,
+                    jobs=by_queue,
+                    phases=phases,
+                    share=session.queue_shares.get(name),
+                    observed=observed,
+                )
+                ref = ObjectRef.of_queue(queue)
             key = _comparable(status)
             if self._queue_status.get(name, _comparable(observed)) == key:
                 continue
             self._queue_status[name] = key
             patch = with_removals(status, observed)
-            self._write(ObjectRef.of_queue(queue), patch, self._queue_status, name)
+            self._write(ref, patch, self._queue_status, name)
 
     def _write(
         self, ref: ObjectRef, status: dict[str, Any], memo: dict[str, object], key: str

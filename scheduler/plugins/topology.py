@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from scheduler.api import labels as L
 from scheduler.api.job import JobInfo, TopologyConstraint
 from scheduler.api.snapshot import TopologyInfo
 from scheduler.api.task import TaskInfo
@@ -86,9 +87,20 @@ class TopologyPlugin:
     def job_valid(self, job: JobInfo, /) -> Status:
         """A constraint must name an existing Topology and levels of it, the preferred one
         no wider than the required one."""
-        c = job.topology
+        found = self._resolve(job.topology)
+        return found if isinstance(found, Status) else SUCCESS
+
+    def _resolve(
+        self, c: TopologyConstraint | None
+    ) -> tuple[TopologyConstraint, TopologyInfo] | Status | None:
+        """``c`` in levels of a Topology, with that Topology; None when the job has no
+        constraint (or a tier above the widest level: the whole cluster); or why not."""
         if c is None:
-            return SUCCESS
+            return None
+        if c.tier or c.tier_name:
+            return self._resolve_tier(c)
+        if not c.topology and c.required_level:  # a node label key on its own
+            return c, TopologyInfo("", (c.required_level,))
         topology = self._topologies.get(c.topology)
         if topology is None:
             return Status.unresolvable(
@@ -114,17 +126,60 @@ class TopologyPlugin:
                 f"requiredLevel {c.required_level!r}",
                 NAME,
             )
-        return SUCCESS
+        return c, topology
+
+    def _resolve_tier(
+        self, c: TopologyConstraint
+    ) -> tuple[TopologyConstraint, TopologyInfo] | Status | None:
+        """Volcano's ``networkTopology``: tier 1 is the narrowest level of the Topology
+        (the one the PodGroup's annotation names, or the only one), tier 2 the next wider;
+        ``highestTierName`` names a level by its name (``rack``) or label key. A tier above
+        the widest level is the whole cluster."""
+        if c.topology:
+            topology = self._topologies.get(c.topology)
+            if topology is None:
+                return Status.unresolvable(
+                    f"networkTopology: Topology {c.topology!r} (annotation "
+                    f"{L.TOPOLOGY_ANNOTATION}) does not exist",
+                    NAME,
+                )
+        elif len(self._topologies) == 1:
+            topology = next(iter(self._topologies.values()))
+        else:
+            return Status.unresolvable(
+                f"networkTopology: the cluster has {len(self._topologies)} Topologies; name "
+                f"one with the annotation {L.TOPOLOGY_ANNOTATION} on the PodGroup",
+                NAME,
+            )
+        levels = topology.levels
+        if c.tier_name:
+            matching = [k for k in levels if c.tier_name in (k, level_name(k))]
+            if not matching:
+                return Status.unresolvable(
+                    f"networkTopology.highestTierName: {c.tier_name!r} is not a level of "
+                    f"Topology {topology.name!r} (levels: {', '.join(levels)})",
+                    NAME,
+                )
+            key = matching[0]
+        elif c.tier > len(levels):
+            return None
+        else:
+            key = levels[len(levels) - c.tier]
+        if c.soft:
+            return TopologyConstraint(topology.name, preferred_level=key), topology
+        return TopologyConstraint(topology.name, required_level=key), topology
 
     def subset(
         self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
     ) -> Subsets | None:
-        c = job.topology
-        if c is None:
+        if job.topology is None:
             return None
-        topology = self._topologies.get(c.topology)
-        if topology is None or not self.job_valid(job).ok:
+        found = self._resolve(job.topology)
+        if found is None:
+            return None
+        if isinstance(found, Status):
             return Subsets(())  # job_valid says why; the job is not tried anyway
+        c, topology = found
         need = self._need(job, tasks)
         held = self._held_rows(job)
         out: list[NodeSet] = []

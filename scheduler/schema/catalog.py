@@ -1,11 +1,16 @@
-"""The CustomResourceDefinitions of Sluice, read into a catalog (layer 0, schema).
+"""The CustomResourceDefinitions the embedded cluster serves, read into a catalog (layer 0,
+schema).
 
 :func:`load_crds` reads the ``apiextensions.k8s.io/v1`` CustomResourceDefinitions in
 ``crds/`` (or ``scheduler/_crds`` in a wheel) into a :class:`CrdCatalog`, refusing a
 definition whose schema is not structural; :meth:`CrdCatalog.check` does what the API server
 does on create: default, validate, and raise :class:`~scheduler.api.errors.InvalidObjectError`
-(422) with the server's message. Reading the files is the only I/O, once for the default
-catalog, which is cached.
+(422) with the server's message. The default catalog holds Sluice's own kinds, the other
+schedulers' CRDs of ``crds/upstream/*/`` and the alpha ``scheduling.k8s.io/v1alpha2`` kinds
+of Kubernetes in CRD shape (``builtin/``, whose Go checks are :mod:`.builtin_rules`). Kinds
+are keyed by kind key (:func:`~scheduler.api.group_apis.kind_key`: four APIs have a
+``PodGroup``). Reading the files is the only I/O, once for the default catalog, which is
+cached.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.errors import FieldCause, InvalidInputError, InvalidObjectError
+from scheduler.api.group_apis import kind_key
+from scheduler.schema.builtin_rules import builtin_causes
 from scheduler.schema.structural import structural_violations
 from scheduler.schema.validator import (  # the package's shared helpers
     _DNS_SUBDOMAIN,
@@ -81,15 +88,22 @@ class CrdInfo:
         """``Kind.group``, as the API server names the kind in messages."""
         return f"{self.kind}.{self.group}"
 
+    @property
+    def key(self) -> str:
+        """The kind key objects of this kind are kept under (``PodGroup`` for Sluice's,
+        ``PodGroup.scheduling.volcano.sh`` for Volcano's)."""
+        return kind_key(self.api_version, self.kind)
+
 
 @dataclass(frozen=True, slots=True)
 class CrdCatalog:
-    """The custom resource kinds the cluster serves, by kind."""
+    """The custom resource kinds the cluster serves, by kind key, Sluice's own first."""
 
     crds: Mapping[str, CrdInfo] = field(hash=False)
 
     def get(self, kind: str) -> CrdInfo | None:
-        """The definition of ``kind``, or None if it is not a custom kind of this catalog."""
+        """The definition of the kind key ``kind``, or None if it is not a custom kind of
+        this catalog."""
         return self.crds.get(kind)
 
     def by_plural(self, plural: str) -> CrdInfo | None:
@@ -109,12 +123,17 @@ class CrdCatalog:
         return None
 
     def kinds(self) -> tuple[str, ...]:
-        """The kinds of the catalog, sorted."""
+        """The kind keys of the catalog, sorted."""
         return tuple(sorted(self.crds))
 
     def is_custom(self, kind: str) -> bool:
-        """Whether ``kind`` is one of the catalog's custom kinds (so :meth:`check` applies)."""
+        """Whether the kind key ``kind`` is one of the catalog's custom kinds (so
+        :meth:`check` applies)."""
         return kind in self.crds
+
+    def covers(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` (by its apiVersion and kind) is of a custom kind of the catalog."""
+        return kind_key(str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")) in self.crds
 
     def check(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Admit ``obj`` as the API server admits a create of a custom object.
@@ -135,9 +154,9 @@ class CrdCatalog:
         metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
         raw_name = metadata.get("name") if isinstance(metadata, Mapping) else None
         name = raw_name if isinstance(raw_name, str) else ""
-        info = self.crds.get(kind)
+        info = self.crds.get(kind_key(str(obj.get("apiVersion") or ""), kind))
         if info is None:
-            cause = _unsupported("kind", raw_kind, self.kinds())
+            cause = _unsupported("kind", raw_kind, sorted({i.kind for i in self.crds.values()}))
             raise InvalidObjectError(
                 f"{kind or 'Object'} {_go_quote(name)} is invalid: {cause}",
                 kind=kind,
@@ -161,6 +180,7 @@ class CrdCatalog:
         if not info.namespaced and isinstance(defaulted.get("metadata"), dict):
             defaulted["metadata"].pop("namespace", None)
         causes.extend(validate(defaulted, info.schema))
+        causes.extend(builtin_causes(info.key, defaulted))
         if causes:
             ordered = _sorted_unique(causes)
             body = str(ordered[0]) if len(ordered) == 1 else f"[{', '.join(map(str, ordered))}]"
@@ -192,15 +212,29 @@ def load_crds(directory: Path | None = None) -> CrdCatalog:
 @functools.cache
 def _default_catalog() -> CrdCatalog:
     packaged = importlib.resources.files("scheduler") / "_crds"
-    if packaged.is_dir():
-        return _load_directory(packaged)
-    return _load_directory(Path(__file__).resolve().parents[2] / "crds")
+    base: Traversable = (
+        packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "crds"
+    )
+    crds: dict[str, CrdInfo] = {}
+    _load_into(crds, base)
+    upstream = base / "upstream"
+    if upstream.is_dir():
+        for project in sorted(upstream.iterdir(), key=lambda entry: entry.name):
+            if project.is_dir():
+                _load_into(crds, project)
+    _load_into(crds, importlib.resources.files("scheduler.schema") / "builtin")
+    return CrdCatalog(crds=crds)
 
 
 def _load_directory(directory: Traversable) -> CrdCatalog:
+    crds: dict[str, CrdInfo] = {}
+    _load_into(crds, directory)
+    return CrdCatalog(crds=crds)
+
+
+def _load_into(crds: dict[str, CrdInfo], directory: Traversable) -> None:
     if not directory.is_dir():
         raise InvalidInputError(str(directory), None, "is not a directory")
-    crds: dict[str, CrdInfo] = {}
     entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
     for entry in entries:
         if not entry.name.endswith((".yaml", ".yml")) or not entry.is_file():
@@ -214,10 +248,9 @@ def _load_directory(directory: Traversable) -> CrdCatalog:
             if document is None:
                 continue
             info = _parse_crd(document, source)
-            if info.kind in crds:
-                raise InvalidInputError(source, "spec.names.kind", f"duplicate kind {info.kind}")
-            crds[info.kind] = info
-    return CrdCatalog(crds=crds)
+            if info.key in crds:
+                raise InvalidInputError(source, "spec.names.kind", f"duplicate kind {info.key}")
+            crds[info.key] = info
 
 
 def _parse_crd(document: Any, source: str) -> CrdInfo:

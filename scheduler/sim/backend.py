@@ -194,19 +194,24 @@ class SimBackend:
         )
 
     async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
-        """Merge-patch ``status`` into ``ref``'s status subresource (call kind ``patch``).
+        """Merge-patch ``status`` into ``ref``'s status subresource, or into the object for
+        a kind without one (call kind ``patch``).
 
         Guarded by ``ref.uid`` when set. Idempotent.
         """
         body: dict[str, Any] = {"status": dict(status)}
         if ref.uid:
             body["metadata"] = {"uid": ref.uid}
+        kind = ref.kind_key
+        # A kind without a status subresource (Volcano's PodGroup) has its status patched
+        # with the object, as its own scheduler does.
+        sub = "status" if self.store.has_status_subresource(kind) else None
         await self._call(
             "patch",
             ref,
             None,
             lambda: self.store.patch(
-                ref.kind, ref.namespace, ref.name, body, patch_type="merge", subresource="status"
+                kind, ref.namespace, ref.name, body, patch_type="merge", subresource=sub
             ),
         )
 
@@ -298,6 +303,8 @@ class SimBackend:
 
 def _ref_json(ref: ObjectRef) -> dict[str, str]:
     out = {"kind": ref.kind, "name": ref.name}
+    if ref.api_version:
+        out["apiVersion"] = ref.api_version
     if ref.namespace:
         out["namespace"] = ref.namespace
     if ref.uid:

@@ -44,7 +44,11 @@ def parse_rfc3339(text: str) -> float:
 
 def plural(kind: str) -> str:
     """The resource name of a kind as the API server spells it (``PriorityClass`` ->
-    ``priorityclasses``, ``Topology`` -> ``topologies``)."""
+    ``priorityclasses``, ``Topology`` -> ``topologies``); of a kind key ``Kind.group``,
+    ``plural.group`` (``podgroups.scheduling.volcano.sh``), as the server names it."""
+    kind, dot, group = kind.partition(".")
+    if dot:
+        return f"{plural(kind)}.{group}"
     lower = kind.lower()
     if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
         return lower[:-1] + "ies"

@@ -43,6 +43,7 @@ import anyio
 
 from scheduler.api import labels as L
 from scheduler.api.errors import NotFoundError
+from scheduler.api.group_apis import APIS
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Evict, Nominate
 from scheduler.loop.clock import SystemClock
@@ -128,7 +129,7 @@ class Simulation:
         catalog = load_crds()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:
-            return catalog.check(obj) if catalog.is_custom(str(obj.get("kind"))) else obj
+            return catalog.check(obj) if catalog.covers(obj) else obj
 
         self.store = ObjectStore(self.clock.wall, validator=validate)
         self.faults = FaultInjector(behaviour or scenario.behaviour or ApiBehaviour(), self.clock)
@@ -184,9 +185,10 @@ class Simulation:
                 self._arrived.set()
             else:
                 self.cache.handle(ev.kind, ev.type, ev.obj)
-        if ev.kind == "PodGroup" and ev.type == "MODIFIED":
+        if ev.kind in _GROUP_APIS and ev.type == "MODIFIED":
             phase = (ev.obj.get("status") or {}).get("phase")
-            key = f"{ev.obj['metadata']['namespace']}/{ev.obj['metadata']['name']}"
+            meta = ev.obj["metadata"]
+            key = _GROUP_APIS[ev.kind].job_id(meta["namespace"], meta["name"])
             if phase and self.result.pod_groups.get(key) != phase:
                 self.result.pod_groups[key] = phase
                 self._event("phase", podGroup=key, phase=phase)
@@ -372,7 +374,7 @@ class Simulation:
         if not any(
             a.obj["kind"] == "Queue" and a.obj["metadata"]["name"] == L.DEFAULT_QUEUE
             for a in self.scenario.arrivals
-        ):
+        ):  # a Volcano Queue named default is the default queue too (queues merge by name)
             self.store.create(
                 {
                     "apiVersion": L.API_VERSION,
@@ -419,16 +421,21 @@ class Simulation:
                 gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"])
                 reason = f"held by scheduling gates ({gates}): not tried"
             self.result.pending[key] = reason or "not scheduled yet"
-        groups, _ = self.store.list("PodGroup")
-        self.result.pod_groups = {
-            f"{g['metadata']['namespace']}/{g['metadata']['name']}": (g.get("status") or {}).get(
-                "phase", "Pending"
-            )
-            for g in groups
-        }
+        self.result.pod_groups = {}
+        for kind, api in _GROUP_APIS.items():
+            groups, _ = self.store.list(kind)
+            for g in groups:
+                phase = (g.get("status") or {}).get("phase")
+                if phase or api.name != "kubernetes":  # scheduling.k8s.io has no phase
+                    meta = g["metadata"]
+                    self.result.pod_groups[api.job_id(meta["namespace"], meta["name"])] = (
+                        phase or "Pending"
+                    )
 
 
 _EPSILON: Final[float] = 1e-9
+_GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
+"""The PodGroup kinds (kind keys) of every API."""
 
 
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:

@@ -37,8 +37,10 @@ from typing import Any
 import yaml
 
 from scheduler.api import labels as L
-from scheduler.api.convert import node_from_object, pod_group_name, ref, task_from_pod
+from scheduler.api.convert import node_from_object, ref, task_from_pod
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
+from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, kind_key
+from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
@@ -49,18 +51,35 @@ ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
 UNGATE_ANNOTATION = "sim.sluice.dev/ungate"
 SIMULATION_KIND = "Simulation"
-CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass"})
+WORKLOAD_KIND = f"Workload.{KUBERNETES.group}"
+CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass", VOLCANO.queue_key})
+GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
+"""The PodGroup kinds of every API (kind keys), Sluice's first."""
 OBJECT_KINDS = (
+    "PriorityClass",
+    "Queue",
+    VOLCANO.queue_key,
+    "Topology",
+    "Node",
+    WORKLOAD_KIND,
+    *GROUP_KINDS,
+    "PodDisruptionBudget",
+    "Pod",
+)
+"""Kinds a scenario may hold (kind keys: :func:`~scheduler.api.group_apis.kind_key`), in
+the order they are created at the same instant."""
+SUPPORTED = (
     "PriorityClass",
     "Queue",
     "Topology",
     "Node",
     "PodGroup",
+    "Workload",
     "PodDisruptionBudget",
     "Pod",
+    "SchedulerConfiguration",
+    SIMULATION_KIND,
 )
-"""Kinds a scenario may hold, in the order they are created at the same instant."""
-SUPPORTED = (*OBJECT_KINDS, "SchedulerConfiguration", SIMULATION_KIND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,20 +272,23 @@ def load_scenario(paths: list[str]) -> Scenario:
                 simulation_seen = True
                 scenario.behaviour, scenario.until = _simulation(doc, where)
                 continue
+            api_version = str(doc.get("apiVersion") or _API_VERSIONS.get(str(kind), ""))
+            kind = kind_key(api_version, str(kind))
             if kind not in OBJECT_KINDS:
                 raise ScenarioError(
                     where,
                     "kind",
-                    f"unsupported kind {kind!r}; a scenario holds {', '.join(SUPPORTED)}",
+                    f"unsupported kind {doc.get('kind')!r} of {api_version or 'no apiVersion'}; "
+                    f"a scenario holds {', '.join(SUPPORTED)}",
                 )
-            obj = _normalise(doc, where)
+            obj = _normalise(doc, where, kind)
             meta = obj["metadata"]
-            key = (str(kind), str(meta.get("namespace", "")), str(meta["name"]))
-            label = ref(obj)
+            key = (kind, str(meta.get("namespace", "")), str(meta["name"]))
+            label = _label(obj, kind)
             if key in seen:
                 raise ScenarioError(label, None, f"defined twice: in {seen[key]} and in {where}")
             seen[key] = where
-            if catalog.is_custom(str(kind)):
+            if catalog.is_custom(kind):
                 try:
                     obj = catalog.check(obj)
                 except InvalidObjectError as exc:
@@ -281,7 +303,7 @@ def load_scenario(paths: list[str]) -> Scenario:
                         f"the departure ({leave:g}s) must come after the arrival ({at:g}s)",
                     )
                 departures.append(
-                    Departure(leave, str(kind), str(meta.get("namespace", "")), meta["name"], where)
+                    Departure(leave, kind, str(meta.get("namespace", "")), meta["name"], where)
                 )
             ungate = _annotation_time(obj, where, UNGATE_ANNOTATION)
             if ungate is not None:
@@ -290,7 +312,7 @@ def load_scenario(paths: list[str]) -> Scenario:
             objects.append((at, where, obj))
     _check_references(objects)
     order = {k: i for i, k in enumerate(OBJECT_KINDS)}
-    objects.sort(key=lambda o: (o[0], order[o[2]["kind"]], ref(o[2])))
+    objects.sort(key=lambda o: (o[0], order[_kind_of(o[2])], ref(o[2])))
     scenario.arrivals = [Arrival(at, obj, where) for at, where, obj in objects]
     departures.sort(key=lambda d: (d.at, order[d.kind], d.label))
     scenario.departures = departures
@@ -320,7 +342,7 @@ def _check_ungate(
         )
 
 
-def _normalise(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _normalise(doc: Mapping[str, Any], where: str, kind: str) -> dict[str, Any]:
     obj = dict(doc)
     meta = obj.get("metadata")
     if (
@@ -330,13 +352,23 @@ def _normalise(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
     ):
         raise ScenarioError(where, "metadata.name", f"every {obj.get('kind')} needs a name")
     meta = dict(meta)
-    if obj["kind"] in CLUSTER_SCOPED:
+    if kind in CLUSTER_SCOPED:
         meta.pop("namespace", None)
     else:
         meta.setdefault("namespace", "default")
     obj["metadata"] = meta
-    obj.setdefault("apiVersion", _API_VERSIONS[obj["kind"]])
+    obj.setdefault("apiVersion", _API_VERSIONS.get(kind, ""))
     return obj
+
+
+def _kind_of(obj: Mapping[str, Any]) -> str:
+    """The kind key of a normalised object."""
+    return kind_key(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+
+
+def _label(obj: Mapping[str, Any], kind: str) -> str:
+    """``Kind ns/name``, with the API of another scheduler's kind."""
+    return ref(obj) if "." not in kind else f"{ref(obj)} ({obj['apiVersion']})"
 
 
 _API_VERSIONS = {
@@ -356,7 +388,7 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
     for _, _, obj in objects:
         meta = obj["metadata"]
         name = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
-        by_kind[obj["kind"]][name] = obj
+        by_kind[_kind_of(obj)][name] = obj
     classes: dict[str, int] = {}
     default_priority = 0
     for name, klass in by_kind["PriorityClass"].items():
@@ -366,11 +398,33 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
         classes[name] = value
         if klass.get("globalDefault"):
             default_priority = value
-    queues = set(by_kind["Queue"]) | {L.DEFAULT_QUEUE}
-    for q in by_kind["Queue"].values():
+    volcano_queues = by_kind[VOLCANO.queue_key]
+    queues = set(by_kind["Queue"]) | set(volcano_queues) | {L.DEFAULT_QUEUE}
+    for q in [*by_kind["Queue"].values(), *volcano_queues.values()]:
         parent = (q.get("spec") or {}).get("parent")
-        if parent and parent not in queues:
+        if (
+            parent
+            and parent not in queues
+            and not (q in volcano_queues.values() and parent == "root")
+        ):
             raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
+    for pg in by_kind[KUBERNETES.pod_group_key].values():
+        ref_ = ((pg.get("spec") or {}).get("podGroupTemplateRef") or {}).get("workload") or {}
+        workload = ref_.get("workloadName")
+        ns = pg["metadata"]["namespace"]
+        if workload and f"{ns}/{workload}" not in by_kind[WORKLOAD_KIND]:
+            raise ScenarioError(  # the API server's admission refuses it (403)
+                _label(pg, KUBERNETES.pod_group_key),
+                "spec.podGroupTemplateRef.workload.workloadName",
+                f"no Workload named {workload!r} in namespace {ns!r}",
+            )
+    for pg in by_kind[VOLCANO.pod_group_key].values():
+        pc = (pg.get("spec") or {}).get("priorityClassName")
+        if pc and pc not in classes:
+            raise ScenarioError(ref(pg), "spec.priorityClassName", f"no PriorityClass named {pc!r}")
+        queue = (pg.get("spec") or {}).get("queue") or L.DEFAULT_QUEUE
+        if queue not in queues:
+            raise ScenarioError(ref(pg), "spec.queue", f"no Queue named {queue!r}")
     for pg in by_kind["PodGroup"].values():
         pg_spec: dict[str, Any] = pg.get("spec") or {}
         if pg_spec.get("queue", L.DEFAULT_QUEUE) not in queues:
@@ -433,16 +487,31 @@ def _resolve_pod(
     if node and node not in by_kind["Node"]:
         raise ScenarioError(where, "spec.nodeName", f"no Node named {node!r}")
     ns = pod["metadata"]["namespace"]
-    group = pod_group_name(pod)
-    if group and f"{ns}/{group}" not in by_kind["PodGroup"]:
-        raise ScenarioError(
-            where,
-            f"metadata.labels[{L.POD_GROUP_LABEL}]",
-            f"no PodGroup named {group!r} in namespace {ns!r}",
+    group = pod_group_ref(pod)
+    if group is not None:
+        name = f"{ns}/{group.name}"
+        found = name in by_kind[group.api.pod_group_key] or (
+            group.api is VOLCANO and name in by_kind[SLUICE.pod_group_key]
         )
-    queue = (pod["metadata"].get("labels") or {}).get(L.QUEUE_LABEL)
-    if queue and queue not in queues:
-        raise ScenarioError(where, f"metadata.labels[{L.QUEUE_LABEL}]", f"no Queue named {queue!r}")
+        if not found:
+            of = "" if group.api is SLUICE else f" of {group.api.api_version}"
+            raise ScenarioError(
+                where,
+                group.field,
+                f"no PodGroup{of} named {group.name!r} in namespace {ns!r}",
+            )
+    for where_queue, queue in (
+        (
+            f"metadata.labels[{L.QUEUE_LABEL}]",
+            (pod["metadata"].get("labels") or {}).get(L.QUEUE_LABEL),
+        ),
+        (
+            f"metadata.annotations[{VOLCANO_QUEUE_ANNOTATION}]",
+            (pod["metadata"].get("annotations") or {}).get(VOLCANO_QUEUE_ANNOTATION),
+        ),
+    ):
+        if queue and queue not in queues:
+            raise ScenarioError(where, where_queue, f"no Queue named {queue!r}")
     try:
         task_from_pod(pod)
     except InvalidInputError as exc:

@@ -3,6 +3,9 @@
 :class:`ObjectStore` keeps plain JSON dicts in Kubernetes shape, keyed by kind, namespace
 and name, and applies writes with the semantics of the Kubernetes API server:
 
+* objects kept by *kind key* (:func:`~scheduler.api.group_apis.kind_key`): the kind,
+  or ``Kind.group`` for the kinds of other schedulers' APIs (four APIs have a
+  ``PodGroup``), which every method taking a ``kind`` expects;
 * one global integer resourceVersion (etcd's revision), bumped by every write and written
   into ``metadata.resourceVersion`` as a string; a write that changes nothing bumps nothing;
 * ``create`` / ``replace`` / ``patch`` (merge and strategic) / ``delete`` with
@@ -45,6 +48,7 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
@@ -67,13 +71,34 @@ ApiObject = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 PatchType = Literal["merge", "strategic"]
 
-#: Kinds without a namespace, unless the store is told otherwise.
+#: Kinds without a namespace, unless the store is told otherwise (by kind key:
+#: :func:`~scheduler.api.group_apis.kind_key`).
 DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
-    {"Node", "Queue", "Topology", "PriorityClass"}
+    {
+        "Node",
+        "Queue",
+        "Topology",
+        "PriorityClass",
+        VOLCANO.queue_key,
+        "CustomResourceDefinition",
+        "APIService",
+    }
 )
-#: Kinds whose status is written only through the status subresource.
+#: Kinds whose status is written only through the status subresource (Volcano's
+#: PodGroup has none: its status is written with the object).
 DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
-    {"Pod", "Node", "PodGroup", "Queue", "Topology"}
+    {
+        "Pod",
+        "Node",
+        "PodGroup",
+        "Queue",
+        "Topology",
+        VOLCANO.queue_key,
+        SCHEDULER_PLUGINS.pod_group_key,
+        KUBERNETES.pod_group_key,
+        "CustomResourceDefinition",
+        "APIService",
+    }
 )
 
 #: Metadata the server owns: kept from the stored object on replace and patch.
@@ -257,6 +282,7 @@ class ObjectStore:
             raise InvalidObjectError(
                 "Object 'Kind' is missing", causes=(FieldCause("kind", "Required value"),)
             )
+        kind = kind_key(str(new.get("apiVersion") or ""), kind)
         raw_meta = new.get("metadata")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         name = meta.get("name")
@@ -327,6 +353,7 @@ class ObjectStore:
                 "replace needs kind and metadata.name",
                 causes=(FieldCause("metadata.name", "Required value"),),
             )
+        kind = kind_key(str(new.get("apiVersion") or ""), kind)
         namespace = self._ns(kind, meta.get("namespace") or "default")
         key = (namespace, meta["name"])
         bucket = self._objects.get(kind)

@@ -116,7 +116,7 @@ def test_pod_status(raw: dict[str, Any], status: TaskStatus) -> None:
                 }
             },
             "g2",
-            "ns/g2",
+            "volcano:ns/g2",
         ),
         (
             {

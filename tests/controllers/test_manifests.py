@@ -306,8 +306,35 @@ def test_scheduler_role_grants(grant: tuple[str, str, str]) -> None:
 def test_scheduler_role_writes_no_spec_and_no_nodes() -> None:
     granted = grants(rules("sluice-scheduler"))
     writes = {"create", "update", "patch", "delete", "deletecollection"}
-    assert not {g for g in granted if g[1] in ("nodes", "podgroups", "queues") and g[2] in writes}
+    written = {g for g in granted if g[1] in ("nodes", "podgroups", "queues") and g[2] in writes}
+    # Volcano's PodGroup CRD has no status subresource: its status is patched with it.
+    assert written == {("scheduling.volcano.sh", "podgroups", "patch")}
     assert not {g for g in granted if g[1] == "secrets"}
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+        ("apiregistration.k8s.io", "apiservices", "watch"),
+        ("scheduling.volcano.sh", "podgroups", "watch"),
+        ("scheduling.volcano.sh", "queues", "watch"),
+        ("scheduling.volcano.sh", "queues/status", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
+    ],
+    ids=lambda g: f"{g[0]}/{g[1]}:{g[2]}",
+)
+def test_scheduler_role_reads_other_schedulers_apis(grant: tuple[str, str, str]) -> None:
+    assert grant in grants(rules("sluice-scheduler"))
+
+
+def test_scheduler_role_only_reads_crds_and_api_services() -> None:
+    granted = grants(rules("sluice-scheduler"))
+    kinds = ("customresourcedefinitions", "apiservices", "workloads")
+    assert {g[2] for g in granted if g[1] in kinds} == {"get", "list", "watch"}
 
 
 def test_leases_only_in_the_own_namespace() -> None:

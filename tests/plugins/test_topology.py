@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from scheduler import app
 from scheduler.api import labels as L
+from scheduler.api.group_apis import KUBERNETES, VOLCANO
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
@@ -31,7 +32,7 @@ from scheduler.logging import configure, quiet
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
-from tests.builders import cache_with, node, pod, pod_group
+from tests.builders import cache_with, foreign_pod_group, node, pod, pod_group
 
 Obj = dict[str, Any]
 RACK = "example.com/rack"
@@ -301,3 +302,135 @@ def test_every_bound_gang_with_a_required_level_lies_in_one_domain(objects: list
             by_gang.setdefault(name.split("-", 1)[0], set()).add(racks[node_name])
     for gang, used in by_gang.items():
         assert len(used) == 1, f"{gang} spread over racks {sorted(used)}"
+
+
+VOLCANO_GANG = [
+    pod(f"g-{i}", cpu="1", memory=None, annotations={L.POD_GROUP_ANNOTATION: "g"}) for i in range(2)
+]
+
+
+def volcano_group(network: Obj, annotations: dict[str, str] | None = None) -> Obj:
+    return foreign_pod_group(
+        VOLCANO, "g", {"minMember": 2, "networkTopology": network}, annotations=annotations
+    )
+
+
+@pytest.mark.parametrize(
+    ("group", "topologies", "expected"),
+    [
+        pytest.param(
+            volcano_group({"mode": "hard", "highestTierAllowed": 1}),
+            [topology(ZONE, RACK)],
+            [("rack rc", ["c1"]), ("rack ra", ["a1", "a2"]), ("rack rb", ["b1", "b2"])],
+            id="tier-1-is-the-narrowest-level",
+        ),
+        pytest.param(
+            volcano_group({"mode": "hard", "highestTierAllowed": 2}),
+            [topology(ZONE, RACK)],
+            [("zone z2", ["c1"]), ("zone z1", ["a1", "a2", "b1", "b2"])],
+            id="tier-2-the-next-wider",
+        ),
+        pytest.param(
+            volcano_group({"mode": "soft", "highestTierAllowed": 2}),
+            [topology(ZONE, RACK)],
+            [
+                ("zone z2", ["c1"]),
+                ("zone z1", ["a1", "a2", "b1", "b2"]),
+                ("", ["a1", "a2", "b1", "b2", "c1"]),
+            ],
+            id="soft-is-preferred",
+        ),
+        pytest.param(
+            volcano_group({"highestTierName": "rack"}),
+            [topology(ZONE, RACK)],
+            [("rack rc", ["c1"]), ("rack ra", ["a1", "a2"]), ("rack rb", ["b1", "b2"])],
+            id="tier-by-name",
+        ),
+        pytest.param(
+            volcano_group({"highestTierAllowed": 3}),
+            [topology(ZONE, RACK)],
+            None,
+            id="tier-above-the-widest-is-the-cluster",
+        ),
+        pytest.param(
+            volcano_group({"highestTierAllowed": 1}, {L.TOPOLOGY_ANNOTATION: "dc"}),
+            [topology(ZONE, RACK), {**topology(ZONE), "metadata": {"name": "other"}}],
+            [("rack rc", ["c1"]), ("rack ra", ["a1", "a2"]), ("rack rb", ["b1", "b2"])],
+            id="the-annotation-names-the-topology",
+        ),
+    ],
+)
+def test_volcano_network_topology_maps_onto_levels(
+    group: Obj, topologies: list[Obj], expected: list[tuple[str, list[str]]] | None
+) -> None:
+    session = session_of([*topologies, *racks_nodes(), group, *VOLCANO_GANG])
+    job = session.jobs["volcano:default/g"]
+    assert session.job_valid(job).ok
+    sets = session.node_sets(job, list(job.tasks.values()), Purpose.ALLOCATE)
+    if expected is None:
+        assert sets is None
+    else:
+        assert sets is not None
+        assert set_names(session, sets.sets) == expected
+
+
+@pytest.mark.parametrize(
+    ("group", "topologies", "reason"),
+    [
+        pytest.param(
+            volcano_group({"highestTierAllowed": 1}),
+            [],
+            "the cluster has 0 Topologies; name one with the annotation "
+            "scheduling.sluice.dev/topology",
+            id="no-topology",
+        ),
+        pytest.param(
+            volcano_group({"highestTierAllowed": 1}),
+            [topology(ZONE, RACK), {**topology(ZONE), "metadata": {"name": "other"}}],
+            "the cluster has 2 Topologies",
+            id="two-topologies",
+        ),
+        pytest.param(
+            volcano_group({"highestTierName": "row"}),
+            [topology(ZONE, RACK)],
+            "networkTopology.highestTierName: 'row' is not a level of Topology 'dc'",
+            id="unknown-tier-name",
+        ),
+        pytest.param(
+            volcano_group({"highestTierAllowed": 1}, {L.TOPOLOGY_ANNOTATION: "nope"}),
+            [topology(ZONE, RACK)],
+            "networkTopology: Topology 'nope'",
+            id="annotation-names-a-missing-topology",
+        ),
+    ],
+)
+def test_volcano_network_topology_that_cannot_map(
+    group: Obj, topologies: list[Obj], reason: str
+) -> None:
+    session = session_of([*topologies, *racks_nodes(), group, *VOLCANO_GANG])
+    status = session.job_valid(session.jobs["volcano:default/g"])
+    assert not status.ok
+    assert reason in status.message
+
+
+def test_a_kubernetes_topology_key_is_a_level_of_its_own() -> None:
+    group = foreign_pod_group(
+        KUBERNETES,
+        "g",
+        {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": RACK}]},
+        },
+    )
+    gang = [
+        pod(f"g-{i}", cpu="1", memory=None, schedulingGroup={"podGroupName": "g"}) for i in range(2)
+    ]
+    session = session_of([*racks_nodes(), group, *gang])
+    job = session.jobs["kubernetes:default/g"]
+    sets = session.node_sets(job, list(job.tasks.values()), Purpose.ALLOCATE)
+    assert sets is not None
+    assert set_names(session, sets.sets) == [
+        ("rack rc", ["c1"]),
+        ("rack ra", ["a1", "a2"]),
+        ("rack rb", ["b1", "b2"]),
+    ]

@@ -653,7 +653,7 @@ CHECK_FAILS = [
     pytest.param(
         {**queue(), "kind": "Pod"},
         'Pod "research" is invalid: kind: Unsupported value: "Pod": supported values: '
-        '"PodGroup", "Queue", "Topology"',
+        '"PodGroup", "Queue", "Topology", "Workload"',
         id="kind-not-custom",
     ),
 ]
@@ -730,7 +730,16 @@ def test_catalog_describes_each_kind(
 
 
 def test_catalog_lookups_of_unknown_names() -> None:
-    assert CATALOG.kinds() == ("PodGroup", "Queue", "Topology")
+    assert CATALOG.kinds() == (
+        "PodGroup",
+        "PodGroup.scheduling.k8s.io",
+        "PodGroup.scheduling.volcano.sh",
+        "PodGroup.scheduling.x-k8s.io",
+        "Queue",
+        "Queue.scheduling.volcano.sh",
+        "Topology",
+        "Workload.scheduling.k8s.io",
+    )
     assert CATALOG.get("Pod") is None
     assert CATALOG.by_plural("pods") is None
     assert CATALOG.resolve("po") is None

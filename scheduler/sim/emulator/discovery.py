@@ -13,9 +13,10 @@ served raises :class:`~.emulator_http.HttpError` (404).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from scheduler.schema import CrdCatalog
 from scheduler.sim.emulator.resources import ACTION_SUBRESOURCES, ResourceInfo
 from scheduler.sim.emulator.responses import JSON_PATCH, MERGE, NOT_FOUND_MESSAGE, HttpError
 
@@ -28,6 +29,7 @@ __all__ = [
     "openapi_v3",
     "resource_list",
     "root_paths",
+    "served_markers",
 ]
 
 #: The Kubernetes version ``/version`` reports.
@@ -189,3 +191,66 @@ def openapi_v3(resources: ServedResources, rest: list[str]) -> dict[str, Any]:
 
 def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def served_markers(catalog: CrdCatalog, resources: Iterable[ResourceInfo]) -> list[dict[str, Any]]:
+    """The objects that tell a client what is served, as a cluster holds them: a
+    ``CustomResourceDefinition`` (``Established``) for each kind of ``catalog``, and an
+    ``APIService`` (``Available``) for each group/version of ``resources``. Created in the
+    store when the emulator starts, so that a scheduler watching them (for other
+    schedulers' APIs) finds them installed."""
+    ready = "2026-01-01T00:00:00Z"
+    out: list[dict[str, Any]] = []
+    for key in catalog.kinds():
+        info = catalog.get(key)
+        if info is None:
+            continue
+        names: dict[str, Any] = {
+            "kind": info.kind,
+            "listKind": f"{info.kind}List",
+            "plural": info.plural,
+            "singular": info.singular,
+        }
+        if info.short_names:
+            names["shortNames"] = list(info.short_names)
+        out.append(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{info.plural}.{info.group}"},
+                "spec": {
+                    "group": info.group,
+                    "names": names,
+                    "scope": "Namespaced" if info.namespaced else "Cluster",
+                    "versions": [{"name": info.version, "served": True, "storage": True}],
+                },
+                "status": {
+                    "acceptedNames": names,
+                    "storedVersions": [info.version],
+                    "conditions": [
+                        _true("NamesAccepted", "NoConflicts", ready),
+                        _true("Established", "InitialNamesAccepted", ready),
+                    ],
+                },
+            }
+        )
+    for group, version in sorted({(r.group, r.version) for r in resources}):
+        out.append(
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": f"{version}.{group}"},
+                "spec": {
+                    "group": group,
+                    "version": version,
+                    "groupPriorityMinimum": 1000,
+                    "versionPriority": 100,
+                },
+                "status": {"conditions": [_true("Available", "Local", ready)]},
+            }
+        )
+    return out
+
+
+def _true(kind: str, reason: str, at: str) -> dict[str, str]:
+    return {"type": kind, "status": "True", "reason": reason, "lastTransitionTime": at}

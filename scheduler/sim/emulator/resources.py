@@ -137,6 +137,16 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
     ResourceInfo(
         "apps", "v1", "statefulsets", "statefulset", "StatefulSet", True, short_names=("sts",)
     ),
+    ResourceInfo(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        short_names=("crd", "crds"),
+    ),
+    ResourceInfo("apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", False),
 )
 
 #: Subresources served besides ``status``: (resource, subresource) -> (group, version, kind).
@@ -157,6 +167,7 @@ def custom_resources(catalog: CrdCatalog) -> list[ResourceInfo]:
             info.kind,
             info.namespaced,
             short_names=info.short_names,
+            store_kind=info.key,
             return_deleted=True,
             crd=info,
         )

@@ -32,6 +32,7 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
+from scheduler.api.group_apis import KUBERNETES
 from scheduler.schema import CrdCatalog, load_crds
 from scheduler.sim.admission import AdmissionError, admit_pod_priority
 from scheduler.sim.emulator.discovery import (
@@ -42,6 +43,7 @@ from scheduler.sim.emulator.discovery import (
     openapi_v3,
     resource_list,
     root_paths,
+    served_markers,
 )
 from scheduler.sim.emulator.jsonpatch import JsonPatchError, apply_json_patch
 from scheduler.sim.emulator.namespaces import (
@@ -154,6 +156,9 @@ class ApiEmulator:
         self._watches: set[anyio.CancelScope] = set()
         self._started_at = self._wall()
         self._tables = TablePrinter(self._wall)
+        for obj in served_markers(self.catalog, self._resources.values()):
+            if self.store.try_get(obj["kind"], "", obj["metadata"]["name"]) is None:
+                self.store.create(obj)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -398,10 +403,30 @@ class ApiEmulator:
         return body
 
     def _admit(self, res: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
-        """Validate and default a custom object with its CRD schema (422 if invalid)."""
+        """Validate and default a custom object with its CRD schema (422 if invalid); a
+        ``scheduling.k8s.io`` PodGroup naming a Workload that does not exist is refused
+        (403), as the API server's admission does."""
         if res.crd is None:
             return obj
-        return self.catalog.check(obj)
+        checked = self.catalog.check(obj)
+        if res.kind_in_store == KUBERNETES.pod_group_key:
+            spec = checked.get("spec") or {}
+            workload = ((spec.get("podGroupTemplateRef") or {}).get("workload") or {}).get(
+                "workloadName"
+            )
+            meta = checked.get("metadata") or {}
+            kind = f"Workload.{KUBERNETES.group}"
+            if (
+                workload
+                and self.store.try_get(kind, str(meta.get("namespace") or ""), workload) is None
+            ):
+                raise HttpError(
+                    403,
+                    "Forbidden",
+                    f'podgroups.scheduling.k8s.io "{meta.get("name", "")}" is forbidden: '
+                    f'PodGroup rejected: Workload "{workload}" not found',
+                )
+        return checked
 
     # ----------------------------------------------------------------- reads
 
@@ -495,8 +520,20 @@ class ApiEmulator:
             except AdmissionError as exc:
                 name = (obj.get("metadata") or {}).get("name", "")
                 raise HttpError(403, "Forbidden", f'pods "{name}" is forbidden: {exc}') from exc
+        if t.res.kind == "CustomResourceDefinition":
+            obj = self._establish(obj)
         created = self.store.create(unview(t.res, self._admit(t.res, obj)))
         return _json_response(201, view(t.res, created))
+
+    def _establish(self, crd: dict[str, Any]) -> dict[str, Any]:
+        """A CustomResourceDefinition of a kind the emulator serves is ``Established`` at
+        once, as the API server's controllers make it; any other is stored, not served."""
+        spec = crd.get("spec") or {}
+        name = f"{(spec.get('names') or {}).get('plural')}.{spec.get('group')}"
+        for marker in served_markers(self.catalog, ()):
+            if marker["metadata"]["name"] == name:
+                return {**crd, "status": marker["status"]}
+        return crd
 
     def _replace(self, t: _Target, body: dict[str, Any]) -> web.StreamResponse:
         stored = unview(t.res, self._incoming(t, body, t.name))

@@ -1,0 +1,295 @@
+"""Volcano's ``scheduling.volcano.sh/v1beta1`` PodGroup and Queue, in and out (layer 0).
+
+In: :func:`job_from_pod_group` and :func:`queue_from_queue`. Out:
+:func:`pod_group_status` and :func:`queue_status`, the status Volcano's scheduler and
+controllers write, because other controllers wait on it: Volcano's Job controller (and
+Kubeflow's and Spark's Volcano integrations, which create a PodGroup and then the pods)
+create pods only once the PodGroup's phase is set and not ``Pending``
+(``pkg/controllers/job/job_controller_actions.go`` of volcano-sh/volcano, ``syncJob``), so
+``Inqueue`` is written as soon as the gang is admitted.
+
+Mapped:
+
+* ``minMember``, ``minTaskMember`` (a pod's task is its ``volcano.sh/task-spec``
+  annotation or label), ``minResources``, ``queue``, ``priorityClassName``: as Sluice's own;
+* ``networkTopology`` (``mode`` hard or soft, ``highestTierAllowed`` or
+  ``highestTierName``): the gang within one domain of a level of a Sluice Topology, tier 1
+  being its narrowest level (see :class:`~scheduler.api.job.TopologyConstraint`);
+* ``subGroupPolicy``: an entry selecting one task (``matchLabels`` of just
+  ``volcano.sh/task-spec``, as Volcano's Job controller writes it) needs
+  ``minSubGroups * subGroupSize`` pods of that role; partitions (``matchLabelKeys``) and
+  their own ``networkTopology`` are not honoured;
+* Queue ``weight``, ``capability``, ``deserved``, ``guarantee.resource``, ``reclaimable``,
+  ``parent`` (Volcano's ``root`` queue is Sluice's root), ``priority``, ``status.state``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from scheduler.api import labels as L
+from scheduler.api.convert import class_priority
+from scheduler.api.errors import InvalidInputError
+from scheduler.api.foreign import Converted, GroupObject
+from scheduler.api.foreign.conditions import set_condition
+from scheduler.api.group_apis import VOLCANO
+from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
+from scheduler.api.membership import VOLCANO_TASK_SPEC
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Resource, ResourceSum, parse_limits
+from scheduler.api.task import TaskStatus
+from scheduler.api.task_states import HOLDS_ROOM, USES_NODE
+
+Obj = Mapping[str, Any]
+
+__all__ = [
+    "ROOT_QUEUE",
+    "job_from_pod_group",
+    "pod_group_status",
+    "queue_from_queue",
+    "queue_status",
+]
+
+ROOT_QUEUE: Final = "root"
+"""Volcano's root queue: the root of Sluice's queue tree, not a queue of its own."""
+
+NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
+"""The reason Volcano's gang plugin gives its ``Unschedulable`` condition."""
+SCHEDULED_REASON: Final = "tasks in gang are ready to be scheduled"
+"""The reason Volcano's gang plugin gives its ``Scheduled`` condition (with no message)."""
+
+
+def _topology(spec: Obj, annotations: Mapping[str, str], where: str) -> TopologyConstraint | None:
+    nt = spec.get("networkTopology")
+    if not isinstance(nt, Mapping):
+        return None
+    tier = nt.get("highestTierAllowed")
+    name = nt.get("highestTierName")
+    if tier is None and not name:
+        return None
+    if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or tier < 1):
+        raise InvalidInputError(
+            where, "spec.networkTopology.highestTierAllowed", f"must be 1 or more, got {tier!r}"
+        )
+    mode = str(nt.get("mode") or "hard")
+    if mode not in ("hard", "soft"):
+        raise InvalidInputError(
+            where, "spec.networkTopology.mode", f'must be "hard" or "soft", got {mode!r}'
+        )
+    return TopologyConstraint(
+        str(annotations.get(L.TOPOLOGY_ANNOTATION) or ""),
+        tier=int(tier or 0),
+        tier_name=str(name or ""),
+        soft=mode == "soft",
+    )
+
+
+def _sub_groups(policies: object, min_task_member: dict[str, int], where: str) -> tuple[str, ...]:
+    """Fold the entries of ``subGroupPolicy`` that select one task into
+    ``min_task_member``; return what is not honoured."""
+    notes: list[str] = []
+    if not isinstance(policies, Sequence):
+        return ()
+    for i, policy in enumerate(policies):
+        if not isinstance(policy, Mapping):
+            continue
+        field = f"spec.subGroupPolicy[{i}]"
+        selector = policy.get("labelSelector") or {}
+        match = selector.get("matchLabels") or {} if isinstance(selector, Mapping) else {}
+        role = match.get(VOLCANO_TASK_SPEC) if isinstance(match, Mapping) else None
+        if role is None or len(match) != 1 or selector.get("matchExpressions"):
+            notes.append(
+                f"{where}: {field} is not honoured: only a labelSelector of matchLabels "
+                f"{{{VOLCANO_TASK_SPEC}: TASK}} maps onto a role"
+            )
+            continue
+        size = int(policy.get("subGroupSize") or 1)
+        need = int(policy.get("minSubGroups") or 0) * size
+        if need > min_task_member.get(str(role), 0):
+            min_task_member[str(role)] = need
+        if policy.get("matchLabelKeys") or policy.get("networkTopology"):
+            notes.append(
+                f"{where}: {field}: the partitions (matchLabelKeys) and their networkTopology "
+                f"are not honoured; task {role!r} needs {need} pod(s) in all"
+            )
+    return tuple(notes)
+
+
+def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converted[JobInfo]:
+    """The gang of a Volcano PodGroup, and what of it is not honoured."""
+    g = GroupObject.read(pg, VOLCANO)
+    spec = g.spec
+    pc = str(spec.get("priorityClassName") or "")
+    min_task_member = {str(k): int(v) for k, v in (spec.get("minTaskMember") or {}).items()}
+    notes = _sub_groups(spec.get("subGroupPolicy"), min_task_member, g.where)
+    try:
+        phase = PodGroupPhase(g.status.get("phase", "Pending"))
+    except ValueError:
+        phase = PodGroupPhase.PENDING
+    job = g.job(
+        queue=str(spec.get("queue") or L.DEFAULT_QUEUE),
+        min_member=int(spec.get("minMember") or 0),
+        min_task_member=min_task_member,
+        min_resources=Resource.parse(
+            spec.get("minResources"), obj=g.where, field="spec.minResources"
+        ),
+        priority=class_priority(pc, priority_classes, g.where),
+        priority_class=pc,
+        phase=phase,
+        topology=_topology(spec, g.meta.get("annotations") or {}, g.where),
+    )
+    return Converted(job, notes)
+
+
+_QUEUE_UNHONOURED: Final = ("affinity", "extendClusters", "type")
+
+
+def queue_from_queue(q: Obj) -> Converted[QueueInfo | None]:
+    """The queue of a Volcano Queue (None for Volcano's ``root``: Sluice's own root), and
+    what of it is not honoured."""
+    meta = q.get("metadata") or {}
+    spec = q.get("spec") or {}
+    name = str(meta["name"])
+    where = f"Queue {name} ({VOLCANO.api_version})"
+    if name == ROOT_QUEUE:
+        return Converted(
+            None, (f"{where}: Volcano's root queue is the root of Sluice's queue tree",)
+        )
+
+    def limits(field: str, raw: object) -> dict[str, int] | None:
+        return None if raw is None else parse_limits(raw, obj=where, field=field)
+
+    guarantee = spec.get("guarantee") or {}
+    status = q.get("status") or {}
+    parent = str(spec.get("parent") or "")
+    notes = tuple(f"{where}: spec.{f} is not honoured" for f in _QUEUE_UNHONOURED if spec.get(f))
+    if spec.get("dequeueStrategy") == "fifo":
+        notes += (
+            f"{where}: spec.dequeueStrategy fifo is not honoured (jobs are ordered by "
+            "priority, then creation)",
+        )
+    queue = QueueInfo(
+        name=name,
+        weight=int(spec.get("weight") or 1),
+        capability=limits("spec.capability", spec.get("capability")),
+        deserved=limits("spec.deserved", spec.get("deserved")),
+        guarantee=Resource.parse(
+            guarantee.get("resource") if isinstance(guarantee, Mapping) else None,
+            obj=where,
+            field="spec.guarantee.resource",
+        ),
+        reclaimable=bool(spec.get("reclaimable", True)),
+        priority=int(spec.get("priority") or 0),
+        parent="" if parent == ROOT_QUEUE else parent,
+        state=str(status.get("state") or "Open"),
+        uid=str(meta.get("uid") or ""),
+    )
+    return Converted(queue, notes)
+
+
+# Status out --------------------------------------------------------------------------
+
+
+def phase_of(job: JobInfo, unschedulable: bool) -> PodGroupPhase:
+    """Volcano's phase of a PodGroup (``getPodGroupPhase`` of its scheduler's session):
+    Unknown while it has running pods but is short of its minimum; Running once
+    ``minMember`` pods are placed (Completed when every one placed has succeeded); else
+    Inqueue if it was, Pending otherwise (a Running gang that lost pods must be admitted
+    again, as in Volcano)."""
+    statuses = [t.status for t in job.tasks.values()]
+    if unschedulable and TaskStatus.RUNNING in statuses:
+        return PodGroupPhase.UNKNOWN
+    succeeded = statuses.count(TaskStatus.SUCCEEDED)
+    scheduled = succeeded + sum(1 for s in statuses if s in USES_NODE)
+    completed = succeeded + statuses.count(TaskStatus.FAILED)
+    if statuses and scheduled >= job.min_member:
+        return PodGroupPhase.COMPLETED if scheduled == completed else PodGroupPhase.RUNNING
+    return PodGroupPhase.INQUEUE if job.phase is PodGroupPhase.INQUEUE else PodGroupPhase.PENDING
+
+
+def pod_group_status(
+    job: JobInfo,
+    reason: str | None,
+    now: str,
+    previous: Mapping[str, Any],
+    *,
+    error: bool = False,
+) -> tuple[dict[str, Any], PodGroupPhase]:
+    """The ``status`` Volcano writes for ``job``'s PodGroup. ``reason``: why the gang is
+    not placed this cycle (None: nothing to say). Conditions as Volcano's gang plugin
+    writes them, replaced by type (the others kept): ``Unschedulable`` (reason
+    ``NotEnoughResources``, message ``N/M tasks in gang unschedulable: ...``) while the
+    gang has pods and is short of its minimum; ``Scheduled`` once it is not. Returned with
+    the phase written, which Sluice acts on from now."""
+    placed = job.placed_count()
+    short = bool(job.tasks) and placed < job.min_member
+    unschedulable = short and reason is not None
+    statuses = [t.status for t in job.tasks.values()]
+    conditions: list[dict[str, Any]] = list(previous.get("conditions") or ())
+    if unschedulable:
+        message = (
+            f"{job.min_member - placed}/{len(job.tasks)} tasks in gang unschedulable: {reason}"
+        )
+        conditions = set_condition(
+            conditions,
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": L.REASON_SCHEDULER_ERROR if error else NOT_ENOUGH_RESOURCES,
+                "message": message,
+                "transitionID": now,
+            },
+            now,
+            keep=("transitionID",),
+        )
+    elif job.tasks and not short:
+        conditions = set_condition(
+            conditions,
+            {
+                "type": "Scheduled",
+                "status": "True",
+                "reason": SCHEDULED_REASON,
+                "message": "",
+                "transitionID": now,
+            },
+            now,
+            keep=("transitionID",),
+        )
+    phase = phase_of(job, unschedulable)
+    out: dict[str, Any] = {
+        "phase": phase.value,
+        "running": statuses.count(TaskStatus.RUNNING),
+        "succeeded": statuses.count(TaskStatus.SUCCEEDED),
+        "failed": statuses.count(TaskStatus.FAILED),
+    }
+    if conditions:
+        out["conditions"] = conditions
+    return out, phase
+
+
+def queue_status(
+    state: str,
+    jobs: Sequence[JobInfo],
+    phases: Mapping[str, PodGroupPhase],
+) -> dict[str, Any]:
+    """The ``status`` of a Volcano Queue holding ``jobs`` (its leaves' for a parent):
+    its state, its PodGroups counted by phase (as Volcano's queue controller counts
+    them) and ``allocated`` (what its pods hold, as Volcano's scheduler writes it)."""
+    counts = dict.fromkeys(PodGroupPhase, 0)
+    total = ResourceSum()
+    for job in jobs:
+        for t in job.tasks.values():
+            if t.status in HOLDS_ROOM:
+                total.add(t.request)
+        if job.has_pod_group:
+            counts[phases.get(job.uid, job.phase)] += 1
+    return {
+        "state": state,
+        "allocated": total.result().to_quantities(),
+        "pending": counts[PodGroupPhase.PENDING],
+        "inqueue": counts[PodGroupPhase.INQUEUE],
+        "running": counts[PodGroupPhase.RUNNING],
+        "unknown": counts[PodGroupPhase.UNKNOWN],
+        "completed": counts[PodGroupPhase.COMPLETED],
+    }

@@ -1,0 +1,159 @@
+"""Which gang a pod belongs to, its role, its queue: the one rule for every API (layer 0).
+
+:func:`pod_group_ref` is THE rule for "which group does this pod name, of which API"
+(the scheduler's cache and the pod grouper of ``sluice controller`` both ask it). A pod
+names at most one group; when it carries several references, the first of this order
+wins (the others are ignored):
+
+1. the label ``scheduling.sluice.dev/pod-group``: a Sluice PodGroup (Sluice's own API:
+   whoever writes it means Sluice);
+2. ``spec.schedulingGroup.podGroupName``: a ``scheduling.k8s.io/v1alpha2`` PodGroup (the
+   platform's own field, validated by the API server);
+3. the label ``scheduling.x-k8s.io/pod-group``: a scheduler-plugins PodGroup;
+4. the annotation ``scheduling.k8s.io/group-name``: a Volcano PodGroup, or, when no
+   Volcano PodGroup of that name exists and a Sluice one does, the Sluice one (Sluice has
+   read this annotation as its own since its first release).
+
+:func:`resolve_job_id` then turns a reference into the job the pod's task joins, given
+which PodGroups exist (:class:`GroupIndex`): the annotation's fallback above, and the
+members of a ``basic`` ``scheduling.k8s.io`` PodGroup, which are scheduled alone (each a
+gang of one, as a pod without a group). Pure functions of their arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from scheduler.api import labels as L
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, SLUICE, VOLCANO, GroupApi
+
+__all__ = [
+    "COSCHEDULING_POD_GROUP_LABEL",
+    "VOLCANO_PREEMPTABLE",
+    "VOLCANO_QUEUE_ANNOTATION",
+    "VOLCANO_TASK_SPEC",
+    "GroupIndex",
+    "GroupRef",
+    "lone_job_id",
+    "pod_group_ref",
+    "pod_preemptable",
+    "pod_queue",
+    "pod_role",
+    "resolve_job_id",
+]
+
+COSCHEDULING_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+"""scheduler-plugins' label naming a pod's PodGroup."""
+VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+"""Volcano's annotation naming the queue of a pod without a PodGroup."""
+VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+"""Volcano's annotation (and label) naming a pod's task within its job: its role."""
+VOLCANO_PREEMPTABLE: Final = "volcano.sh/preemptable"
+"""Volcano's annotation (or label) saying whether a pod may be preempted."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    """A pod's reference to a PodGroup: of ``api``, named ``name`` in the pod's
+    namespace, written in ``field`` of the pod (for messages)."""
+
+    api: GroupApi
+    name: str
+    field: str
+
+
+_SLUICE_FIELD: Final = f"metadata.labels[{L.POD_GROUP_LABEL}]"
+_UPSTREAM_FIELD: Final = "spec.schedulingGroup.podGroupName"
+_COSCHEDULING_FIELD: Final = f"metadata.labels[{COSCHEDULING_POD_GROUP_LABEL}]"
+_VOLCANO_FIELD: Final = f"metadata.annotations[{L.POD_GROUP_ANNOTATION}]"
+
+
+def pod_group_ref(pod: Mapping[str, Any]) -> GroupRef | None:
+    """The PodGroup ``pod`` names (the first reference in the order of this module's
+    docstring), or None when it names none. Reads only the pod."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    name = labels.get(L.POD_GROUP_LABEL)
+    if name:
+        return GroupRef(SLUICE, str(name), _SLUICE_FIELD)
+    group = (pod.get("spec") or {}).get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if name:
+        return GroupRef(KUBERNETES, str(name), _UPSTREAM_FIELD)
+    name = labels.get(COSCHEDULING_POD_GROUP_LABEL)
+    if name:
+        return GroupRef(SCHEDULER_PLUGINS, str(name), _COSCHEDULING_FIELD)
+    name = (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION)
+    if name:
+        return GroupRef(VOLCANO, str(name), _VOLCANO_FIELD)
+    return None
+
+
+class GroupIndex(Protocol):
+    """Which PodGroups exist, by job id (the cache is one)."""
+
+    def has_group(self, job_id: str, /) -> bool:
+        """A PodGroup of that job id exists (whatever its policy)."""
+        ...
+
+    def is_basic(self, job_id: str, /) -> bool:
+        """That PodGroup exists and its pods are scheduled alone (``basic`` policy)."""
+        ...
+
+
+def lone_job_id(namespace: str, pod_name: str) -> str:
+    """The job of a pod scheduled alone: ``namespace/name`` of the pod."""
+    return f"{namespace}/{pod_name}"
+
+
+def resolve_job_id(
+    ref: GroupRef | None, namespace: str, pod_name: str, groups: GroupIndex | None = None
+) -> str:
+    """The job a pod of ``namespace/pod_name`` naming ``ref`` joins. Without ``groups``
+    (nothing known of which PodGroups exist), the job of the PodGroup it names."""
+    if ref is None:
+        return lone_job_id(namespace, pod_name)
+    job_id = ref.api.job_id(namespace, ref.name)
+    if groups is None:
+        return job_id
+    if ref.api is VOLCANO and not groups.has_group(job_id):
+        own = SLUICE.job_id(namespace, ref.name)
+        if groups.has_group(own):
+            return own
+    if ref.api is KUBERNETES and groups.is_basic(job_id):
+        return lone_job_id(namespace, pod_name)
+    return job_id
+
+
+def pod_role(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """A pod's role in its gang: the label ``scheduling.sluice.dev/task-role``, else
+    Volcano's task (``volcano.sh/task-spec``, annotation then label), else none."""
+    role = labels.get(L.TASK_ROLE_LABEL)
+    if role is None:
+        role = annotations.get(VOLCANO_TASK_SPEC)
+        if role is None:
+            role = labels.get(VOLCANO_TASK_SPEC)
+    return L.DEFAULT_ROLE if role is None else str(role)
+
+
+def pod_queue(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The queue of a pod scheduled alone: the label ``scheduling.sluice.dev/queue``,
+    else Volcano's annotation ``scheduling.volcano.sh/queue-name``, else ``default``."""
+    return str(
+        labels.get(L.QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION) or L.DEFAULT_QUEUE
+    )
+
+
+def pod_preemptable(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """May the pod be a victim? Not if the label ``scheduling.sluice.dev/preemptable``
+    says ``false``, nor if Volcano's ``volcano.sh/preemptable`` (annotation, else label)
+    does not say true (a value that is not a boolean counts as false, as Volcano reads it)."""
+    own = labels.get(L.PREEMPTABLE_LABEL)
+    if own is not None and own.lower() == "false":
+        return False
+    volcano = annotations.get(VOLCANO_PREEMPTABLE)
+    if volcano is None:
+        volcano = labels.get(VOLCANO_PREEMPTABLE)
+    return volcano is None or str(volcano).lower() in ("true", "1", "t")

@@ -1,0 +1,98 @@
+"""Other schedulers' APIs on the embedded cluster: the scenarios of tests/scenarios run
+through the real loop, and the status each API's objects end with, as its own scheduler
+or controller writes it (checked against the store, as a client would read it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from scheduler import app
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO
+from scheduler.sim.clock import VirtualTimeLoop
+from scheduler.sim.runner import Simulation
+from scheduler.sim.scenario import load_scenario
+
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
+
+
+def _run(name: str, tmp_path: Path) -> Simulation:
+    docs = [
+        d
+        for d in yaml.safe_load_all((SCENARIOS / name).read_text())
+        if d and d.get("kind") != "Expectation"
+    ]
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    resolved = app.resolve()
+    sim = Simulation(
+        load_scenario([str(path)]), lambda cache, ports: app.build_loop(resolved, cache, ports)
+    )
+    anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
+    return sim
+
+
+def _status(sim: Simulation, kind: str, ns: str, name: str) -> dict[str, Any]:
+    return dict(sim.store.get(kind, ns, name).get("status") or {})
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+
+
+def test_volcano_status_as_volcano_writes_it(tmp_path: Path) -> None:
+    sim = _run("volcano_job_gang.yaml", tmp_path)
+    train = _status(sim, VOLCANO.pod_group_key, "ml", "train")
+    assert (train["phase"], train["running"], train["succeeded"], train["failed"]) == (
+        "Running",
+        3,
+        0,
+        0,
+    )
+    assert _conditions(train) == {
+        "Scheduled": ("True", "tasks in gang are ready to be scheduled", ""),
+    }
+    big = _status(sim, VOLCANO.pod_group_key, "ml", "big")
+    assert big["phase"] == "Inqueue"
+    state, reason, message = _conditions(big)["Unschedulable"]
+    assert (state, reason) == ("True", "NotEnoughResources")
+    assert message.startswith("4/4 tasks in gang unschedulable: the cluster has")
+    team = _status(sim, VOLCANO.queue_key, "", "team")
+    assert team == {
+        "state": "Open",
+        "allocated": {"cpu": "3", "pods": "3"},
+        "pending": 0,
+        "inqueue": 1,
+        "running": 1,
+        "unknown": 0,
+        "completed": 0,
+    }
+    # the Sluice PodGroup of the same name keeps Sluice's shape
+    sluice = _status(sim, "PodGroup", "ml", "train")
+    assert sluice["phase"] == "Running" and "Scheduled" in _conditions(sluice)
+
+
+def test_scheduler_plugins_status_as_its_controller_writes_it(tmp_path: Path) -> None:
+    sim = _run("coscheduling_gang.yaml", tmp_path)
+    nginx = _status(sim, SCHEDULER_PLUGINS.pod_group_key, "default", "nginx")
+    assert (nginx["phase"], nginx["running"]) == ("Running", 3)
+    assert "scheduleStartTime" in nginx
+    big = _status(sim, SCHEDULER_PLUGINS.pod_group_key, "default", "big")
+    assert (big["phase"], big["running"]) == ("Scheduling", 0)
+
+
+def test_kubernetes_conditions_as_kube_scheduler_writes_them(tmp_path: Path) -> None:
+    sim = _run("kubernetes_workload_gang.yaml", tmp_path)
+    kind = KUBERNETES.pod_group_key
+    assert _conditions(_status(sim, kind, "ml", "train-workers-0")) == {
+        "PodGroupScheduled": ("True", "Scheduled", "")
+    }
+    state, reason, message = _conditions(_status(sim, kind, "ml", "greedy"))["PodGroupScheduled"]
+    assert (state, reason) == ("False", "Unschedulable")
+    assert "too little for 3 pods of 3 CPU" in message
+    assert _conditions(_status(sim, kind, "ml", "loose")) == {
+        "PodGroupScheduled": ("True", "Scheduled", "")
+    }

@@ -199,6 +199,17 @@ def _node_selector_term(raw: Mapping[str, Any], *, obj: str, field: str) -> Node
     return NodeSelectorTerm(labels, fields)
 
 
+def parse_node_selector(raw: object, *, obj: str, field: str) -> tuple[NodeSelectorTerm, ...]:
+    """A ``NodeSelector`` (``nodeSelectorTerms``, ORed) as terms; errors name the field."""
+    selector = _map(raw, obj=obj, field=field)
+    return tuple(
+        _node_selector_term(t, obj=obj, field=f"{where}")
+        for where, t in _maps(
+            selector.get("nodeSelectorTerms"), obj=obj, field=f"{field}.nodeSelectorTerms"
+        )
+    )
+
+
 def _pod_affinity_terms(
     raw: list[Any] | None, *, obj: str, field: str, weighted: bool = False
 ) -> tuple[PodAffinityTerm, ...]:

@@ -340,6 +340,10 @@ KIND_ORDER = (
     "Node",
     "PodGroup",
     "PodDisruptionBudget",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
     "Pod",
 )
 

@@ -71,6 +71,9 @@ class TaskInfo:
     """The pod's ``Ready`` condition is True (what a PodDisruptionBudget counts)."""
     sluice: bool = True
     """Scheduled by Sluice (schedulerName matches). Other pods only use capacity."""
+    claim_statuses: tuple[tuple[str, str], ...] = ()
+    """``status.resourceClaimStatuses`` (DRA): (pod claim name, claim name made from its
+    template; "" when no claim is needed)."""
 
     @property
     def key(self) -> str:
@@ -102,6 +105,7 @@ class TaskInfo:
             self.terminating,
             self.ready,
             self.sluice,
+            self.claim_statuses,
         )
 
     def __repr__(self) -> str:

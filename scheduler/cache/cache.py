@@ -30,6 +30,7 @@ from typing import Any
 from scheduler.api import labels as L
 from scheduler.api.convert import (
     budget_from_object,
+    claim_statuses,
     job_from_pod_group,
     job_id_of_pod,
     node_from_object,
@@ -41,6 +42,7 @@ from scheduler.api.convert import (
     topology_from_object,
 )
 from scheduler.api.disruption import pod_ready
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
@@ -57,6 +59,8 @@ from scheduler.api.snapshot import (
 )
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
+from scheduler.cache.dra import KINDS as DRA_KINDS
+from scheduler.cache.dra import DraStore
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
@@ -83,6 +87,7 @@ _SPEC_FIELDS = (
     "priority",
     "schedulerName",
     "preemptionPolicy",
+    "resourceClaims",
 )
 
 
@@ -132,6 +137,8 @@ class SchedulerCache:
         """Pods assumed releasing whose deletion has not shown in their events yet."""
         self._nominating: dict[str, str] = {}
         """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
+        self.dra = DraStore()
+        """ResourceSlices, DeviceClasses, ResourceClaims and their templates (DRA)."""
         self._copies = Copies()
         """The last snapshot's copies, and what changed since (told at each change)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
@@ -143,6 +150,8 @@ class SchedulerCache:
             "PodDisruptionBudget": self._on_budget,
             "Topology": self._on_topology,
         }
+        for kind in DRA_KINDS:
+            self._handlers[kind] = self._dra_handler(kind)
 
     # Events ---------------------------------------------------------------------------
 
@@ -225,6 +234,8 @@ class SchedulerCache:
             "PodDisruptionBudget": self.budgets,
             "Topology": self.topologies,
         }
+        if kind in DRA_KINDS:
+            return self.dra.keys(kind)
         return list(table.get(kind, ()))
 
     def _on_pod(self, event: str, pod: Obj) -> bool:
@@ -314,6 +325,7 @@ class SchedulerCache:
         task.preemptable = task.labels.get(L.PREEMPTABLE_LABEL, "true").lower() != "false"
         task.role = task.labels.get(L.TASK_ROLE_LABEL, L.DEFAULT_ROLE)
         task.job_id = job_id_of_pod(pod)
+        task.claim_statuses = claim_statuses(status)
         return task
 
     def _attach(self, task: TaskInfo) -> None:
@@ -416,6 +428,12 @@ class SchedulerCache:
             self.budgets[key] = obj
         return False
 
+    def _dra_handler(self, kind: str) -> Callable[[str, Obj], bool]:
+        def handle(event: str, obj: Obj) -> bool:
+            return self.dra.handle(kind, event, obj)
+
+        return handle
+
     def _on_topology(self, event: str, obj: Obj) -> bool:
         name = _key(obj)
         if event == "DELETED":
@@ -431,6 +449,8 @@ class SchedulerCache:
         the one entry through which the loop (and what it owns) assumes effects."""
         if isinstance(effect, Bind):
             self.assume_bind(effect.task.uid, effect.node, effect.annotations)
+            for binding in effect.claims:
+                self.dra.assume(binding)
         elif isinstance(effect, Evict):
             self.assume_evict(effect.task.uid)
         elif isinstance(effect, Nominate):
@@ -448,11 +468,18 @@ class SchedulerCache:
     def forget(self, effect: Effect, /) -> None:
         """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`."""
         if isinstance(effect, Bind):
+            for binding in effect.claims:
+                self.dra.forget(binding)
             self.forget_bind(effect.task.uid)
         elif isinstance(effect, Evict):
             self.forget_evict(effect.task.uid)
         elif isinstance(effect, Nominate):
             self.forget_nomination(effect.task.uid)
+
+    def claim_written(self, binding: ClaimBinding, /) -> None:
+        """:meth:`EffectLedger.claim_written
+        <scheduler.framework.effects.EffectLedger.claim_written>`."""
+        self.dra.landed(binding)
 
     def holds(self, uid: str, /) -> bool:
         """:meth:`EffectLedger.holds <scheduler.framework.effects.EffectLedger.holds>`."""
@@ -582,6 +609,7 @@ class SchedulerCache:
         snap.waiting_since = waiting_since or {}
         snap.overtaken = overtaken
         snap.parked = parked or {}
+        snap.dra = self.dra.view()
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:
@@ -593,7 +621,9 @@ class SchedulerCache:
         :meth:`snapshot` must equal it). Leaves the cache as it was."""
         tasks = {uid: t.clone() for uid, t in self.tasks.items()}
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
-        return self._build(tasks, nodes)
+        snap = self._build(tasks, nodes)
+        snap.dra = self.dra.view()
+        return snap
 
     def _build(
         self,

@@ -14,15 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo
 
 
 @dataclass(frozen=True, slots=True)
 class Bind:
+    """Bind ``task`` to ``node``: first write ``annotations`` on the pod and ``claims``
+    (DRA allocations and reservations, kube-scheduler's PreBind), then the binding."""
+
     task: TaskInfo
     node: str
     annotations: Mapping[str, str] = field(default_factory=dict)
+    claims: tuple[ClaimBinding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,12 @@ class EffectLedger(Protocol):
         """``effect``'s call failed: undo what :meth:`assume` did. A Bind's pod is pending
         again (and will be retried); an Evict's pod holds its room again; a Nominate's pod
         is pending again. Idempotent."""
+        ...
+
+    def claim_written(self, binding: ClaimBinding, /) -> None:
+        """The claim write ``binding`` of an assumed Bind took effect: whatever becomes of
+        the bind, the claim stays allocated until its events say otherwise (forgetting
+        the Bind no longer undoes it)."""
         ...
 
     def holds(self, uid: str, /) -> bool:

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from scheduler.api.dra.model import ClaimBinding
+from scheduler.api.dra.view import DraView
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
@@ -97,6 +99,11 @@ class PluginContext(Protocol):
     def reservation(self) -> Reservation | None:
         """The starving job elected and the nodes reserved for it, as it stands now (the
         ``elect`` and ``reserve`` actions change it during the cycle)."""
+        ...
+
+    @property
+    def dra(self) -> DraView | None:
+        """DRA devices and claims of the snapshot (None: the cluster has none)."""
         ...
 
 
@@ -255,6 +262,14 @@ class BindAnnotations(Protocol):
         ...
 
 
+class BindClaims(Protocol):
+    def __call__(self, task: TaskInfo, node: NodeInfo, /) -> Sequence[ClaimBinding]:
+        """What to write to ``task``'s ResourceClaims before it is bound to ``node`` (the
+        allocation chosen in this session, the reservation for the pod), asked when the
+        statement that placed it commits. Empty: nothing."""
+        ...
+
+
 class SubsetNodes(Protocol):
     def __call__(
         self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
@@ -319,6 +334,7 @@ class Rule(enum.Enum):
     FIRST_ANSWER = "the first answer that is not None (tier, then plugin order)"
     NOTIFY = "every handler, in registration order (undo: in reverse)"
     MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
+    CONCAT = "every plugin's answers, one after the other, in plugin order"
 
 
 H = TypeVar("H")
@@ -357,6 +373,7 @@ ON_ENQUEUE: Point[JobHandler] = Point("onEnqueue", Rule.NOTIFY)
 ON_PLACE: Point[PlacementHandler] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler] = Point("onUnplace", Rule.NOTIFY)
 BIND_ANNOTATIONS: Point[BindAnnotations] = Point("bindAnnotations", Rule.MERGE)
+BIND_CLAIMS: Point[BindClaims] = Point("bindClaims", Rule.CONCAT)
 SUBSET_NODES: Point[SubsetNodes] = Point("subsetNodes", Rule.LAYERED)
 GANG_VICTIM_SELECTOR: Point[GangVictimSelector] = Point("gangVictimSelector", Rule.FIRST_ANSWER)
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.api.dra.model import ClaimBinding
+from scheduler.api.dra.view import DraView
 from scheduler.api.errors import AllocationError, InvariantError, PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
@@ -32,6 +34,7 @@ from scheduler.framework import tiers
 from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
+    BIND_CLAIMS,
     JOB_ENQUEUEABLE,
     JOB_ORDER,
     JOB_PIPELINED,
@@ -121,6 +124,10 @@ class SessionContext:
     @property
     def reservation(self) -> Reservation | None:
         return self._session.reservation
+
+    @property
+    def dra(self) -> DraView | None:
+        return self._session.snapshot.dra
 
 
 class Session:
@@ -392,6 +399,11 @@ class Session:
     def bind_annotations(self, task: TaskInfo, node: str) -> dict[str, str]:
         """What the plugins write on ``task``'s pod before binding it to ``node``."""
         return tiers.merge(self.hooks[BIND_ANNOTATIONS], task, self.nodes[node])
+
+    def bind_claims(self, task: TaskInfo, node: str) -> tuple[ClaimBinding, ...]:
+        """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
+        regs = self.hooks[BIND_CLAIMS]
+        return tiers.concat(regs, task, self.nodes[node]) if regs else ()
 
     def record_task_reason(self, task: TaskInfo, reason: str) -> None:
         self.task_reasons[task.uid] = reason

@@ -25,6 +25,8 @@ NOTIFY                   job and placement handlers: all, in registration order;
                          (unplace), in reverse order
 MERGE                    bind annotations: the union in plugin order; the first plugin to
                          give a key keeps it
+CONCAT                   bind claims: every plugin's answers one after the other, in plugin
+                         order
 LAYERED                  node sets: each plugin splits every set the plugins before it
                          produced (P1, P2; then P1R1, P1R2, P2R1...); a plugin answering
                          None leaves a set whole; none relevant: None
@@ -319,6 +321,20 @@ def layered(  # noqa: PLR0917
     return layer([(reg.plugin, split_of(reg)) for reg in regs], start)
 
 
+def concat(
+    regs: Sequence[Registration[Callable[[TaskInfo, NodeInfo], Sequence[T]]]],
+    task: TaskInfo,
+    node: NodeInfo,
+) -> tuple[T, ...]:
+    out: list[T] = []
+    for reg in regs:
+        try:
+            out.extend(reg.hook(task, node))
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    return tuple(out)
+
+
 def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
     """Ask ``point`` with ``args``, combining the answers by its rule: how an action asks
     an extension point that the Session has no named method for."""
@@ -346,6 +362,8 @@ def ask(hooks: HookSet, point: Point[Any], *args: Any) -> Any:
         return notify(regs, *args)
     if rule is Rule.MERGE:
         return merge(regs, *args)
+    if rule is Rule.CONCAT:
+        return concat(regs, *args)
     if rule is Rule.EVERY_FILTER:
         return filter_groups(regs, *args)
     if rule is Rule.LAYERED:

@@ -27,7 +27,6 @@ from scheduler.api.dra.model import (
     DeviceID,
     DeviceRequest,
     DeviceResult,
-    PodClaim,
     SliceInfo,
     Subrequest,
     Version,
@@ -371,35 +370,6 @@ def claim_template_from_object(obj: Obj) -> ClaimTemplateInfo:
     return ClaimTemplateInfo(str(meta.get("namespace") or "default"), str(meta["name"]), claim)
 
 
-def pod_claims(spec: Obj, where: str) -> tuple[PodClaim, ...]:
-    """A pod's ``spec.resourceClaims``."""
-    out = []
-    for i, raw in enumerate(_list(spec.get("resourceClaims"), where, "spec.resourceClaims")):
-        f = f"spec.resourceClaims[{i}]"
-        m = _map(raw, where, f)
-        claim = PodClaim(
-            _str(m.get("name"), where, f"{f}.name", required=True),
-            _str(m.get("resourceClaimName"), where, f"{f}.resourceClaimName"),
-            _str(m.get("resourceClaimTemplateName"), where, f"{f}.resourceClaimTemplateName"),
-        )
-        if bool(claim.claim_name) == bool(claim.template_name):
-            raise InvalidInputError(
-                where, f, "exactly one of resourceClaimName or resourceClaimTemplateName"
-            )
-        out.append(claim)
-    return tuple(out)
-
-
-def pod_claim_statuses(status: Obj) -> tuple[tuple[str, str], ...]:
-    """A pod's ``status.resourceClaimStatuses`` as (pod claim name, claim name); the claim
-    name is "" for an entry that says no claim is needed."""
-    return tuple(
-        (str(s.get("name") or ""), str(s.get("resourceClaimName") or ""))
-        for s in status.get("resourceClaimStatuses") or ()
-        if isinstance(s, Mapping)
-    )
-
-
 # Back to JSON ---------------------------------------------------------------------------
 
 
@@ -460,8 +430,6 @@ __all__ = [
     "claim_template_from_object",
     "device_class_from_object",
     "node_allocation_selector",
-    "pod_claim_statuses",
-    "pod_claims",
     "qualify",
     "slice_from_object",
 ]

@@ -27,7 +27,32 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from scheduler.api.pod import NodeSelectorTerm
+from scheduler.api.pod import NodeSelectorTerm, PodClaim
+
+__all__ = [  # PodClaim is parsed with the pod's spec (scheduler.api.pod)
+    "ALLOCATION_MODE_ALL",
+    "ALLOCATION_MODE_EXACT",
+    "FINALIZER",
+    "MAX_ALLOCATION_RESULTS",
+    "MAX_RESERVED_FOR",
+    "POD_CLAIM_ANNOTATION",
+    "Allocation",
+    "AttributeValue",
+    "ClaimBinding",
+    "ClaimInfo",
+    "ClaimTemplateInfo",
+    "Constraint",
+    "Consumer",
+    "Device",
+    "DeviceClassInfo",
+    "DeviceID",
+    "DeviceRequest",
+    "DeviceResult",
+    "PodClaim",
+    "SliceInfo",
+    "Subrequest",
+    "Version",
+]
 
 ALLOCATION_MODE_EXACT = "ExactCount"
 ALLOCATION_MODE_ALL = "All"
@@ -236,15 +261,6 @@ class ClaimTemplateInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class PodClaim:
-    """An entry of a pod's ``spec.resourceClaims``: a claim by name, or by template."""
-
-    name: str
-    claim_name: str = ""
-    template_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,5 +50,6 @@ def build_loop(
             outcomes=loop.outcomes,
         )
         cache.on_pod_deleted.append(executor.pod_deleted)
+        cache.on_devices_released.append(executor.devices_released)
         loop.preemption = executor
     return loop

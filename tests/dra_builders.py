@@ -163,6 +163,7 @@ def claim(
     }
     status: Obj = {}
     if allocated is not None:
+        meta["finalizers"] = ["resource.kubernetes.io/delete-protection"]
         status["allocation"] = {
             "devices": {
                 "results": [

@@ -139,6 +139,10 @@ class SchedulerCache:
         """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
         self.dra = DraStore()
         """ResourceSlices, DeviceClasses, ResourceClaims and their templates (DRA)."""
+        self.on_devices_released: list[Callable[[str], None]] = []
+        """Called with the uid of a pod that no allocated ResourceClaim is reserved for any
+        more (the preemption gate waits for its victims' devices)."""
+        self.dra.on_released = self._devices_released
         self._copies = Copies()
         """The last snapshot's copies, and what changed since (told at each change)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
@@ -428,6 +432,10 @@ class SchedulerCache:
             self.budgets[key] = obj
         return False
 
+    def _devices_released(self, uid: str) -> None:
+        for listener in self.on_devices_released:
+            listener(uid)
+
     def _dra_handler(self, kind: str) -> Callable[[str, Obj], bool]:
         def handle(event: str, obj: Obj) -> bool:
             return self.dra.handle(kind, event, obj)
@@ -484,6 +492,11 @@ class SchedulerCache:
     def holds(self, uid: str, /) -> bool:
         """:meth:`EffectLedger.holds <scheduler.framework.effects.EffectLedger.holds>`."""
         return uid in self.tasks
+
+    def holds_devices(self, uid: str, /) -> bool:
+        """:meth:`EffectLedger.holds_devices
+        <scheduler.framework.effects.EffectLedger.holds_devices>`."""
+        return self.dra.holds_devices(uid)
 
     def _nominated_below(self, node: str, task: TaskInfo) -> list[TaskInfo]:
         """The pods of lower priority than ``task`` nominated to ``node`` (not ``task``)."""

@@ -18,7 +18,7 @@ it, or shows a later change (the claim controller deallocating it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,6 +70,11 @@ class DraStore:
         """Claim writes assumed, by claim key then pod uid."""
         self._inventory: Inventory | None = None
         self._view: DraView | None = None
+        self._holding: dict[str, set[str]] = {}
+        """Pod uid -> keys of the allocated claims reserved for it (as the events show)."""
+        self.on_released: Callable[[str], None] | None = None
+        """Called with a pod's uid when no allocated claim is reserved for it any more
+        (the claim controller released its devices; the preemption gate waits for it)."""
 
     @property
     def empty(self) -> bool:
@@ -116,9 +121,11 @@ class DraStore:
         if event == "DELETED":
             self.claims.pop(key, None)
             self._pending.pop(key, None)
+            self._track(key, old, None)
             return True
         claim = claim_from_object(obj)
         self.claims[key] = claim
+        self._track(key, old, claim)
         pending = self._pending.get(key)
         if pending:
             for uid, p in list(pending.items()):
@@ -133,6 +140,27 @@ class DraStore:
             return True
         released = old.allocation is not None and claim.allocation is None
         return released or len(claim.reserved_for) < len(old.reserved_for)
+
+    def _track(self, key: str, old: ClaimInfo | None, new: ClaimInfo | None) -> None:
+        """Keep :attr:`_holding` in step and tell :attr:`on_released` of pods that no
+        longer hold any device."""
+        before = _holders(old)
+        after = _holders(new)
+        for uid in after - before:
+            self._holding.setdefault(uid, set()).add(key)
+        for uid in before - after:
+            keys = self._holding.get(uid)
+            if keys is None:
+                continue
+            keys.discard(key)
+            if not keys:
+                del self._holding[uid]
+                if self.on_released is not None:
+                    self.on_released(uid)
+
+    def holds_devices(self, uid: str) -> bool:
+        """Is an allocated claim reserved for pod ``uid``, as the events show?"""
+        return uid in self._holding
 
     # Assumptions ---------------------------------------------------------------------------
 
@@ -184,6 +212,12 @@ class DraStore:
                     claims[key] = _with_writes(claim, [p.binding for p in pending.values()])
             self._view = DraView(self.inventory(), claims, dict(self.templates))
         return self._view
+
+
+def _holders(claim: ClaimInfo | None) -> set[str]:
+    if claim is None or claim.allocation is None:
+        return set()
+    return {c.uid for c in claim.reserved_for if c.resource == "pods"}
 
 
 def _with_writes(claim: ClaimInfo, bindings: list[ClaimBinding]) -> ClaimInfo:

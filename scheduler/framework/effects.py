@@ -103,3 +103,8 @@ class EffectLedger(Protocol):
     def holds(self, uid: str, /) -> bool:
         """Is pod ``uid`` still there as far as the events show (its deletion not seen)?"""
         ...
+
+    def holds_devices(self, uid: str, /) -> bool:
+        """Is a DRA claim with devices allocated still reserved for pod ``uid``, as the
+        events show (the claim controller has not released them yet)?"""
+        ...

@@ -16,6 +16,7 @@ from scheduler.api import labels as L
 __all__ = [
     "CRD_GROUP",
     "CRD_VERSION",
+    "DEVICE_CLASSES",
     "EVENTS",
     "JSON",
     "LEASES",
@@ -26,6 +27,9 @@ __all__ = [
     "POD_GROUPS",
     "PRIORITY_CLASSES",
     "QUEUES",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_SLICES",
     "STRATEGIC_MERGE_PATCH",
     "TOPOLOGIES",
     "Resource",
@@ -84,4 +88,10 @@ POD_DISRUPTION_BUDGETS: Final = Resource(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True
 )
 EVENTS: Final = Resource("Event", "events.k8s.io", "v1", "events", True)
+RESOURCE_SLICES: Final = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
+DEVICE_CLASSES: Final = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+RESOURCE_CLAIMS: Final = Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES: Final = Resource(
+    "ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True
+)
 LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)

@@ -31,6 +31,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import (
     AmbiguousError,
     ApiError,
@@ -432,11 +433,15 @@ class SchedulingLoop:
 
         async def bind() -> None:
             t0 = time.perf_counter()
+            written = await self._write_claims(effect, ref) if effect.claims else ()
+            if written is None:
+                return
             try:
                 await self.ports.binder.bind(ref, effect.node, effect.annotations)
             except NotFoundError:
                 self.ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self.metrics.binds.labels("gone").inc()
+                self._unreserve(written)
                 return
             except AmbiguousError as exc:
                 outcome = await self.outcomes.bind(
@@ -444,14 +449,81 @@ class SchedulingLoop:
                 )
                 if outcome is not Outcome.TOOK_EFFECT:
                     self._bind_failed(effect, ref, exc)
+                    self._unreserve(written)
                     return
             except ApiError as exc:
                 if assigned_node(exc) != effect.node:
                     self._bind_failed(effect, ref, exc)
+                    self._unreserve(written)
                     return
             self._bound(effect, ref, t0)
 
         self.binds.submit(f"bind {ref.key}", call)
+
+    async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
+        """Write the claims of ``effect`` before its binding, one after the other, as
+        kube-scheduler's PreBind does (allocation, reservation). Returns the bindings
+        written; None when one failed, after the bind is forgotten (retried later) and the
+        reservations already written are withdrawn. A write whose reply was lost is read
+        back: the claim reserved for the pod means it took effect."""
+        claims = self.ports.claims
+        written: list[ClaimBinding] = []
+        for binding in effect.claims:
+            try:
+                if claims is None:
+                    raise InvariantError("no ClaimWriter: cannot write DRA claims")
+                await claims.reserve_claim(binding)
+            except AmbiguousError as exc:
+                outcome = await self.outcomes.claim(binding, exc, read=claims.read_claim)  # type: ignore[union-attr]
+                if outcome is not Outcome.TOOK_EFFECT:
+                    self._claim_failed(effect, ref, binding, exc, written)
+                    return None
+            except (ApiError, InvariantError) as exc:
+                self._claim_failed(effect, ref, binding, exc, written)
+                return None
+            self.ledger.claim_written(binding)
+            written.append(binding)
+        return written
+
+    def _claim_failed(
+        self,
+        effect: Bind,
+        ref: ObjectRef,
+        binding: ClaimBinding,
+        exc: Exception,
+        written: Sequence[ClaimBinding],
+    ) -> None:
+        self.ledger.forget(effect)
+        self.metrics.binds.labels("error").inc()
+        self._failed_call("claim", exc)
+        self.metrics.schedule_attempts.labels("error", PROFILE).inc()
+        self.ports.events.record(
+            Event(
+                ref,
+                "Warning",
+                "FailedScheduling",
+                f"Binding rejected: writing ResourceClaim {binding.key}: {exc}",
+            )
+        )
+        self._unreserve(written)
+
+    def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
+        """Withdraw the reservations of a pod whose bind failed after its claims were
+        written (kube-scheduler's Unreserve); the allocations stay (the pod's next
+        attempt uses them, or the claim controller releases them). Best effort, in the
+        background: a failure is logged."""
+        claims = self.ports.claims
+        if claims is None:
+            return
+        for binding in written:
+
+            async def call(b: ClaimBinding = binding) -> None:
+                try:
+                    await claims.unreserve_claim(b)
+                except ApiError as exc:
+                    self._failed_call("claim", exc)
+
+            self.writes.submit(f"unreserve {binding.key}", call)
 
     def _shown_bound(self, uid: str, node: str) -> bool:
         """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""

@@ -62,6 +62,7 @@ from scheduler.api.dra.model import (
     ClaimBinding,
     ClaimInfo,
 )
+from scheduler.api.dra.pods import PodClaims, claims_of_pod
 from scheduler.api.dra.view import DraView
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -77,15 +78,6 @@ from scheduler.framework.extension_points import (
 from scheduler.framework.node_table import TableView
 
 BoolVector = npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, slots=True)
-class PodClaims:
-    """A pod's claims as this session resolves them: ``claims`` found (by key, in the
-    pod's order), or ``problem``, why the pod cannot be placed whatever the nodes."""
-
-    keys: tuple[str, ...] = ()
-    problem: str = ""
 
 
 @dataclass(slots=True)
@@ -189,38 +181,9 @@ class DraPlugin:
         """``task``'s claims, found as kube-scheduler finds them (memoized per session)."""
         found = self._pods.get(task.uid)
         if found is None:
-            found = self._resolve(task)
+            found = claims_of_pod(task, self._view.claims if self._view is not None else {})
             self._pods[task.uid] = found
         return found
-
-    def _resolve(self, task: TaskInfo) -> PodClaims:
-        entries = task.spec.resource_claims
-        if not entries:
-            return PodClaims()
-        claims = self._view.claims if self._view is not None else {}
-        statuses = dict(task.claim_statuses)
-        keys: list[str] = []
-        for entry in entries:
-            name = entry.claim_name
-            if not name:
-                if entry.name not in statuses:
-                    return PodClaims(
-                        problem=f"waiting for the ResourceClaim of pod claim {entry.name!r} "
-                        f"(template {entry.template_name}) to be created"
-                    )
-                name = statuses[entry.name]
-                if not name:
-                    continue  # no claim is needed for this entry
-            key = f"{task.namespace}/{name}"
-            claim = claims.get(key)
-            if claim is None:
-                return PodClaims(problem=f"waiting for ResourceClaim {key} to be created")
-            if claim.deleting:
-                return PodClaims(problem=f"ResourceClaim {key} is being deleted")
-            if not entry.claim_name and claim.owner_pod != task.uid:
-                return PodClaims(problem=f"ResourceClaim {key} was not created for this pod")
-            keys.append(key)
-        return PodClaims(tuple(keys))
 
     def _state(self, key: str) -> _ClaimState:
         state = self._states.get(key)
@@ -326,10 +289,13 @@ class DraPlugin:
         """Devices ``task`` may take now (module docstring)."""
         free: BoolVector = ~self._in_use
         give: list[int] = []
+        keep: list[int] = []
         for key in self._nominated:
             state = self._states[key]
             if state.nominated is not None and state.nominated < task.priority:
                 give.extend(state.devices)
+            else:
+                keep.extend(state.devices)
         if releasing:
             for key in self._idle:
                 state = self._states[key]
@@ -337,6 +303,9 @@ class DraPlugin:
                     give.extend(state.devices)
         if give:
             free[give] = True
+            # A device being released that a nominated pod of no lower priority was
+            # given in this session stays its.
+            free[keep] = False
         return free
 
     def _released(self, state: _ClaimState) -> bool:
@@ -498,14 +467,14 @@ class DraPlugin:
                     for key in self.claims_of(task).keys:
                         if self._view is not None and key in self._view.claims:
                             self._state(key).departed[task.uid] = task
-        nominated.sort(key=lambda x: (-x[0].priority, x[0].creation, x[0].key))
-        for task, node in nominated:
-            self._place(task, node)
         self._idle = {
             key
             for key, s in self._states.items()
             if s.allocation is not None and not s.made_by and not s.holders
         }
+        nominated.sort(key=lambda x: (-x[0].priority, x[0].creation, x[0].key))
+        for task, node in nominated:
+            self._place(task, node)
 
     # Bind claims --------------------------------------------------------------------------
 

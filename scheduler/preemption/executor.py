@@ -23,7 +23,9 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    ``status.nominatedNodeName`` and a ``Preempting`` event naming its victims and the
    gangs it broke;
 3. the gate opens when the calls are done and every victim is gone (its deletion seen,
-   :meth:`PreemptionExecutor.pod_deleted`); the loop is woken and places the preemptor
+   :meth:`PreemptionExecutor.pod_deleted`) and no DRA claim holds devices for it any more
+   (the claim controller released them, :meth:`PreemptionExecutor.devices_released`;
+   the executor deallocates nothing itself); the loop is woken and places the preemptor
    on its nominated node. If deletions are not seen within ``gate_timeout`` seconds of
    the clock the gate opens anyway, so a missed event never holds a preemptor forever;
 4. a call whose reply was lost (:class:`~scheduler.api.errors.AmbiguousError`) is not a
@@ -135,6 +137,9 @@ class Gate:
     job: str
     waiting_for: set[str]
     """Victims (uids) whose deletion has not been seen yet."""
+    waiting_devices: set[str] = field(default_factory=set)
+    """Victims (uids) whose DRA claims still hold devices for them (the claim controller
+    releases them after the deletion)."""
     calls: int = 0
     """Preemptions of this job whose API calls have not finished."""
     gone: anyio.Event = field(default_factory=anyio.Event)
@@ -259,6 +264,7 @@ class PreemptionExecutor:
         if gate is None:
             self.gates[job] = gate = Gate(job, set())
         gate.waiting_for.update(v.uid for v in p.victims if self.ledger.holds(v.uid))
+        gate.waiting_devices.update(v.uid for v in p.victims if self.ledger.holds_devices(v.uid))
         gate.calls += 1
         p.gate = gate
         p.displaced_slots = [self._line_up(t) for t in p.displaced]
@@ -337,7 +343,7 @@ class PreemptionExecutor:
             self._open(gate)
 
     def _maybe_open(self, gate: Gate) -> bool:
-        if gate.calls == 0 and not gate.waiting_for:
+        if gate.calls == 0 and not gate.waiting_for and not gate.waiting_devices:
             self._open(gate)
             return True
         return False
@@ -348,6 +354,14 @@ class PreemptionExecutor:
         for gate in list(self.gates.values()):
             if uid in gate.waiting_for:
                 gate.waiting_for.discard(uid)
+                self._maybe_open(gate)
+
+    def devices_released(self, uid: str) -> None:
+        """No DRA claim holds devices for pod ``uid`` any more (a cache listener, like
+        :meth:`pod_deleted`)."""
+        for gate in list(self.gates.values()):
+            if uid in gate.waiting_devices:
+                gate.waiting_devices.discard(uid)
                 self._maybe_open(gate)
 
     def _open(self, gate: Gate) -> None:

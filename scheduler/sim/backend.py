@@ -18,8 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from scheduler.api.dra.convert import (
+    finalizer_patch,
+    reserve_patch,
+    reserved_uids,
+    unreserve_patch,
+)
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import ApiError
-from scheduler.ports import Clock, Event, EvictionMode, ObjectRef, PodState
+from scheduler.ports import ClaimState, Clock, Event, EvictionMode, ObjectRef, PodState
 from scheduler.sim.faults import FaultInjector, LostReply
 from scheduler.sim.objects import rfc3339_micro
 from scheduler.sim.store import ApiObject, ObjectStore
@@ -224,6 +231,58 @@ class SimBackend:
             return None
         spec = obj.get("spec") or {}
         return PodState(str(spec.get("nodeName") or ""), bool(meta.get("deletionTimestamp")))
+
+    # ----------------------------------------------------------------- ClaimWriter
+
+    async def reserve_claim(self, binding: ClaimBinding) -> None:
+        """Write ``binding`` to its ResourceClaim (call kind ``patch``, once for the
+        finalizer when asked, once for the status): see :class:`~scheduler.ports.ClaimWriter`."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+        ns, name = binding.namespace, binding.name
+        if binding.add_finalizer:
+            await self._call(
+                "patch",
+                ref,
+                None,
+                lambda: self.store.patch(
+                    "ResourceClaim", ns, name, finalizer_patch(binding), patch_type="strategic"
+                ),
+            )
+        await self._call(
+            "patch",
+            ref,
+            None,
+            lambda: self.store.patch(
+                "ResourceClaim",
+                ns,
+                name,
+                reserve_patch(binding),
+                patch_type="strategic",
+                subresource="status",
+            ),
+        )
+
+    async def unreserve_claim(self, binding: ClaimBinding) -> None:
+        """Remove ``binding``'s pod from the claim's ``reservedFor`` (call kind ``patch``)."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+        await self._call(
+            "patch",
+            ref,
+            None,
+            lambda: self.store.patch(
+                "ResourceClaim",
+                binding.namespace,
+                binding.name,
+                unreserve_patch(binding),
+                patch_type="strategic",
+                subresource="status",
+            ),
+        )
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
+        """The claim as the store has it (no latency, no faults, as :meth:`read_pod`)."""
+        obj = self.store.try_get("ResourceClaim", namespace, name)
+        return None if obj is None else ClaimState(*reserved_uids(obj))
 
     # ----------------------------------------------------------------- other calls
 

@@ -2,7 +2,9 @@
 
 A scenario is one or more files (or directories of ``*.yaml``/``*.yml``) of what
 ``kubectl get -o yaml`` prints, lists included: Nodes, Pods, PodGroups, Queues,
-Topologies, PriorityClasses, PodDisruptionBudgets, at most one SchedulerConfiguration
+Topologies, PriorityClasses, PodDisruptionBudgets, DeviceClasses, ResourceSlices,
+ResourceClaims, ResourceClaimTemplates (a Node may carry its devices in the annotation of
+:mod:`scheduler.sim.devices` instead), at most one SchedulerConfiguration
 and at most one Simulation document. Everything is checked before anything runs, and
 every problem is one :class:`ScenarioError` line naming the file, the object and the
 field.
@@ -35,22 +37,33 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.convert import node_from_object, pod_group_name, ref, task_from_pod
+from scheduler.api.dra.convert import (
+    claim_from_object,
+    claim_template_from_object,
+    device_class_from_object,
+    slice_from_object,
+)
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
 from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
+from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
 SIMULATION_KIND = "Simulation"
-CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Queue", "Topology", "PriorityClass", "DeviceClass", "ResourceSlice"}
+)
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
 OBJECT_KINDS = (
     "PriorityClass",
     "Queue",
     "Topology",
     "Node",
+    *DRA_KINDS,
     "PodGroup",
     "PodDisruptionBudget",
     "Pod",
@@ -261,6 +274,20 @@ def load_scenario(paths: list[str]) -> Scenario:
                     Departure(leave, str(kind), str(meta.get("namespace", "")), meta["name"], where)
                 )
             objects.append((at, where, obj))
+            if kind == "Node":
+                for made in node_slices(obj, where):
+                    extra = _normalise(made, where)
+                    key = ("ResourceSlice", "", extra["metadata"]["name"])
+                    if key in seen:
+                        raise ScenarioError(
+                            ref(extra), None, f"defined twice: in {seen[key]} and in {where}"
+                        )
+                    seen[key] = where
+                    objects.append((at, where, extra))
+                    if leave is not None:
+                        departures.append(
+                            Departure(leave, "ResourceSlice", "", extra["metadata"]["name"], where)
+                        )
     _check_references(objects)
     order = {k: i for i, k in enumerate(OBJECT_KINDS)}
     objects.sort(key=lambda o: (o[0], order[o[2]["kind"]], ref(o[2])))
@@ -297,6 +324,13 @@ _API_VERSIONS = {
     "PodGroup": L.API_VERSION,
     "Queue": L.API_VERSION,
     "Topology": L.API_VERSION,
+    **dict.fromkeys(DRA_KINDS, "resource.k8s.io/v1"),
+}
+_DRA_CONVERTERS = {
+    "DeviceClass": device_class_from_object,
+    "ResourceSlice": slice_from_object,
+    "ResourceClaimTemplate": claim_template_from_object,
+    "ResourceClaim": claim_from_object,
 }
 
 
@@ -350,6 +384,12 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
             )
         except InvalidInputError as exc:
             raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+    for kind, convert in _DRA_CONVERTERS.items():
+        for obj in by_kind[kind].values():
+            try:
+                convert(obj)
+            except InvalidInputError as exc:
+                raise ScenarioError(exc.obj, exc.field, exc.message) from exc
     for pod in by_kind["Pod"].values():
         _resolve_pod(pod, classes, default_priority, by_kind, queues)
 

@@ -46,6 +46,7 @@ from scheduler.api.errors import (
     NotFoundError,
 )
 from scheduler.sim.budgets import check_budgets
+from scheduler.sim.dra import CLAIM_KINDS, check_claim_status, default_object
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 
@@ -68,11 +69,11 @@ PatchType = Literal["merge", "strategic"]
 
 #: Kinds without a namespace, unless the store is told otherwise.
 DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
-    {"Node", "Queue", "Topology", "PriorityClass"}
+    {"Node", "Queue", "Topology", "PriorityClass", "ResourceSlice", "DeviceClass"}
 )
 #: Kinds whose status is written only through the status subresource.
 DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
-    {"Pod", "Node", "PodGroup", "Queue", "Topology"}
+    {"Pod", "Node", "PodGroup", "Queue", "Topology", "ResourceClaim"}
 )
 
 #: Metadata the server owns: kept from the stored object on replace and patch.
@@ -290,6 +291,8 @@ class ObjectStore:
                 new["status"] = {"phase": "Pending"}
             elif not status.get("phase"):
                 status["phase"] = "Pending"
+        elif kind in CLAIM_KINDS:
+            new = default_object(new)
         if self._validator is not None:
             new = dict(self._validator(new))
             meta = dict(new["metadata"])
@@ -744,6 +747,8 @@ class ObjectStore:
             new.pop("status", None)
         else:
             new["status"] = status
+        if kind == "ResourceClaim":
+            check_claim_status(old, new)
         if self._validator is not None:
             new = dict(self._validator(new))
         return self._commit("MODIFIED", kind, key, bucket, new)

@@ -228,3 +228,33 @@ def test_victims_devices_count_as_released_for_the_preemptor() -> None:
 def test_no_dra_objects_costs_nothing_for_pods_without_claims() -> None:
     session = cached_session([node("n1"), pod("p")], PLUGINS)
     assert fit_text(session, "p") == "1/1 nodes are available."
+
+
+def test_a_nominated_preemptor_is_given_the_devices_its_victim_releases() -> None:
+    """Next cycle, after the preemption: the victim releasing, the preemptor nominated;
+    the preemptor's claim is allocated in the session on the victim's device (kept for it
+    against pods of lower priority), not left without devices."""
+    from scheduler.app import builtin_registry
+    from scheduler.config import SchedulerConfiguration, TierConfig
+    from scheduler.framework.effects import Evict, Nominate
+    from scheduler.framework.session import open_session
+    from tests.builders import cache_with
+
+    cache = cache_with(
+        *cluster(
+            claim("v", allocated=[("gpu", "gpu-0")], node="n1", reserved_for=["victim"]),
+            claim("c"),
+            claim("other"),
+        ),
+        pod("victim", node="n1", resourceClaims=claims_spec("v")),
+        gpu_pod("p", "c", priority=100),
+        gpu_pod("low", "other", priority=1),
+    )
+    victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
+    cache.assume(Evict(victim.clone(), "n1", "preempted", preemptor=preemptor.clone()))
+    cache.assume(Nominate(preemptor.clone(), "n1"))
+    config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(PLUGINS)),))
+    session = open_session(cache.snapshot(), builtin_registry().resolve(config))
+    alloc = plugin(session).allocation("default/c")
+    assert alloc is not None and [r.id.device for r in alloc.results] == ["gpu-0"]
+    assert "matching devices are in use" in fit_text(session, "low", releasing=True)

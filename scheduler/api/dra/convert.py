@@ -16,8 +16,10 @@ from scheduler.api.convert import ref
 from scheduler.api.dra.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT,
+    FINALIZER,
     Allocation,
     AttributeValue,
+    ClaimBinding,
     ClaimInfo,
     ClaimTemplateInfo,
     Constraint,
@@ -429,7 +431,52 @@ __all__ = [
     "claim_spec",
     "claim_template_from_object",
     "device_class_from_object",
+    "finalizer_patch",
     "node_allocation_selector",
     "qualify",
+    "reserve_patch",
+    "reserved_uids",
     "slice_from_object",
+    "unreserve_patch",
 ]
+
+
+# The claim writes of a bind (kube-scheduler's PreBind and Unreserve) ----------------------
+
+
+def finalizer_patch(binding: ClaimBinding) -> dict[str, Any]:
+    """The strategic-merge patch of a claim that adds :data:`FINALIZER` (finalizers merge
+    as a set), guarded by the claim's uid."""
+    return {"metadata": {"uid": binding.uid, "finalizers": [FINALIZER]}}
+
+
+def reserve_patch(binding: ClaimBinding) -> dict[str, Any]:
+    """The strategic-merge patch of ``resourceclaims/status`` that writes the allocation
+    (if any) and adds the pod to ``reservedFor`` (entries merge by uid)."""
+    status: dict[str, Any] = {
+        "reservedFor": [{"resource": "pods", "name": binding.pod_name, "uid": binding.pod_uid}]
+    }
+    if binding.allocation is not None:
+        status["allocation"] = allocation_to_json(binding.allocation)
+    return {"metadata": {"uid": binding.uid}, "status": status}
+
+
+def unreserve_patch(binding: ClaimBinding) -> dict[str, Any]:
+    """The strategic-merge patch of ``resourceclaims/status`` that removes the pod from
+    ``reservedFor`` (as kube-scheduler's Unreserve does)."""
+    return {
+        "metadata": {"uid": binding.uid},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": binding.pod_uid}]},
+    }
+
+
+def reserved_uids(obj: Obj) -> tuple[str, bool, frozenset[str]]:
+    """A claim object's uid, whether it is allocated, and the uids it is reserved for."""
+    status = obj.get("status") or {}
+    return (
+        str((obj.get("metadata") or {}).get("uid") or ""),
+        bool(status.get("allocation")),
+        frozenset(
+            str(r.get("uid")) for r in status.get("reservedFor") or () if isinstance(r, Mapping)
+        ),
+    )

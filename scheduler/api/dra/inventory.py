@@ -166,6 +166,11 @@ class Inventory:
                         ok[i] = False
         return Match(ok & ~failed, failed, error)
 
+    def class_match(self, name: str) -> BoolVector:
+        """Which devices DeviceClass ``name`` selects (its selectors only; a selector that
+        fails on a device does not select it)."""
+        return self.match(Subrequest("", name)).devices
+
     def _context(self, i: int) -> object:
         context = self._contexts[i]
         if context is None:

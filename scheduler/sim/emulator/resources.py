@@ -125,6 +125,19 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
         short_names=("pdb",),
     ),
     ResourceInfo("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    ResourceInfo(
+        "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", False
+    ),
+    ResourceInfo("resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", False),
+    ResourceInfo("resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", True),
+    ResourceInfo(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaimtemplates",
+        "resourceclaimtemplate",
+        "ResourceClaimTemplate",
+        True,
+    ),
 )
 
 #: Subresources served besides ``status``: (resource, subresource) -> (group, version, kind).

@@ -1011,10 +1011,11 @@ class Cluster:
         labels: Mapping[str, str] = (),
         node_selector: Mapping[str, str] = (),
         scheduler_name: str | None = None,
+        resource_claims: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """A pod for this run. ``priority`` is (PriorityClass name, its value): the name is
         written, and the API server's Priority admission (the emulator's too) sets the
-        value."""
+        value. ``resource_claims`` is its ``spec.resourceClaims`` (DRA)."""
         meta_labels = {RUN_LABEL: self.run_id, **dict(labels)}
         if group:
             meta_labels[POD_GROUP_LABEL] = group
@@ -1035,6 +1036,8 @@ class Cluster:
         }
         if priority is not None:
             spec["priorityClassName"] = priority[0]
+        if resource_claims:
+            spec["resourceClaims"] = [dict(c) for c in resource_claims]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -1412,6 +1415,7 @@ class EmulatedApiServer:
         self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
         from scheduler.schema import load_crds as load_catalog
+        from scheduler.sim.claims import SimClaimController
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
 
@@ -1424,6 +1428,9 @@ class EmulatedApiServer:
         self.emulator = ApiEmulator(
             self.store, catalog=catalog, bookmark_interval=bookmark_interval
         )
+        # The controller manager's resourceclaim controller, as `up --controller-manager`
+        # runs it for the real server (claims from templates, reservations released).
+        SimClaimController(self.store).attach()
         self.kubeconfig_path = workdir / "kubeconfig"
         self.port = 0
 

@@ -152,6 +152,14 @@ class ClaimWriter(Protocol):
         """The claim as the API server has it now; None when it is gone. One attempt."""
         ...
 
+    async def deallocate_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Clear ``status.allocation`` of a claim reserved for nobody, guarded by its uid
+        and ``resource_version`` (ConflictError if it changed since: a pod may have been
+        reserved meanwhile), as kube-scheduler's PostFilter does. One attempt."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

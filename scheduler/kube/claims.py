@@ -15,6 +15,7 @@ again (a retry, or a second pod of a shared claim) changes nothing.
 from __future__ import annotations
 
 from scheduler.api.dra.convert import (
+    deallocate_patch,
     finalizer_patch,
     reserve_patch,
     reserved_uids,
@@ -23,7 +24,7 @@ from scheduler.api.dra.convert import (
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import NotFoundError
 from scheduler.kube.client import KubeClient
-from scheduler.kube.resources import RESOURCE_CLAIMS, STRATEGIC_MERGE_PATCH
+from scheduler.kube.resources import MERGE_PATCH, RESOURCE_CLAIMS, STRATEGIC_MERGE_PATCH
 from scheduler.ports import ClaimState
 
 __all__ = ["KubeClaimWriter"]
@@ -55,6 +56,20 @@ class KubeClaimWriter:
 
     async def unreserve_claim(self, binding: ClaimBinding) -> None:
         await self._patch(binding, unreserve_patch(binding), "status")
+
+    async def deallocate_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        await self.client.request(
+            "PATCH",
+            RESOURCE_CLAIMS.path(namespace, name, "status"),
+            body=deallocate_patch(uid, resource_version),
+            content_type=MERGE_PATCH,
+            timeout=self.timeout,
+            kind="ResourceClaim",
+            name=name,
+            decode=False,
+        )
 
     async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
         try:

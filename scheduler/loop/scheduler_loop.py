@@ -31,7 +31,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from scheduler.api.dra.model import ClaimBinding
+from scheduler.api.dra.model import ClaimBinding, ClaimInfo
 from scheduler.api.errors import (
     AmbiguousError,
     ApiError,
@@ -59,6 +59,7 @@ from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrors, cycle_failed
 from scheduler.loop.parking import Parking
 from scheduler.loop.reservations import ReservationChange, ReservationKeeper
+from scheduler.loop.stale_claims import stale_claims
 from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -156,6 +157,8 @@ class SchedulingLoop:
         self.job_errors = JobErrors(self.metrics)
         self.reservations = ReservationKeeper(ports.events, self.metrics)
         self.parking = Parking()
+        self._deallocating: set[str] = set()
+        """DRA claims whose deallocation is in flight."""
         self._generation = 0
         """The cache's generation when the cycle under way took its snapshot."""
         self._pending_series: set[str] = set()
@@ -289,6 +292,7 @@ class SchedulingLoop:
         report.reservation_changes = self.reservations.after_cycle(session, now)
         self.parking.after_cycle(session, self._generation, now)
         await self._apply(report)
+        self._deallocate_stale_claims(session)
         self.status.report(session)
         self._report_pending()
         self._report_queue_shares(session)
@@ -524,6 +528,38 @@ class SchedulingLoop:
                     self._failed_call("claim", exc)
 
             self.writes.submit(f"unreserve {binding.key}", call)
+
+    def _deallocate_stale_claims(self, session: Session) -> None:
+        """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
+        stale_claims` picks (kube-scheduler's PostFilter), in the background; a failure
+        (a conflict: the claim changed) is logged, and the next cycle looks again."""
+        claims = self.ports.claims
+        if claims is None or session.snapshot.dra is None:
+            return
+        unschedulable = {
+            t.uid
+            for job in session.jobs.values()
+            for t in job.tasks.values()
+            if t.uid in session.task_reasons or job.uid in session.job_reasons
+        }
+        stale = stale_claims(
+            session.snapshot.dra, session.jobs, unschedulable.__contains__, self.cache.dra.assumed
+        )
+        for claim in stale:
+            if claim.key in self._deallocating:
+                continue
+            self._deallocating.add(claim.key)
+
+            async def call(c: ClaimInfo = claim) -> None:
+                try:
+                    await claims.deallocate_claim(c.namespace, c.name, c.uid, c.resource_version)
+                    log.info("deallocated a claim nobody holds", claim=c.key)
+                except ApiError as exc:
+                    self._failed_call("claim", exc)
+                finally:
+                    self._deallocating.discard(c.key)
+
+            self.writes.submit(f"deallocate {claim.key}", call)
 
     def _shown_bound(self, uid: str, node: str) -> bool:
         """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from scheduler.api.dra.convert import (
+    deallocate_patch,
     finalizer_patch,
     reserve_patch,
     reserved_uids,
@@ -275,6 +276,25 @@ class SimBackend:
                 binding.name,
                 unreserve_patch(binding),
                 patch_type="strategic",
+                subresource="status",
+            ),
+        )
+
+    async def deallocate_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Clear the claim's allocation (call kind ``patch``), guarded by uid and version."""
+        ref = ObjectRef("ResourceClaim", namespace, name, uid)
+        await self._call(
+            "patch",
+            ref,
+            None,
+            lambda: self.store.patch(
+                "ResourceClaim",
+                namespace,
+                name,
+                deallocate_patch(uid, resource_version),
+                patch_type="merge",
                 subresource="status",
             ),
         )

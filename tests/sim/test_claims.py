@@ -238,3 +238,37 @@ def test_a_refused_claim_write_binds_nothing() -> None:
     sim = simulate([*small_cluster(), simulation(apiFailures={"patch": 1.0}, until="10s")])
     assert sim.result.bindings == {}
     assert distinct_devices(sim) == {}
+
+
+def test_a_claim_allocated_where_its_pod_cannot_go_and_reserved_for_nobody_is_reallocated() -> None:
+    """kube-scheduler's PostFilter: the claim was left allocated on n1 (a bind that failed
+    after the claim was written), n1 has no room for the pod any more; the scheduler
+    clears the allocation, and the pod is then placed on n2 with a device there."""
+    objects = [
+        node("n1", cpu="1"),
+        node("n2"),
+        device_class(),
+        resource_slice("n1-gpu", gpus(1), node="n1"),
+        resource_slice("n2-gpu", gpus(1), node="n2"),
+        claim("c", allocated=[("gpu", "gpu-0")], node="n1"),
+        pod("filler", cpu="1", node="n1"),
+        pod("p", cpu="500m", resourceClaims=claims_spec("c")),
+    ]
+    sim = simulate(objects)
+    assert sim.result.bindings == {"default/p": "n2"}
+    assert distinct_devices(sim) == {"c": ("n2/gpu-0",)}
+
+
+def test_a_claim_allocated_where_its_pod_fits_is_kept() -> None:
+    objects = [
+        node("n1"),
+        node("n2"),
+        device_class(),
+        resource_slice("n1-gpu", gpus(1), node="n1"),
+        resource_slice("n2-gpu", gpus(1), node="n2"),
+        claim("c", allocated=[("gpu", "gpu-0")], node="n1"),
+        pod("p", resourceClaims=claims_spec("c")),
+    ]
+    sim = simulate(objects)
+    assert sim.result.bindings == {"default/p": "n1"}
+    assert distinct_devices(sim) == {"c": ("n1/gpu-0",)}

@@ -430,6 +430,7 @@ __all__ = [
     "claim_from_object",
     "claim_spec",
     "claim_template_from_object",
+    "deallocate_patch",
     "device_class_from_object",
     "finalizer_patch",
     "node_allocation_selector",
@@ -467,6 +468,15 @@ def unreserve_patch(binding: ClaimBinding) -> dict[str, Any]:
     return {
         "metadata": {"uid": binding.uid},
         "status": {"reservedFor": [{"$patch": "delete", "uid": binding.pod_uid}]},
+    }
+
+
+def deallocate_patch(uid: str, resource_version: str) -> dict[str, Any]:
+    """The merge patch of ``resourceclaims/status`` that clears the allocation, guarded by
+    the claim's uid and resourceVersion."""
+    return {
+        "metadata": {"uid": uid, "resourceVersion": resource_version},
+        "status": {"allocation": None, "devices": None},
     }
 
 

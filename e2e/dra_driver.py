@@ -100,29 +100,22 @@ class FakeDriver:
         """A claim request of ``count`` devices of this run's class."""
         return {"name": name, "exactly": {"deviceClassName": self.class_name, "count": count}}
 
-    async def create_claim(self, name: str, count: int = 1) -> None:
+    async def _create(self, kind: str, name: str, spec: dict[str, Any]) -> None:
+        plural = kind.lower() + "s"
         await self.cluster.api.request(
             "POST",
-            resource_path("resourceclaims", self.cluster.namespace),
-            body={
-                "apiVersion": RESOURCE,
-                "kind": "ResourceClaim",
-                "metadata": {"name": name},
-                "spec": {"devices": {"requests": [self.request(count=count)]}},
-            },
+            resource_path(plural, self.cluster.namespace),
+            body={"apiVersion": RESOURCE, "kind": kind, "metadata": {"name": name}, "spec": spec},
+        )
+
+    async def create_claim(self, name: str, count: int = 1) -> None:
+        await self._create(
+            "ResourceClaim", name, {"devices": {"requests": [self.request(count=count)]}}
         )
 
     async def create_template(self, name: str, count: int = 1) -> None:
-        await self.cluster.api.request(
-            "POST",
-            resource_path("resourceclaimtemplates", self.cluster.namespace),
-            body={
-                "apiVersion": RESOURCE,
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": name},
-                "spec": {"spec": {"devices": {"requests": [self.request(count=count)]}}},
-            },
-        )
+        claim = {"devices": {"requests": [self.request(count=count)]}}
+        await self._create("ResourceClaimTemplate", name, {"spec": claim})
 
 
 def devices_of(claim: Mapping[str, Any]) -> list[str]:

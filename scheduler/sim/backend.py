@@ -16,7 +16,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from scheduler.api.dra.convert import (
     deallocate_patch,
@@ -235,69 +235,50 @@ class SimBackend:
 
     # ----------------------------------------------------------------- ClaimWriter
 
-    async def reserve_claim(self, binding: ClaimBinding) -> None:
-        """Write ``binding`` to its ResourceClaim (call kind ``patch``, once for the
-        finalizer when asked, once for the status): see :class:`~scheduler.ports.ClaimWriter`."""
-        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
-        ns, name = binding.namespace, binding.name
-        if binding.add_finalizer:
-            await self._call(
-                "patch",
-                ref,
-                None,
-                lambda: self.store.patch(
-                    "ResourceClaim", ns, name, finalizer_patch(binding), patch_type="strategic"
-                ),
-            )
+    async def _patch_claim(
+        self,
+        ref: ObjectRef,
+        body: dict[str, Any],
+        *,
+        status: bool = True,
+        patch_type: Literal["merge", "strategic"] = "strategic",
+    ) -> None:
+        """One patch of a ResourceClaim (its status subresource unless ``status`` is
+        false), call kind ``patch``."""
+        sub = "status" if status else None
         await self._call(
             "patch",
             ref,
             None,
             lambda: self.store.patch(
                 "ResourceClaim",
-                ns,
-                name,
-                reserve_patch(binding),
-                patch_type="strategic",
-                subresource="status",
+                ref.namespace,
+                ref.name,
+                body,
+                patch_type=patch_type,
+                subresource=sub,
             ),
         )
 
-    async def unreserve_claim(self, binding: ClaimBinding) -> None:
-        """Remove ``binding``'s pod from the claim's ``reservedFor`` (call kind ``patch``)."""
+    async def reserve_claim(self, binding: ClaimBinding) -> None:
+        """Write ``binding`` to its ResourceClaim (one patch for the finalizer when asked,
+        one for the status): see :class:`~scheduler.ports.ClaimWriter`."""
         ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
-        await self._call(
-            "patch",
-            ref,
-            None,
-            lambda: self.store.patch(
-                "ResourceClaim",
-                binding.namespace,
-                binding.name,
-                unreserve_patch(binding),
-                patch_type="strategic",
-                subresource="status",
-            ),
-        )
+        if binding.add_finalizer:
+            await self._patch_claim(ref, finalizer_patch(binding), status=False)
+        await self._patch_claim(ref, reserve_patch(binding))
+
+    async def unreserve_claim(self, binding: ClaimBinding) -> None:
+        """Remove ``binding``'s pod from the claim's ``reservedFor``."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+        await self._patch_claim(ref, unreserve_patch(binding))
 
     async def deallocate_claim(
         self, namespace: str, name: str, uid: str, resource_version: str
     ) -> None:
-        """Clear the claim's allocation (call kind ``patch``), guarded by uid and version."""
+        """Clear the claim's allocation, guarded by its uid and resourceVersion."""
         ref = ObjectRef("ResourceClaim", namespace, name, uid)
-        await self._call(
-            "patch",
-            ref,
-            None,
-            lambda: self.store.patch(
-                "ResourceClaim",
-                namespace,
-                name,
-                deallocate_patch(uid, resource_version),
-                patch_type="merge",
-                subresource="status",
-            ),
-        )
+        await self._patch_claim(ref, deallocate_patch(uid, resource_version), patch_type="merge")
 
     async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
         """The claim as the store has it (no latency, no faults, as :meth:`read_pod`)."""

@@ -78,6 +78,26 @@ def _int(value: object, where: str, field: str, default: int) -> int:
     return value
 
 
+_DEVICE = (
+    ("consumesCounters", "it consumes shared counters (partitionable devices)"),
+    ("taints", "it has taints (device taints)"),
+    ("bindingConditions", "it has binding conditions"),
+    ("allowMultipleAllocations", "it allows multiple allocations (consumable capacity)"),
+)
+"""Fields of a device that need a feature Sluice leaves out, and what to say."""
+_REQUEST = (
+    ("adminAccess", "admin access"),
+    ("tolerations", "device tolerations"),
+    ("capacity", "capacity requests (consumable capacity)"),
+)
+"""Fields of a request that need a feature Sluice leaves out, and what to say."""
+
+
+def _unsupported(raw: Obj, fields: tuple[tuple[str, str], ...]) -> str:
+    """What ``raw`` asks that Sluice does not support (the first such field), or ""."""
+    return next((why for key, why in fields if raw.get(key)), "")
+
+
 def qualify(name: str, driver: str) -> str:
     """The fully qualified form of an attribute or capacity name: an unqualified name
     (no ``/``) belongs to the device's driver."""
@@ -115,16 +135,7 @@ def _device(raw: Obj, driver: str, pool: str, where: str, field: str) -> Device:
         )
         for k, v in _map(raw.get("capacity"), where, f"{field}.capacity").items()
     }
-    unsupported = ""
-    if raw.get("consumesCounters"):
-        unsupported = "it consumes shared counters (partitionable devices)"
-    elif raw.get("taints"):
-        unsupported = "it has taints (device taints)"
-    elif raw.get("bindingConditions"):
-        unsupported = "it has binding conditions"
-    elif raw.get("allowMultipleAllocations"):
-        unsupported = "it allows multiple allocations (consumable capacity)"
-    return Device(DeviceID(driver, pool, name), attributes, capacity, unsupported)
+    return Device(DeviceID(driver, pool, name), attributes, capacity, _unsupported(raw, _DEVICE))
 
 
 def slice_from_object(obj: Obj) -> SliceInfo:
@@ -196,13 +207,7 @@ def device_class_from_object(obj: Obj) -> DeviceClassInfo:
 
 def _subrequest(raw: Obj, name: str, where: str, field: str) -> tuple[Subrequest, str]:
     """One request's (or alternative's) fields, and what it asks that is not supported."""
-    unsupported = ""
-    if raw.get("adminAccess"):
-        unsupported = "admin access"
-    elif raw.get("tolerations"):
-        unsupported = "device tolerations"
-    elif raw.get("capacity"):
-        unsupported = "capacity requests (consumable capacity)"
+    unsupported = _unsupported(raw, _REQUEST)
     mode = (
         _str(raw.get("allocationMode"), where, f"{field}.allocationMode") or ALLOCATION_MODE_EXACT
     )

@@ -35,13 +35,18 @@ bind claims      for each claim of a pod being bound and not reserved for it in 
                  add to ``reservedFor``, and whether the claim needs the finalizer
 ===============  =========================================================================
 
-Devices in use, as the filter sees them: every device of an allocated claim (in the API
-or in this session). With ``releasing`` (the preemptor's view), the devices of claims
-that nobody holds any more but a pod being evicted (or gone), which the claim controller
-will deallocate, count as free; the devices a nominated pod of lower priority was given
-in this session do not block a pod of higher priority. So the victim search, which
-removes and re-adds victims through the placement handlers, sees a victim's devices
-released, and a preemptor nominated to a node is given the devices its victims held.
+Devices in use, as the filter sees them: every device some allocation holds (in the API
+or in this session; a device is counted once per allocation). With ``releasing`` (the
+preemptor's view), the allocations of claims that nobody holds any more but a pod being
+evicted (or gone), which the claim controller will deallocate, do not count; nor do the
+devices a nominated pod of lower priority was given in this session, for a pod of higher
+priority, nor a nominated pod's own. So the victim search, which removes and re-adds
+victims through the placement handlers, sees a victim's devices released; a preemptor
+nominated to a node is given the devices its victims hold (in the session, each cycle,
+so no pod of lower priority takes them), and is bound only once the claim controller
+has released them (its own nomination's devices are chosen again where it is placed).
+A pod is never bound without its devices: a claim left unallocated at bind time (a
+placement no filter checked) fails the job's attempt instead.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from scheduler.api.dra.model import (
 )
 from scheduler.api.dra.pods import PodClaims, claims_of_pod
 from scheduler.api.dra.view import DraView
+from scheduler.api.errors import InvariantError
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
@@ -110,7 +116,9 @@ class DraPlugin:
         self._row_devices: list[tuple[int, ...]] = []
         self._device_row: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._shared = False
-        self._in_use: BoolVector = np.zeros(0, dtype=np.bool_)
+        self._use: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """Per device, the allocations (API or session) that hold it (more than one when a
+        nominated pod was given a device still being released)."""
         self._states: dict[str, _ClaimState] = {}
         self._idle: set[str] = set()
         """Claims allocated in the API that nobody holds now (maybe on their way out)."""
@@ -136,7 +144,7 @@ class DraPlugin:
                 rows[d] = r if inv.is_local(d) else -1
         self._device_row = rows
         self._shared = any(not inv.is_local(d) for d in range(len(inv)))
-        self._in_use = np.zeros(len(inv), dtype=np.bool_)
+        self._use = np.zeros(len(inv), dtype=np.int64)
         for key, claim in view.claims.items():
             if claim.allocation is not None:
                 self._state(key)
@@ -193,7 +201,7 @@ class DraPlugin:
             state = _ClaimState(claim, claim.allocation)
             if claim.allocation is not None:
                 state.devices = tuple(self._inv.devices_of(claim.allocation.devices))
-                self._in_use[list(state.devices)] = True
+                np.add.at(self._use, list(state.devices), 1)
             self._states[key] = state
         return state
 
@@ -263,6 +271,8 @@ class DraPlugin:
             state = self._states.get(key)
             claim = state.claim if state is not None else self._view.claims[key]  # type: ignore[union-attr]
             allocation = state.allocation if state is not None else None
+            if state is not None and state.made_by == task.uid and state.nominated is not None:
+                allocation = None  # its own nomination's devices: chosen again where it goes
             if allocation is not None:
                 if len(claim.reserved_for) >= MAX_RESERVED_FOR and not claim.reserved_for_pod(
                     task.uid
@@ -286,27 +296,27 @@ class DraPlugin:
         return pinned, todo
 
     def _free(self, task: TaskInfo, releasing: bool) -> BoolVector:
-        """Devices ``task`` may take now (module docstring)."""
-        free: BoolVector = ~self._in_use
+        """Devices ``task`` may take now (module docstring): held by no allocation but
+        those that do not count against it (its own, made in this session; a nominated
+        pod's of lower priority; with ``releasing``, claims on their way out)."""
         give: list[int] = []
-        keep: list[int] = []
         for key in self._nominated:
             state = self._states[key]
-            if state.nominated is not None and state.nominated < task.priority:
+            mine = state.made_by == task.uid
+            if mine or (state.nominated is not None and state.nominated < task.priority):
                 give.extend(state.devices)
-            else:
-                keep.extend(state.devices)
         if releasing:
             for key in self._idle:
                 state = self._states[key]
                 if self._released(state):
                     give.extend(state.devices)
-        if give:
-            free[give] = True
-            # A device being released that a nominated pod of no lower priority was
-            # given in this session stays its.
-            free[keep] = False
-        return free
+        if not give:
+            free: BoolVector = self._use == 0
+            return free
+        use = self._use.copy()
+        np.subtract.at(use, give, 1)
+        left: BoolVector = use == 0
+        return left
 
     def _released(self, state: _ClaimState) -> bool:
         """Is the API allocation of a claim nobody holds any more on its way out (its
@@ -429,7 +439,7 @@ class DraPlugin:
             state.nominated = task.priority if nominated else None
             if nominated:
                 self._nominated.add(claim.key)
-            self._in_use[list(state.devices)] = True
+            np.add.at(self._use, list(state.devices), 1)
 
     def _unplace(self, task: TaskInfo, node: NodeInfo, /) -> None:
         if not task.spec.resource_claims or self._view is None:
@@ -444,7 +454,7 @@ class DraPlugin:
             if state.holders:
                 continue
             if state.made_by:
-                self._in_use[list(state.devices)] = False
+                np.subtract.at(self._use, list(state.devices), 1)
                 state.allocation, state.devices = None, ()
                 state.made_by, state.nominated = "", None
                 self._nominated.discard(key)
@@ -486,7 +496,9 @@ class DraPlugin:
         for key in self.claims_of(task).keys:
             state = self._states.get(key)
             if state is None or state.allocation is None:
-                continue
+                # Never bind a pod whose claim has no devices: the job's attempt fails
+                # (SchedulerError) and is rolled back instead.
+                raise InvariantError(f"ResourceClaim {key} of {task.key} is not allocated")
             claim = state.claim
             if claim.reserved_for_pod(task.uid) and claim.allocation is not None:
                 continue

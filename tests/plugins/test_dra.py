@@ -258,3 +258,63 @@ def test_a_nominated_preemptor_is_given_the_devices_its_victim_releases() -> Non
     alloc = plugin(session).allocation("default/c")
     assert alloc is not None and [r.id.device for r in alloc.results] == ["gpu-0"]
     assert "matching devices are in use" in fit_text(session, "low", releasing=True)
+
+
+def _nominated_after_preemption(*, victim_claim_released: bool) -> Session:
+    """The cycle after a preemption: the victim gone or releasing, the preemptor nominated
+    to n1; the victim's claim still allocated, or released by the claim controller."""
+    from scheduler.app import builtin_registry
+    from scheduler.config import SchedulerConfiguration, TierConfig
+    from scheduler.framework.effects import Evict, Nominate
+    from scheduler.framework.session import open_session
+    from tests.builders import cache_with
+
+    held = claim("v", allocated=[("gpu", "gpu-0")], node="n1", reserved_for=["victim"])
+    cache = cache_with(
+        *cluster(held, claim("c")),
+        pod("victim", node="n1", resourceClaims=claims_spec("v")),
+        gpu_pod("p", "c", priority=100),
+    )
+    victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
+    cache.assume(Evict(victim.clone(), "n1", "preempted", preemptor=preemptor.clone()))
+    cache.assume(Nominate(preemptor.clone(), "n1"))
+    if victim_claim_released:
+        cache.handle(
+            "Pod",
+            "DELETED",
+            {
+                "kind": "Pod",
+                "metadata": {"name": "victim", "namespace": "default", "uid": "default/victim"},
+            },
+        )
+        cache.handle("ResourceClaim", "MODIFIED", claim("v"))
+    config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(PLUGINS)),))
+    return open_session(cache.snapshot(), builtin_registry().resolve(config))
+
+
+@pytest.mark.parametrize("released", [False, True], ids=["victim-holds-it", "released"])
+def test_a_nominated_preemptor_is_bound_only_once_its_victims_device_is_released(
+    released: bool,
+) -> None:
+    session = _nominated_after_preemption(victim_claim_released=released)
+    fits = session.fit(task_of(session, "p")).feasible[session.table.row["n1"]]
+    assert bool(fits) is released
+    if released:
+        with session.statement() as stmt:
+            stmt.allocate(task_of(session, "p"), "n1")
+            (effect,) = stmt.commit()
+        assert isinstance(effect, Bind)
+        (binding,) = effect.claims
+        assert binding.allocation is not None
+        assert [r.id.device for r in binding.allocation.results] == ["gpu-0"]
+
+
+def test_a_pod_whose_claim_could_not_be_allocated_is_never_bound_without_it() -> None:
+    from scheduler.api.errors import PluginError
+
+    session = open_(cluster(claim("a"), claim("b"), gpu_pod("p", "a"), gpu_pod("q", "b")))
+    with session.statement() as stmt:
+        stmt.allocate(task_of(session, "p"), "n1")
+        stmt.allocate(task_of(session, "q"), "n1")  # no filter asked: no device left
+        with pytest.raises(PluginError, match="not allocated"):
+            stmt.commit()

@@ -155,7 +155,7 @@ def _claims(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[st
     """Each DRA claim of ``task``: its devices (allocated in the API, or what the next
     cycle would allocate), whom it is reserved for; or why the pod waits for it."""
     view = session.snapshot.dra
-    found = claims_of_pod(task, view.claims if view is not None else {})
+    found = claims_of_pod(task, view.claims, view.invalid) if view else claims_of_pod(task, {})
     if found.problem:
         return [{"problem": found.problem}]
     assert view is not None or not found.keys

@@ -38,6 +38,7 @@ from scheduler.api.dra.model import (
     SliceInfo,
 )
 from scheduler.api.dra.view import DraView
+from scheduler.api.errors import InvalidInputError
 
 Obj = Mapping[str, Any]
 
@@ -66,6 +67,8 @@ class DraStore:
         self.claims: dict[str, ClaimInfo] = {}
         """Claims as the events show them, by ``ns/name``."""
         self.templates: dict[str, ClaimTemplateInfo] = {}
+        self.invalid: dict[str, str] = {}
+        """Claims that exist but do not convert, by ``ns/name``: why."""
         self._pending: dict[str, dict[str, _Pending]] = {}
         """Claim writes assumed, by claim key then pod uid."""
         self._inventory: Inventory | None = None
@@ -78,7 +81,7 @@ class DraStore:
 
     @property
     def empty(self) -> bool:
-        return not (self.slices or self.classes or self.claims or self.templates)
+        return not (self.slices or self.classes or self.claims or self.templates or self.invalid)
 
     def keys(self, kind: str) -> list[str]:
         table: dict[str, Mapping[str, object]] = {
@@ -120,10 +123,18 @@ class DraStore:
         old = self.claims.get(key)
         if event == "DELETED":
             self.claims.pop(key, None)
+            self.invalid.pop(key, None)
             self._pending.pop(key, None)
             self._track(key, old, None)
             return True
-        claim = claim_from_object(obj)
+        try:
+            claim = claim_from_object(obj)
+        except InvalidInputError as exc:
+            self.claims.pop(key, None)
+            self._track(key, old, None)
+            self.invalid[key] = exc.message if exc.field is None else f"{exc.field}: {exc.message}"
+            raise
+        self.invalid.pop(key, None)
         self.claims[key] = claim
         self._track(key, old, claim)
         pending = self._pending.get(key)
@@ -210,7 +221,7 @@ class DraStore:
                 claim = claims.get(key)
                 if claim is not None:
                     claims[key] = _with_writes(claim, [p.binding for p in pending.values()])
-            self._view = DraView(self.inventory(), claims, dict(self.templates))
+            self._view = DraView(self.inventory(), claims, dict(self.templates), dict(self.invalid))
         return self._view
 
 

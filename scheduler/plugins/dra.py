@@ -189,7 +189,12 @@ class DraPlugin:
         """``task``'s claims, found as kube-scheduler finds them (memoized per session)."""
         found = self._pods.get(task.uid)
         if found is None:
-            found = claims_of_pod(task, self._view.claims if self._view is not None else {})
+            view = self._view
+            found = (
+                claims_of_pod(task, view.claims, view.invalid)
+                if view is not None
+                else claims_of_pod(task, {})
+            )
             self._pods[task.uid] = found
         return found
 

@@ -318,3 +318,11 @@ def test_a_pod_whose_claim_could_not_be_allocated_is_never_bound_without_it() ->
         stmt.allocate(task_of(session, "q"), "n1")  # no filter asked: no device left
         with pytest.raises(PluginError, match="not allocated"):
             stmt.commit()
+
+
+def test_a_claim_that_cannot_be_read_is_named_with_why() -> None:
+    bad = claim("c", request(count=0))  # count 0: refused, as the API server would
+    session = open_(cluster(bad, gpu_pod("p", "c")))
+    text = fit_text(session, "p")
+    assert "ResourceClaim default/c cannot be read" in text
+    assert "count: must be at least 1" in text

@@ -32,8 +32,11 @@ class PodClaims:
     problem: str = ""
 
 
-def claims_of_pod(task: TaskInfo, claims: Mapping[str, ClaimInfo]) -> PodClaims:
-    """``task``'s claims among ``claims`` (by ``ns/name``)."""
+def claims_of_pod(
+    task: TaskInfo, claims: Mapping[str, ClaimInfo], invalid: Mapping[str, str] | None = None
+) -> PodClaims:
+    """``task``'s claims among ``claims`` (by ``ns/name``); ``invalid``: claims that exist
+    but cannot be read, and why."""
     entries = task.spec.resource_claims
     if not entries:
         return PodClaims()
@@ -53,6 +56,8 @@ def claims_of_pod(task: TaskInfo, claims: Mapping[str, ClaimInfo]) -> PodClaims:
         key = f"{task.namespace}/{name}"
         claim = claims.get(key)
         if claim is None:
+            if invalid and key in invalid:
+                return PodClaims(problem=f"ResourceClaim {key} cannot be read: {invalid[key]}")
             return PodClaims(problem=f"waiting for ResourceClaim {key} to be created")
         if claim.deleting:
             return PodClaims(problem=f"ResourceClaim {key} is being deleted")

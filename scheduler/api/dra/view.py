@@ -19,3 +19,6 @@ class DraView:
     inventory: Inventory = EMPTY_INVENTORY
     claims: Mapping[str, ClaimInfo] = field(default_factory=dict)
     templates: Mapping[str, ClaimTemplateInfo] = field(default_factory=dict)
+    invalid: Mapping[str, str] = field(default_factory=dict)
+    """Claims that exist but cannot be read (by ``ns/name``): why. Their pods wait,
+    saying so, rather than for a claim "to be created"."""

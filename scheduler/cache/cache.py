@@ -281,6 +281,12 @@ class SchedulerCache:
                 self._fresh_jobs.add(task.job_id)
                 self._fresh_only = True
             return task.status is TaskStatus.PENDING or not task.sluice
+        if task.claim_statuses != old.claim_statuses and task.status is TaskStatus.PENDING:
+            # The claim controller named the claims made from its templates (DRA): news
+            # for this pod's job only, as a new pod is.
+            self._fresh_jobs.add(task.job_id)
+            self._fresh_only = True
+            return True
         return task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) or (
             task.terminating and not old.terminating
         )

@@ -118,3 +118,28 @@ def test_which_claim_events_may_help_a_waiting_pod(
     store = store_with(*([before] if before else []))
     assert store.handle("ResourceClaim", "MODIFIED" if before else "ADDED", after) is wakes
     assert claim_from_object(after).key == "default/c"
+
+
+def test_a_pod_told_the_name_of_its_claim_is_news_for_its_job() -> None:
+    """The claim controller creates the claim, then names it in the pod's status: a job
+    parked while it waited ("waiting for the ResourceClaim ... to be created") must be
+    tried again then, not after parking's timeout."""
+    from tests.builders import cache_with, pod
+    from tests.dra_builders import claims_spec
+
+    raw = pod("p", resourceClaims=claims_spec(templates=["t"]))
+    cache = cache_with(raw)
+    cache.take_fresh_jobs()
+    generation = cache.generation
+    named = {
+        **raw,
+        "status": {
+            **raw["status"],
+            "resourceClaimStatuses": [{"name": "t", "resourceClaimName": "p-t-x"}],
+        },
+    }
+    cache.handle("Pod", "MODIFIED", named)
+    assert cache.take_fresh_jobs() == {"default/p"}
+    assert cache.generation == generation, "news for its own job only"
+    cache.handle("Pod", "MODIFIED", named)
+    assert cache.take_fresh_jobs() == set()

@@ -185,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import real
 
         return real.main(argv[1:])
+    if argv[:1] == ["cel"]:  # DRA's CEL libraries compared: bench/cel_libraries.py
+        from bench import cel_libraries
+
+        return cel_libraries.main()
     args = _parser().parse_args(argv)
     if args.child:
         if args.workload in GROUPS:

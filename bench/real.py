@@ -66,6 +66,7 @@ from bench.real_cluster import (
     cmdline,
     count_scheduled_events,
     create_pods,
+    dra_devices_used_twice,
     ensure_cluster_objects,
     event_watch,
     kube_scheduler_argv,
@@ -325,6 +326,9 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":
             figures["scheduled_events"] = await count_scheduled_events(api, run)
+        if shape.devices and runner != "raw":
+            used, twice = await dra_devices_used_twice(api, run)
+            figures.update(dra_devices_allocated=used, dra_devices_used_twice=twice)
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
         if figures["unbound"] or (is_sluice and figures.get("scheduler_exit_code") != 0):
             figures["scheduler_log"] = str(log_path)

@@ -64,6 +64,9 @@ class Shape:
     """Measured pods of PriorityClass ``bench-high`` (preemptors)."""
     gang_size: int = 0
     """Measured pods in PodGroups of this many (minMember), for Sluice; 0: none."""
+    devices: int = 0
+    """DRA devices per node (a ResourceSlice each); every measured pod then has a claim of
+    one device (even pods) or two (odd pods), created in the setup. 0: no DRA."""
 
 
 SHAPES: Final[dict[str, Shape]] = {
@@ -100,8 +103,100 @@ SHAPES: Final[dict[str, Shape]] = {
                 "kube-scheduler, which has no PodGroup, places the same pods one by one)"
             ),
         ),
+        Shape(
+            "dra",
+            nodes=1000,
+            running=0,
+            pods=4000,
+            devices=8,
+            description=(
+                "1,000 nodes with 8 DRA devices each (a ResourceSlice per node), 4,000 pods "
+                "of 100m / 500Mi each with a ResourceClaim of 1 or 2 devices (scheduler_perf's "
+                "SchedulingWithResourceClaimTemplate, the claims made in the setup)"
+            ),
+        ),
     )
 }
+
+DRA_DRIVER: Final = "gpu.bench.sluice.dev"
+
+
+def dra_class_name(run: str) -> str:
+    return f"{run}-gpu"
+
+
+def dra_objects(shape: Shape, run: str) -> list[tuple[str, dict[str, Any]]]:
+    """(path, object) of the DeviceClass, the ResourceSlices (one per node) and the
+    ResourceClaims (one per measured pod, named like it) of a DRA run."""
+    base = "/apis/resource.k8s.io/v1"
+    out: list[tuple[str, dict[str, Any]]] = [
+        (
+            f"{base}/deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": dra_class_name(run), "labels": {RUN_LABEL: run}},
+                "spec": {
+                    "selectors": [
+                        {
+                            "cel": {
+                                "expression": f'device.driver == "{DRA_DRIVER}" && '
+                                f'device.attributes["{DRA_DRIVER}"].run == "{run}"'
+                            }
+                        }
+                    ]
+                },
+            },
+        )
+    ]
+    for i in range(shape.nodes):
+        node = f"{run}-node-{i}"
+        devices = [
+            {"name": f"gpu-{d}", "attributes": {"run": {"string": run}, "index": {"int": d}}}
+            for d in range(shape.devices)
+        ]
+        out.append(
+            (
+                f"{base}/resourceslices",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{node}-gpus", "labels": {RUN_LABEL: run}},
+                    "spec": {
+                        "driver": DRA_DRIVER,
+                        "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                        "devices": devices,
+                    },
+                },
+            )
+        )
+    for i in range(shape.pods):
+        request = {"deviceClassName": dra_class_name(run), "count": 1 + i % 2}
+        out.append(
+            (
+                f"{base}/namespaces/{run}/resourceclaims",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": f"pod-{i}", "namespace": run},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+                },
+            )
+        )
+    return out
+
+
+async def dra_devices_used_twice(api: KubeClient, run: str) -> tuple[int, int]:
+    """(devices allocated, devices allocated to more than one claim) in ``run``'s claims."""
+    items, _ = await list_all(api, f"/apis/resource.k8s.io/v1/namespaces/{run}/resourceclaims")
+    seen: dict[str, int] = {}
+    for claim in items:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or ():
+            key = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+            seen[key] = seen.get(key, 0) + 1
+    return sum(seen.values()), sum(1 for n in seen.values() if n > 1)
 
 
 # --------------------------------------------------------------------------- objects
@@ -195,16 +290,17 @@ def measured_pods(shape: Shape, run: str, scheduler_name: str) -> list[dict[str,
     for i in range(shape.pods):
         group = f"gang-{i // shape.gang_size}" if shape.gang_size else ""
         name = f"{group}-{i % shape.gang_size}" if group else f"pod-{i}"
-        out.append(
-            pod_object(
-                run,
-                name,
-                scheduler_name=scheduler_name,
-                cpu=shape.pod_cpu,
-                high_priority=shape.high_priority,
-                group=group,
-            )
+        pod = pod_object(
+            run,
+            name,
+            scheduler_name=scheduler_name,
+            cpu=shape.pod_cpu,
+            high_priority=shape.high_priority,
+            group=group,
         )
+        if shape.devices:
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        out.append(pod)
     return out
 
 
@@ -472,6 +568,17 @@ async def setup_run(
             return job
 
         await bounded(concurrency, (group_job(g) for g in range(groups)))
+    if shape.devices:
+
+        def dra_job(path: str, obj: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+            async def job() -> None:
+                await create(api, path, obj)
+
+            return job
+
+        objects = dra_objects(shape, run)
+        await create(api, *objects[0])  # the class first
+        await bounded(concurrency, (dra_job(path, obj) for path, obj in objects[1:]))
 
 
 async def cleanup_run(api: KubeClient, run: str) -> None:
@@ -481,6 +588,9 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
     selector = [("labelSelector", f"{RUN_LABEL}={run}")]
     for path, query in (
         (PODS.path(run), ()),
+        ("/apis/resource.k8s.io/v1/namespaces/" + run + "/resourceclaims", ()),
+        ("/apis/resource.k8s.io/v1/resourceslices", selector),
+        ("/apis/resource.k8s.io/v1/deviceclasses", selector),
         (NODES.path(), selector),
         (POD_GROUPS.path(run), ()),
         (EVENTS.path(run), ()),

@@ -1039,11 +1039,13 @@ class Cluster:
         node_selector: Mapping[str, str] = (),
         scheduler_name: str | None = None,
         scheduling_gates: Sequence[str] = (),
+        resource_claims: Sequence[Mapping[str, str]] = (),
     ) -> dict[str, Any]:
         """A pod for this run. ``priority`` is (PriorityClass name, its value): the name is
         written, and the API server's Priority admission (the emulator's too) sets the
         value. ``scheduling_gates`` names its ``spec.schedulingGates`` (as Kueue creates
-        the pods of a workload it has not admitted yet)."""
+        the pods of a workload it has not admitted yet); ``resource_claims`` is its
+        ``spec.resourceClaims`` (DRA)."""
         meta_labels = {RUN_LABEL: self.run_id, **dict(labels)}
         if group:
             meta_labels[POD_GROUP_LABEL] = group
@@ -1066,6 +1068,8 @@ class Cluster:
             spec["priorityClassName"] = priority[0]
         if scheduling_gates:
             spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
+        if resource_claims:
+            spec["resourceClaims"] = [dict(c) for c in resource_claims]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -1463,6 +1467,7 @@ class EmulatedApiServer:
     def __init__(
         self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
+        from scheduler.sim.claims import SimClaimController
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
 
@@ -1475,6 +1480,9 @@ class EmulatedApiServer:
         self.emulator = ApiEmulator(
             self.store, catalog=catalog, bookmark_interval=bookmark_interval
         )
+        # The controller manager's resourceclaim controller, as `up --controller-manager`
+        # runs it for the real server (claims from templates, reservations released).
+        SimClaimController(self.store).attach()
         self.kubeconfig_path = workdir / "kubeconfig"
         self.port = 0
 

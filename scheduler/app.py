@@ -50,5 +50,6 @@ def build_loop(
             outcomes=loop.outcomes,
         )
         cache.on_pod_deleted.append(loop.queue.victim_gone)
+        cache.on_devices_released.append(loop.queue.devices_released)
         loop.preemption = executor
     return loop

@@ -7,9 +7,10 @@ one job: the decision it would make now (binds, nominations, the victims preempt
 reclaim would evict, node by node, in the order chosen), why each pod still pending is
 not placed, node by node (nodes grouped by reason, as kube-scheduler counts them: a node
 is charged to the first filter that refuses it), its gang, its queue (deserved,
-allocated, what the job asks), and what it waits for (a nomination and the victims still
-terminating on that node, a reservation, the pod grouper). Nothing is written anywhere:
-the session is thrown away.
+allocated, what the job asks), what it waits for (a nomination and the victims still
+terminating on that node, a reservation, the pod grouper), and each DRA claim of its pods
+(the devices it holds or would get; the nodes that cannot give them are among the
+reasons, naming the claim). Nothing is written anywhere: the session is thrown away.
 
 What only a running scheduler knows (its preemption gates and backoffs, a job parked or
 elected for starvation protection between its cycles) is not in the objects; the
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
@@ -117,6 +119,7 @@ def _describe(  # noqa: PLR0917
             where["victims"].append(
                 {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle or "pod"}
             )
+    bind_of = {e.task.uid: e for e in session.effects if isinstance(e, Bind)}
     pods = []
     for t in chosen:
         status, node = before[t.uid]
@@ -131,6 +134,8 @@ def _describe(  # noqa: PLR0917
             entry["reason"] = gated_reason(t)
         if t.nominated_node:
             entry["nominatedNode"] = t.nominated_node
+        if t.spec.resource_claims:
+            entry["claims"] = _claims(session, t, bind_of.get(t.uid))
         pods.append(entry)
     return {
         "kind": kind,
@@ -147,6 +152,31 @@ def _describe(  # noqa: PLR0917
         "queue": _queue(session, job),
         "waits_for": _waits(session, job, before),
     }
+
+
+def _claims(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[str, Any]]:
+    """Each DRA claim of ``task``: its devices (allocated in the API, or what the next
+    cycle would allocate), whom it is reserved for; or why the pod waits for it."""
+    view = session.snapshot.dra
+    found = claims_of_pod(task, view.claims, view.invalid) if view else claims_of_pod(task, {})
+    if found.problem:
+        return [{"problem": found.problem}]
+    assert view is not None or not found.keys
+    written = {b.key: b for b in bind.claims} if bind is not None else {}
+    out: list[dict[str, Any]] = []
+    for key in found.keys:
+        claim = view.claims[key]  # type: ignore[union-attr]
+        entry: dict[str, Any] = {"claim": key}
+        planned = written.get(key)
+        if claim.allocation is not None:
+            entry["devices"] = [str(d) for d in claim.allocation.devices]
+            entry["reservedFor"] = [c.name for c in claim.reserved_for]
+        elif planned is not None and planned.allocation is not None:
+            entry["nextCycle"] = [str(d) for d in planned.allocation.devices]
+        else:
+            entry["devices"] = []
+        out.append(entry)
+    return out
 
 
 def _gang(job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> dict[str, Any]:
@@ -244,6 +274,8 @@ def render(e: dict[str, Any], *, verbose: bool = False) -> str:
         for reason, names in sorted((p.get("nodes") or {}).items()):
             shown = f": {', '.join(names)}" if verbose else ""
             lines.append(f"    {len(names)} node(s): {reason}{shown}")
+        for c in p.get("claims") or ():
+            lines.append(f"    {_claim_line(c)}")
     g = e["gang"]
     if g["podGroup"]:
         statuses = ", ".join(f"{n} {s}" for s, n in g["byStatus"].items())
@@ -260,6 +292,17 @@ def render(e: dict[str, Any], *, verbose: bool = False) -> str:
     for w in e["waits_for"]:
         lines.append(f"Waits for: {w}")
     return "\n".join(lines)
+
+
+def _claim_line(c: dict[str, Any]) -> str:
+    if "problem" in c:
+        return f"claims: {c['problem']}"
+    if "nextCycle" in c:
+        return f"claim {c['claim']}: next cycle would allocate {', '.join(c['nextCycle'])}"
+    if c["devices"]:
+        who = ", ".join(c["reservedFor"]) or "nobody"
+        return f"claim {c['claim']}: allocated {', '.join(c['devices'])}; reserved for {who}"
+    return f"claim {c['claim']}: not allocated"
 
 
 def _fmt(quantities: dict[str, str]) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.group_apis import SLUICE, GroupApi, api_of_job, kind_key
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
@@ -134,6 +135,46 @@ class PodReader(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimState:
+    """A ResourceClaim as one read of the API server shows it."""
+
+    uid: str
+    allocated: bool
+    reserved_for: frozenset[str]
+    """The uids of the consumers in ``status.reservedFor``."""
+
+
+class ClaimWriter(Protocol):
+    """The DRA writes of kube-scheduler's PreBind and Unreserve, on ResourceClaims."""
+
+    async def reserve_claim(self, binding: ClaimBinding) -> None:
+        """Write ``binding`` (:class:`~scheduler.api.dra.model.ClaimBinding`): the
+        finalizer when asked (a patch of the claim), then, through ``resourceclaims/
+        status``, the allocation when given and the pod in ``status.reservedFor``
+        (strategic merge: entries merge by uid), guarded by the claim's uid. Idempotent:
+        the API refuses to change an allocation (422) but accepts the same one again.
+        Called by the loop's bind, before the binding; one attempt."""
+        ...
+
+    async def unreserve_claim(self, binding: ClaimBinding) -> None:
+        """Remove ``binding``'s pod from the claim's ``status.reservedFor`` (its bind
+        failed after the claim was written). Idempotent; NotFoundError if the claim is gone."""
+        ...
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
+        """The claim as the API server has it now; None when it is gone. One attempt."""
+        ...
+
+    async def deallocate_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Clear ``status.allocation`` of a claim reserved for nobody, guarded by its uid
+        and ``resource_version`` (ConflictError if it changed since: a pod may have been
+        reserved meanwhile), as kube-scheduler's PostFilter does. One attempt."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """A Kubernetes event about ``regarding`` (events.k8s.io/v1 shape)."""
 
@@ -163,3 +204,6 @@ class ClusterPorts:
     reader: PodReader | None = None
     """Reads pods to learn the outcome of ambiguous writes. Without one, outcomes are
     learnt from the events alone (see :mod:`scheduler.preemption.outcomes`)."""
+    claims: ClaimWriter | None = None
+    """Writes DRA claims before binds. Without one, a pod whose claims must be written
+    is not bound (its bind fails and is retried)."""

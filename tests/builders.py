@@ -345,6 +345,10 @@ KIND_ORDER = (
     "Node",
     "PodGroup",
     "PodDisruptionBudget",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
     "Pod",
 )
 

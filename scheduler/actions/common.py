@@ -47,7 +47,7 @@ def _say_gated(session: Session, job: JobInfo, hold: Hold) -> None:
         if not t.sluice or t.status not in (TaskStatus.PENDING, TaskStatus.PIPELINED):
             continue
         node = t.nominated_node or (t.node_name if t.status is TaskStatus.PIPELINED else "")
-        if node and hold.victims:
+        if node and (hold.victims or hold.devices):
             reason = waiting_for_victims([node])
             nodes.add(node)
         elif node and hold.calls_left:

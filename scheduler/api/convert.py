@@ -122,6 +122,17 @@ def task_from_pod(
         ready=pod_ready(status),
         sluice=spec.get("schedulerName", "default-scheduler") == scheduler_name,
         scheduling_gates=scheduling_gates(pod),
+        claim_statuses=claim_statuses(status),
+    )
+
+
+def claim_statuses(status: Obj) -> tuple[tuple[str, str], ...]:
+    """A pod's ``status.resourceClaimStatuses`` (DRA) as (pod claim name, claim name); the
+    claim name is "" for an entry saying that no claim is needed."""
+    return tuple(
+        (str(s.get("name") or ""), str(s.get("resourceClaimName") or ""))
+        for s in status.get("resourceClaimStatuses") or ()
+        if isinstance(s, Mapping)
     )
 
 

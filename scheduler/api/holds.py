@@ -79,6 +79,8 @@ class Hold:
     """PARKED: what each pod was told, by uid."""
     victims: frozenset[str] = frozenset()
     """EVICTIONS: the victims (uids) whose deletion has not been seen yet."""
+    devices: frozenset[str] = frozenset()
+    """EVICTIONS: the victims (uids) whose DRA claims still hold devices for them."""
     calls_left: int = 0
     """EVICTIONS: preemptions of the job whose API calls have not finished."""
 

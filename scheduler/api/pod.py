@@ -92,6 +92,16 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class PodClaim:
+    """An entry of a pod's ``spec.resourceClaims`` (DRA): a ResourceClaim by name, or one
+    the claim controller makes from a ResourceClaimTemplate."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StaticShape:
     """The constraints that depend only on node labels, taints and flags: a cache key."""
 
@@ -114,6 +124,8 @@ class PodSpecView:
     problem: str = ""
     """Why the pod cannot be scheduled whatever the cluster holds (it asks more of a
     resource than any node is counted with); empty for every ordinary pod."""
+    resource_claims: tuple[PodClaim, ...] = ()
+    """``spec.resourceClaims``: the DRA claims the pod needs allocated before it runs."""
 
     @property
     def best_effort(self) -> bool:
@@ -197,6 +209,35 @@ def _node_selector_term(raw: Mapping[str, Any], *, obj: str, field: str) -> Node
         for i, e in enumerate(raw.get("matchFields") or ())
     )
     return NodeSelectorTerm(labels, fields)
+
+
+def parse_node_selector(raw: object, *, obj: str, field: str) -> tuple[NodeSelectorTerm, ...]:
+    """A ``NodeSelector`` (``nodeSelectorTerms``, ORed) as terms; errors name the field."""
+    selector = _map(raw, obj=obj, field=field)
+    return tuple(
+        _node_selector_term(t, obj=obj, field=f"{where}")
+        for where, t in _maps(
+            selector.get("nodeSelectorTerms"), obj=obj, field=f"{field}.nodeSelectorTerms"
+        )
+    )
+
+
+def _pod_claims(raw: object, *, obj: str) -> tuple[PodClaim, ...]:
+    out = []
+    for where, m in _maps(raw, obj=obj, field="spec.resourceClaims"):
+        claim = PodClaim(
+            str(m.get("name") or ""),
+            str(m.get("resourceClaimName") or ""),
+            str(m.get("resourceClaimTemplateName") or ""),
+        )
+        if not claim.name:
+            raise InvalidInputError(obj, f"{where}.name", "Required value")
+        if bool(claim.claim_name) == bool(claim.template_name):
+            raise InvalidInputError(
+                obj, where, "exactly one of resourceClaimName or resourceClaimTemplateName"
+            )
+        out.append(claim)
+    return tuple(out)
 
 
 def _pod_affinity_terms(
@@ -312,4 +353,5 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         ),
         shape=shape,
         problem=problem,
+        resource_claims=_pod_claims(spec.get("resourceClaims"), obj=obj),
     )

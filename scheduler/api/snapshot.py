@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.api.dra.view import DraView
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
@@ -64,3 +65,5 @@ class Snapshot:
     reuses the copies of everything else in its next snapshot."""
     touched_nodes: set[str] = field(default_factory=set)
     """Nodes whose copy the session changed (tasks added or removed), by name."""
+    dra: DraView | None = None
+    """DRA devices and claims (None when the cluster has no DRA object at all)."""

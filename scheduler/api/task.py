@@ -83,6 +83,9 @@ class TaskInfo:
     """The owner (``Job team/train``) whose pod grouper this pod waits for before it may
     be scheduled (:func:`scheduler.api.owners.grouper_wait`); "" when it does not wait.
     Set by the cache."""
+    claim_statuses: tuple[tuple[str, str], ...] = ()
+    """``status.resourceClaimStatuses`` (DRA): (pod claim name, claim name made from its
+    template; "" when no claim is needed)."""
 
     @property
     def key(self) -> str:
@@ -116,6 +119,7 @@ class TaskInfo:
             self.sluice,
             self.scheduling_gates,
             self.awaits_grouper,
+            self.claim_statuses,
         )
 
     def __repr__(self) -> str:

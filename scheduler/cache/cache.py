@@ -31,6 +31,7 @@ from typing import Any
 from scheduler.api import labels as L
 from scheduler.api.convert import (
     budget_from_object,
+    claim_statuses,
     job_from_pod_group,
     node_from_object,
     parse_time,
@@ -42,6 +43,7 @@ from scheduler.api.convert import (
     topology_from_object,
 )
 from scheduler.api.disruption import pod_ready
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.foreign import Converted, coscheduling, kubernetes, volcano
 from scheduler.api.group_apis import (
@@ -62,6 +64,8 @@ from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.snapshot import Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
+from scheduler.cache.dra import KINDS as DRA_KINDS
+from scheduler.cache.dra import DraStore
 from scheduler.cache.membership import Membership
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
@@ -117,6 +121,7 @@ _SPEC_FIELDS = (
     "priority",
     "schedulerName",
     "preemptionPolicy",
+    "resourceClaims",
 )
 
 
@@ -194,6 +199,12 @@ class SchedulerCache:
         """Pods assumed releasing whose deletion has not shown in their events yet."""
         self._nominating: dict[str, str] = {}
         """Pods assumed nominated (uid -> node) whose nominatedNodeName has not shown yet."""
+        self.dra = DraStore()
+        """ResourceSlices, DeviceClasses, ResourceClaims and their templates (DRA)."""
+        self.on_devices_released: list[Callable[[str], None]] = []
+        """Called with the uid of a pod that no allocated ResourceClaim is reserved for any
+        more (the preemption gate waits for its victims' devices)."""
+        self.dra.on_released = self._devices_released
         self._copies = Copies()
         """The last snapshot's copies, and what changed since (told at each change)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
@@ -207,6 +218,8 @@ class SchedulerCache:
             self._handlers[key] = functools.partial(self._on_pod_group, key)
         for key in QUEUE_KINDS:
             self._handlers[key] = functools.partial(self._on_queue, key)
+        for kind in DRA_KINDS:
+            self._handlers[kind] = self._dra_handler(kind)
 
     # Events ---------------------------------------------------------------------------
 
@@ -296,6 +309,8 @@ class SchedulerCache:
             "PodDisruptionBudget": self.budgets,
             "Topology": self.topologies,
         }
+        if kind in DRA_KINDS:
+            return self.dra.keys(kind)
         return list(table.get(kind, ()))
 
     def _on_pod(self, event: str, pod: Obj) -> bool:
@@ -353,10 +368,15 @@ class SchedulerCache:
         if (
             task.sluice
             and task.status is TaskStatus.PENDING
-            and (old.job_id != task.job_id or (old.awaits_grouper and not task.awaits_grouper))
+            and (
+                old.job_id != task.job_id
+                or (old.awaits_grouper and not task.awaits_grouper)
+                or task.claim_statuses != old.claim_statuses
+            )
         ):
             # The pod joined a gang by a label written after its creation (the pod
-            # grouper's), or the grouper left it alone: news for its job, as a new pod is.
+            # grouper's), or the grouper left it alone, or the claim controller named the
+            # claims made from its templates (DRA): news for its job, as a new pod is.
             self._fresh_jobs.add(task.job_id)
             self._fresh_only = True
             return True
@@ -410,6 +430,7 @@ class SchedulerCache:
             task.annotations = dict(meta.get("annotations") or {})
             task.preemptable = pod_preemptable(task.labels, task.annotations)
             task.role = pod_role(task.labels, task.annotations)
+        task.claim_statuses = claim_statuses(status)
         return task
 
     def _attach(self, task: TaskInfo) -> None:
@@ -590,6 +611,16 @@ class SchedulerCache:
             self.budgets[key] = obj
         return False
 
+    def _devices_released(self, uid: str) -> None:
+        for listener in self.on_devices_released:
+            listener(uid)
+
+    def _dra_handler(self, kind: str) -> Callable[[str, Obj], bool]:
+        def handle(event: str, obj: Obj) -> bool:
+            return self.dra.handle(kind, event, obj)
+
+        return handle
+
     def _on_topology(self, event: str, obj: Obj) -> bool:
         name = _key(obj)
         if event == "DELETED":
@@ -605,6 +636,8 @@ class SchedulerCache:
         the one entry through which the loop (and what it owns) assumes effects."""
         if isinstance(effect, Bind):
             self.assume_bind(effect.task.uid, effect.node, effect.annotations)
+            for binding in effect.claims:
+                self.dra.assume(binding)
         elif isinstance(effect, Evict):
             self.assume_evict(effect.task.uid)
         elif isinstance(effect, Nominate):
@@ -622,15 +655,27 @@ class SchedulerCache:
     def forget(self, effect: Effect, /) -> None:
         """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`."""
         if isinstance(effect, Bind):
+            for binding in effect.claims:
+                self.dra.forget(binding)
             self.forget_bind(effect.task.uid)
         elif isinstance(effect, Evict):
             self.forget_evict(effect.task.uid)
         elif isinstance(effect, Nominate):
             self.forget_nomination(effect.task.uid)
 
+    def claim_written(self, binding: ClaimBinding, /) -> None:
+        """:meth:`EffectLedger.claim_written
+        <scheduler.framework.effects.EffectLedger.claim_written>`."""
+        self.dra.landed(binding)
+
     def holds(self, uid: str, /) -> bool:
         """:meth:`EffectLedger.holds <scheduler.framework.effects.EffectLedger.holds>`."""
         return uid in self.tasks
+
+    def holds_devices(self, uid: str, /) -> bool:
+        """:meth:`EffectLedger.holds_devices
+        <scheduler.framework.effects.EffectLedger.holds_devices>`."""
+        return self.dra.holds_devices(uid)
 
     def _nominated_below(self, node: str, task: TaskInfo) -> list[TaskInfo]:
         """The pods of lower priority than ``task`` nominated to ``node`` (not ``task``)."""
@@ -739,6 +784,7 @@ class SchedulerCache:
         tasks, nodes = self._copies.take(self.tasks, self.nodes)
         snap = self._build(tasks, nodes, last_jobs)
         snap.now = now
+        snap.dra = self.dra.view()
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:
@@ -750,7 +796,9 @@ class SchedulerCache:
         :meth:`snapshot` must equal it). Leaves the cache as it was."""
         tasks = {uid: t.clone() for uid, t in self.tasks.items()}
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
-        return self._build(tasks, nodes)
+        snap = self._build(tasks, nodes)
+        snap.dra = self.dra.view()
+        return snap
 
     def _build(
         self,

@@ -29,6 +29,7 @@ from scheduler.config import (
 from scheduler.explain import KINDS, explain, render
 from scheduler.logging import quiet
 from scheduler.schema import load_crds
+from scheduler.sim.claims import SimClaimController
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.scenario import OBJECT_KINDS, load_scenario
 from scheduler.sim.store import ObjectStore
@@ -100,18 +101,23 @@ def _from_scenario(files: list[str]) -> tuple[Listed, SchedulerConfiguration | N
         store.create({**queue, "spec": {"weight": 1}})
     for obj in arrivals:
         store.create(obj)
+    SimClaimController(store).attach()  # claims made from templates, as in a cluster
     return {kind: list(store.list(kind)[0]) for kind in OBJECT_KINDS}, scenario.config
 
 
 async def _from_cluster(kubeconfig: str | None) -> Listed:
     from scheduler.kube import KubeClient
     from scheduler.kube.resources import (
+        DEVICE_CLASSES,
         NODES,
         POD_DISRUPTION_BUDGETS,
         POD_GROUPS,
         PODS,
         PRIORITY_CLASSES,
         QUEUES,
+        RESOURCE_CLAIM_TEMPLATES,
+        RESOURCE_CLAIMS,
+        RESOURCE_SLICES,
         TOPOLOGIES,
     )
 
@@ -122,6 +128,10 @@ async def _from_cluster(kubeconfig: str | None) -> Listed:
             QUEUES,
             TOPOLOGIES,
             NODES,
+            DEVICE_CLASSES,
+            RESOURCE_SLICES,
+            RESOURCE_CLAIM_TEMPLATES,
+            RESOURCE_CLAIMS,
             POD_GROUPS,
             POD_DISRUPTION_BUDGETS,
             PODS,

@@ -132,7 +132,9 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _record(sim: Simulation) -> RunRecorder:
     """A recorder fed by ``sim``'s store and loop, for ``--report``."""
     recorder = RunRecorder(lambda: sim.origin)
-    sim.store.subscribe(recorder.on_store, kinds=("PodGroup", "Pod"))
+    sim.store.subscribe(
+        recorder.on_store, kinds=("PodGroup", "Pod", "ResourceSlice", "ResourceClaim")
+    )
     loop = sim.loop
 
     def sample(report: CycleReport) -> None:

@@ -60,6 +60,7 @@ DEFAULT_TIERS: tuple[TierConfig, ...] = (
         (
             PluginConfig("predicates"),
             PluginConfig("gpushare"),
+            PluginConfig("dra"),
             PluginConfig("proportion"),
             PluginConfig("topology"),
             PluginConfig("reservation"),

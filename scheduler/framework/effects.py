@@ -14,15 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo
 
 
 @dataclass(frozen=True, slots=True)
 class Bind:
+    """Bind ``task`` to ``node``: first write ``annotations`` on the pod and ``claims``
+    (DRA allocations and reservations, kube-scheduler's PreBind), then the binding."""
+
     task: TaskInfo
     node: str
     annotations: Mapping[str, str] = field(default_factory=dict)
+    claims: tuple[ClaimBinding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,17 @@ class EffectLedger(Protocol):
         is pending again. Idempotent."""
         ...
 
+    def claim_written(self, binding: ClaimBinding, /) -> None:
+        """The claim write ``binding`` of an assumed Bind took effect: whatever becomes of
+        the bind, the claim stays allocated until its events say otherwise (forgetting
+        the Bind no longer undoes it)."""
+        ...
+
     def holds(self, uid: str, /) -> bool:
         """Is pod ``uid`` still there as far as the events show (its deletion not seen)?"""
+        ...
+
+    def holds_devices(self, uid: str, /) -> bool:
+        """Is a DRA claim with devices allocated still reserved for pod ``uid``, as the
+        events show (the claim controller has not released them yet)?"""
         ...

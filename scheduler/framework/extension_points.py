@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from scheduler.api.dra.model import ClaimBinding
+from scheduler.api.dra.view import DraView
 from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
@@ -102,6 +104,11 @@ class PluginContext(Protocol):
     def reservation(self) -> Reservation | None:
         """The starving job elected and the nodes reserved for it, as it stands now (the
         ``elect`` and ``reserve`` actions change it during the cycle)."""
+        ...
+
+    @property
+    def dra(self) -> DraView | None:
+        """DRA devices and claims of the snapshot (None: the cluster has none)."""
         ...
 
 
@@ -260,6 +267,14 @@ class BindAnnotations(Protocol):
         ...
 
 
+class BindClaims(Protocol):
+    def __call__(self, task: TaskInfo, node: NodeInfo, /) -> Sequence[ClaimBinding]:
+        """What to write to ``task``'s ResourceClaims before it is bound to ``node`` (the
+        allocation chosen in this session, the reservation for the pod), asked when the
+        statement that placed it commits. Empty: nothing."""
+        ...
+
+
 class SubsetNodes(Protocol):
     def __call__(
         self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
@@ -330,6 +345,7 @@ class Rule(enum.Enum):
     NOTIFY = "every handler, in registration order, even after one raises (then re-raised)"
     NOTIFY_REVERSED = "every handler, in reverse registration order (the undo of NOTIFY)"
     MERGE = "the union of every plugin's mapping; a key given twice keeps the first"
+    CONCAT = "every plugin's answers, one after the other, in plugin order"
 
 
 class Scope(enum.Enum):
@@ -389,6 +405,7 @@ ON_ENQUEUE: Point[JobHandler, None] = Point("onEnqueue", Rule.NOTIFY)
 ON_PLACE: Point[PlacementHandler, None] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler, None] = Point("onUnplace", Rule.NOTIFY_REVERSED)
 BIND_ANNOTATIONS: Point[BindAnnotations, dict[str, str]] = Point("bindAnnotations", Rule.MERGE)
+BIND_CLAIMS: Point[BindClaims, tuple[ClaimBinding, ...]] = Point("bindClaims", Rule.CONCAT)
 SUBSET_NODES: Point[SubsetNodes, Subsets | None] = Point("subsetNodes", Rule.LAYERED)
 GANG_VICTIM_SELECTOR: Point[GangVictimSelector, Sequence[str] | None] = Point(
     "gangVictimSelector", Rule.FIRST_ANSWER
@@ -417,6 +434,7 @@ POINTS: tuple[Point[Any, Any], ...] = (
     ON_PLACE,
     ON_UNPLACE,
     BIND_ANNOTATIONS,
+    BIND_CLAIMS,
     SUBSET_NODES,
     GANG_VICTIM_SELECTOR,
 )

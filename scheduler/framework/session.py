@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from scheduler.api.dra.model import ClaimBinding
+from scheduler.api.dra.view import DraView
 from scheduler.api.errors import (
     AllocationError,
     InvariantError,
@@ -48,6 +50,7 @@ from scheduler.framework.action import Action
 from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
+    BIND_CLAIMS,
     JOB_ENQUEUEABLE,
     JOB_ORDER,
     JOB_PIPELINED,
@@ -141,6 +144,10 @@ class SessionContext:
     @property
     def reservation(self) -> Reservation | None:
         return self._session.reservation
+
+    @property
+    def dra(self) -> DraView | None:
+        return self._session.snapshot.dra
 
 
 class Session:
@@ -505,6 +512,10 @@ class Session:
     def bind_annotations(self, task: TaskInfo, node: str) -> dict[str, str]:
         """What the plugins write on ``task``'s pod before binding it to ``node``."""
         return self.ask(BIND_ANNOTATIONS, task, self.nodes[node])
+
+    def bind_claims(self, task: TaskInfo, node: str) -> tuple[ClaimBinding, ...]:
+        """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
+        return self.ask(BIND_CLAIMS, task, self.nodes[node])
 
     def record_task_reason(self, task: TaskInfo, reason: str) -> None:
         self.task_reasons[task.uid] = reason

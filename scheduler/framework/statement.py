@@ -189,12 +189,19 @@ class Statement:
             for op in self._ops
             if op.kind == "allocate"
         }
+        claims = {
+            op.task.uid: self._session.bind_claims(op.task, op.node)
+            for op in self._ops
+            if op.kind == "allocate"
+        }
         self._done = True
         effects: list[Effect] = []
         for op in self._ops:
             if op.kind == "allocate":
                 op.task.status = TaskStatus.BINDING
-                effects.append(Bind(op.task, op.node, annotations[op.task.uid]))
+                effects.append(
+                    Bind(op.task, op.node, annotations[op.task.uid], claims[op.task.uid])
+                )
             elif op.kind == "pipeline":
                 effects.append(Nominate(op.task, op.node))
             elif op.kind == "unpipeline":

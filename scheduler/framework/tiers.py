@@ -29,6 +29,8 @@ NOTIFY                   job and placement handlers: all, in registration order,
 NOTIFY_REVERSED          unplace handlers (the undo of placement): the same, in reverse order
 MERGE                    bind annotations: the union in plugin order; the first plugin to
                          give a key keeps it
+CONCAT                   bind claims: every plugin's answers one after the other, in plugin
+                         order
 LAYERED                  node sets: each plugin splits every set the plugins before it
                          produced (P1, P2; then P1R1, P1R2, P2R1...); a plugin answering
                          None leaves a set whole; none relevant: None
@@ -326,6 +328,20 @@ def layered(  # noqa: PLR0917
     return layer([(reg.plugin, split_of(reg)) for reg in regs], start)
 
 
+def concat(
+    regs: Sequence[Registration[Callable[[TaskInfo, NodeInfo], Sequence[T]]]],
+    task: TaskInfo,
+    node: NodeInfo,
+) -> tuple[T, ...]:
+    out: list[T] = []
+    for reg in regs:
+        try:
+            out.extend(reg.hook(task, node))
+        except Exception as exc:
+            raise blame(reg, exc) from exc
+    return tuple(out)
+
+
 def bind(hooks: HookSet, point: Point[Any, R]) -> Callable[..., R]:
     """The function that asks ``point`` with its registrations in ``hooks``, combining
     the answers by the rule ``point`` declares; called with the point's arguments. The
@@ -365,6 +381,8 @@ def bind(hooks: HookSet, point: Point[Any, R]) -> Callable[..., R]:
             asker = partial(notify_reversed, regs)
         case Rule.MERGE:
             asker = partial(merge, regs)
+        case Rule.CONCAT:
+            asker = partial(concat, regs)
         case _:
             assert_never(point.rule)
     return cast(Callable[..., R], asker)

@@ -38,6 +38,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import AlreadyExistsError, ConflictError, NotFoundError
+from scheduler.kube.claims import KubeClaimWriter
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.resources import (
@@ -109,7 +110,13 @@ class KubeBackend:
     def ports(self) -> ClusterPorts:
         """The ports for the loop: this backend for each, and its clock."""
         return ClusterPorts(
-            binder=self, evictor=self, status=self, events=self, clock=self.clock, reader=self
+            binder=self,
+            evictor=self,
+            status=self,
+            events=self,
+            clock=self.clock,
+            reader=self,
+            claims=KubeClaimWriter(self.client, timeout=self.timeout),
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -46,12 +46,16 @@ from scheduler.api.errors import ApiError, GoneError, ServerError
 from scheduler.kube.client import KubeClient
 from scheduler.kube.errors import error_from_status
 from scheduler.kube.resources import (
+    DEVICE_CLASSES,
     NODES,
     POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     TOPOLOGIES,
     Resource,
 )
@@ -84,6 +88,10 @@ SCHEDULER_RESOURCES: Final[tuple[Resource, ...]] = (
     TOPOLOGIES,
     PRIORITY_CLASSES,
     POD_DISRUPTION_BUDGETS,
+    RESOURCE_SLICES,
+    DEVICE_CLASSES,
+    RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
 )
 
 _WATCH_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})

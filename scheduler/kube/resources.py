@@ -20,6 +20,7 @@ __all__ = [
     "CRD_GROUP",
     "CRD_VERSION",
     "CUSTOM_RESOURCE_DEFINITIONS",
+    "DEVICE_CLASSES",
     "EVENTS",
     "JSON",
     "KUBERNETES_POD_GROUPS",
@@ -31,6 +32,9 @@ __all__ = [
     "POD_GROUPS",
     "PRIORITY_CLASSES",
     "QUEUES",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_SLICES",
     "STRATEGIC_MERGE_PATCH",
     "TOPOLOGIES",
     "VOLCANO_POD_GROUPS",
@@ -114,4 +118,10 @@ CUSTOM_RESOURCE_DEFINITIONS: Final = Resource(
     "CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False
 )
 API_SERVICES: Final = Resource("APIService", "apiregistration.k8s.io", "v1", "apiservices", False)
+RESOURCE_SLICES: Final = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
+DEVICE_CLASSES: Final = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+RESOURCE_CLAIMS: Final = Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES: Final = Resource(
+    "ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True
+)
 LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)

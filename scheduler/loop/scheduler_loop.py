@@ -32,6 +32,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from scheduler.api.dra.model import ClaimBinding, ClaimInfo
 from scheduler.api.errors import (
     AmbiguousError,
     ApiError,
@@ -57,6 +58,7 @@ from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrorLog, cycle_failed
 from scheduler.loop.queue import JobQueue, ReservationChange
+from scheduler.loop.stale_claims import stale_claims
 from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -153,6 +155,8 @@ class SchedulingLoop:
         self.queue = JobQueue(ports.clock, ports.events, self.metrics, wake=self.wake)
         """Every hold on a job between cycles; its view goes with each snapshot."""
         self.error_log = JobErrorLog(self.metrics)
+        self._deallocating: set[str] = set()
+        """DRA claims whose deallocation is in flight."""
         self._generation = 0
         """The cache's generation when the cycle under way took its snapshot."""
         self._pending_series: set[str] = set()
@@ -288,6 +292,7 @@ class SchedulingLoop:
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
         await self._apply(report)
+        self._deallocate_stale_claims(session)
         self.status.report(session)
         self._report_pending()
         self._report_queue_shares(session)
@@ -425,11 +430,15 @@ class SchedulingLoop:
 
         async def bind() -> None:
             t0 = time.perf_counter()
+            written = await self._write_claims(effect, ref) if effect.claims else ()
+            if written is None:
+                return
             try:
                 await self.ports.binder.bind(ref, effect.node, effect.annotations)
             except NotFoundError:
                 self.ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self.metrics.binds.labels("gone").inc()
+                self._unreserve(written)
                 return
             except AmbiguousError as exc:
                 outcome = await self.outcomes.bind(
@@ -437,14 +446,113 @@ class SchedulingLoop:
                 )
                 if outcome is not Outcome.TOOK_EFFECT:
                     self._bind_failed(effect, ref, exc)
+                    self._unreserve(written)
                     return
             except ApiError as exc:
                 if assigned_node(exc) != effect.node:
                     self._bind_failed(effect, ref, exc)
+                    self._unreserve(written)
                     return
             self._bound(effect, ref, t0)
 
         self.binds.submit(f"bind {ref.key}", call)
+
+    async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
+        """Write the claims of ``effect`` before its binding, one after the other, as
+        kube-scheduler's PreBind does (allocation, reservation). Returns the bindings
+        written; None when one failed, after the bind is forgotten (retried later) and the
+        reservations already written are withdrawn. A write whose reply was lost is read
+        back: the claim reserved for the pod means it took effect."""
+        claims = self.ports.claims
+        written: list[ClaimBinding] = []
+        for binding in effect.claims:
+            try:
+                if claims is None:
+                    raise InvariantError("no ClaimWriter: cannot write DRA claims")
+                await claims.reserve_claim(binding)
+            except AmbiguousError as exc:
+                outcome = await self.outcomes.claim(binding, exc, read=claims.read_claim)  # type: ignore[union-attr]
+                if outcome is not Outcome.TOOK_EFFECT:
+                    self._claim_failed(effect, ref, binding, exc, written)
+                    return None
+            except (ApiError, InvariantError) as exc:
+                self._claim_failed(effect, ref, binding, exc, written)
+                return None
+            self.ledger.claim_written(binding)
+            written.append(binding)
+        return written
+
+    def _claim_failed(
+        self,
+        effect: Bind,
+        ref: ObjectRef,
+        binding: ClaimBinding,
+        exc: Exception,
+        written: Sequence[ClaimBinding],
+    ) -> None:
+        self.ledger.forget(effect)
+        self.metrics.binds.labels("error").inc()
+        self._failed_call("claim", exc)
+        self.metrics.schedule_attempts.labels("error", PROFILE).inc()
+        self.ports.events.record(
+            Event(
+                ref,
+                "Warning",
+                "FailedScheduling",
+                f"Binding rejected: writing ResourceClaim {binding.key}: {exc}",
+            )
+        )
+        self._unreserve(written)
+
+    def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
+        """Withdraw the reservations of a pod whose bind failed after its claims were
+        written (kube-scheduler's Unreserve); the allocations stay (the pod's next
+        attempt uses them, or the claim controller releases them). Best effort, in the
+        background: a failure is logged."""
+        claims = self.ports.claims
+        if claims is None:
+            return
+        for binding in written:
+
+            async def call(b: ClaimBinding = binding) -> None:
+                try:
+                    await claims.unreserve_claim(b)
+                except ApiError as exc:
+                    self._failed_call("claim", exc)
+
+            self.writes.submit(f"unreserve {binding.key}", call)
+
+    def _deallocate_stale_claims(self, session: Session) -> None:
+        """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
+        stale_claims` picks (kube-scheduler's PostFilter), in the background; a failure
+        (a conflict: the claim changed) is logged, and the next cycle looks again."""
+        claims = self.ports.claims
+        if claims is None or session.snapshot.dra is None:
+            return
+        unschedulable = {
+            t.uid
+            for job in session.jobs.values()
+            for t in job.tasks.values()
+            if t.uid in session.task_reasons or job.uid in session.job_reasons
+        }
+        stale = stale_claims(
+            session.snapshot.dra, session.jobs, unschedulable.__contains__, self.cache.dra.assumed
+        )
+        for claim in stale:
+            if claim.key in self._deallocating:
+                continue
+            self._deallocating.add(claim.key)
+
+            async def call(c: ClaimInfo = claim) -> None:
+                try:
+                    await claims.deallocate_claim(c.namespace, c.name, c.uid, c.resource_version)
+                    log.info("deallocated a claim nobody holds", claim=c.key)
+                except ApiError as exc:
+                    self._failed_call("claim", exc)
+                finally:
+                    self._deallocating.discard(c.key)
+
+            self.writes.submit(f"deallocate {claim.key}", call)
 
     def _shown_bound(self, uid: str, node: str) -> bool:
         """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins.conformance import ConformancePlugin
+from scheduler.plugins.dra import DraPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.gpushare import GpuSharePlugin
 from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
@@ -26,5 +27,6 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("proportion", ProportionPlugin))
     registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))
     registry.add_plugin(PluginSpec("gpushare", GpuSharePlugin))
+    registry.add_plugin(PluginSpec("dra", DraPlugin))
     registry.add_plugin(PluginSpec("topology", TopologyPlugin))
     registry.add_plugin(PluginSpec("reservation", ReservationPlugin))

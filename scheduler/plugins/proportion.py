@@ -4,7 +4,11 @@ At session open every queue of the tree (:mod:`scheduler.api.queue_tree`) gets a
 *deserved* share, per resource dimension:
 
 1. the cluster's capacity is that of ready, schedulable nodes, less the pods of other
-   schedulers;
+   schedulers; DRA devices count as the resource ``deviceclass/NAME`` (the devices each
+   DeviceClass selects on those nodes), and a pod's claims as the devices they hold or
+   ask of each class (:mod:`scheduler.api.dra.pods`; a claim shared by several pods
+   counts once, for the first of them by uid), so ``deserved``, ``capability`` and
+   ``guarantee`` may name them;
 2. a leaf queue's demand is what it has allocated plus what its pending tasks request;
    a parent's is the sum of its children's; each is capped by the queue's
    ``capability`` (a ``capability`` of 0 closes the resource);
@@ -39,6 +43,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.api.dra.pods import claims_of_pod, class_capacity, device_counts
+from scheduler.api.dra.view import DraView
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
@@ -158,15 +164,29 @@ class ProportionPlugin:
         self._jobs: Mapping[str, JobInfo] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
         """Each queue and its ancestors, bottom up."""
+        self._dra: DraView | None = None
+        self._requests: dict[str, Resource] = {}
+        """Requests with the pod's DRA devices counted (``deviceclass/NAME``), by uid."""
+        self._charged: dict[str, str] = {}
+        """DRA claim key -> the pod its devices are counted for: a claim shared by several
+        pods counts once, for the first of them by uid."""
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         total = ZERO
+        self._dra = dra = context.dra
+        self._requests = {}
+        self._charged = self._charge_claims(context.jobs) if dra is not None else {}
+        devices: list[int] = []
         for node in context.nodes.values():
             if node.ready and not node.unschedulable:
                 total = total + node.allocatable
+                if dra is not None:
+                    devices.extend(dra.inventory.node_devices(node.name, node.labels))
                 for t in node.tasks.values():
                     if not t.sluice:  # pods of other schedulers hold capacity no queue owns
-                        total = total - t.request
+                        total = total - self._request(t)
+        if dra is not None:
+            total = total + Resource(class_capacity(dra.inventory, sorted(set(devices))))
         self.total = total = total.clamp()
         self._jobs = context.jobs
         self.tree = tree = queue_tree(context.queues)
@@ -182,15 +202,15 @@ class ProportionPlugin:
             for t in job.tasks.values():
                 if t.status in COUNTED_FOR_PLUGINS:
                     if t.status is TaskStatus.PIPELINED:
-                        attrs[job.queue].nominate(t.uid, t.priority, t.request)
+                        attrs[job.queue].nominate(t.uid, t.priority, self._request(t))
                     for q in path:
-                        allocated[q].add(t.request)
-                        demand[q].add(t.request)
+                        allocated[q].add(self._request(t))
+                        demand[q].add(self._request(t))
                     if job_alloc is not None:
-                        job_alloc.add(t.request)
+                        job_alloc.add(self._request(t))
                 elif t.status is TaskStatus.PENDING and t.sluice:
                     for q in path:
-                        demand[q].add(t.request)
+                        demand[q].add(self._request(t))
             if job_alloc is not None and job.phase is PodGroupPhase.INQUEUE:
                 unplaced = (job.min_resources - job_alloc.result()).clamp()
                 for q in path:
@@ -311,6 +331,9 @@ class ProportionPlugin:
         return out
 
     def close(self) -> None:
+        self._requests = {}
+        self._charged = {}
+        self._dra = None
         self.attrs = {}
         self._jobs = {}
         self._paths = {}
@@ -344,14 +367,14 @@ class ProportionPlugin:
         acc = ResourceSum()
         acc.add(attr.allocated)
         if task.status is not TaskStatus.PIPELINED:
-            acc.add(task.request)
+            acc.add(self._request(task))
         after = acc.result()
         if attr.nominated_priorities and min(attr.nominated_priorities) < task.priority:
             for uid, (prio, req) in attr.nominated.items():
                 if uid != task.uid and prio < task.priority:
                     after = after - req
         deserved = attr.deserved
-        return all(after[r] <= deserved[r] for r in task.request)
+        return all(after[r] <= deserved[r] for r in self._request(task))
 
     def borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``task`` go beyond its queue's share, into room nobody below its share
@@ -360,7 +383,7 @@ class ProportionPlugin:
         attr = self.attrs.get(queue.name)
         if attr is None or queue.state != "Open":
             return False
-        req = task.request
+        req = self._request(task)
         for name in self._paths[queue.name]:
             a = self.attrs[name]
             cap = a.queue.capability
@@ -426,7 +449,7 @@ class ProportionPlugin:
             if not path or path[0] in mine:
                 continue
             below = [q for q in path if q not in mine]
-            request = t.request
+            request = self._request(t)
             holds = []
             for q in below:
                 h = left.get(q)
@@ -462,17 +485,45 @@ class ProportionPlugin:
         path = self._path_of(task)
         for q in path:
             attr = self.attrs[q]
-            attr.allocated = attr.allocated + task.request
+            attr.allocated = attr.allocated + self._request(task)
         if path and task.status is TaskStatus.PIPELINED:
-            self.attrs[path[0]].nominate(task.uid, task.priority, task.request)
+            self.attrs[path[0]].nominate(task.uid, task.priority, self._request(task))
 
     def on_unplace(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)
         for q in path:
             attr = self.attrs[q]
-            attr.allocated = attr.allocated - task.request
+            attr.allocated = attr.allocated - self._request(task)
         if path:
             self.attrs[path[0]].unnominate(task.uid)
+
+    def _charge_claims(self, jobs: Mapping[str, JobInfo]) -> dict[str, str]:
+        assert self._dra is not None
+        out: dict[str, str] = {}
+        for job in jobs.values():
+            for t in job.tasks.values():
+                if t.spec.resource_claims:
+                    for key in claims_of_pod(t, self._dra.claims).keys:
+                        if key not in out or t.uid < out[key]:
+                            out[key] = t.uid
+        return out
+
+    def _request(self, task: TaskInfo) -> Resource:
+        """``task``'s request, with the devices of its DRA claims counted per DeviceClass
+        (``deviceclass/NAME``); memoized per session (claims change between cycles)."""
+        if not task.spec.resource_claims or self._dra is None:
+            return task.request
+        found = self._requests.get(task.uid)
+        if found is None:
+            claims = self._dra.claims
+            keys = [
+                k
+                for k in claims_of_pod(task, claims).keys
+                if self._charged.get(k, task.uid) == task.uid
+            ]
+            found = task.request + Resource(device_counts([claims[k] for k in keys]))
+            self._requests[task.uid] = found
+        return found
 
     def _path_of(self, task: TaskInfo) -> tuple[str, ...]:
         job = self._jobs.get(task.job_id)

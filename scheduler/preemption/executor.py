@@ -22,11 +22,13 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    (NotFound counts as done) and gets a ``Preempted`` event; the preemptor gets
    ``status.nominatedNodeName`` and a ``Preempting`` event naming its victims and the
    gangs it broke;
-3. the gate opens when the calls are done (:meth:`EvictionGates.calls_done`) and every
+3. the gate opens when the calls are done (:meth:`EvictionGates.calls_done`), every
    victim is gone (its deletion seen by the cache, or a NotFound here:
-   :meth:`EvictionGates.victim_gone`); the loop is woken and places the preemptor on its
-   nominated node. If deletions are not seen within 60 s of the calls the gate opens
-   anyway, so a missed event never holds a preemptor forever;
+   :meth:`EvictionGates.victim_gone`) and no DRA claim holds devices for a victim any
+   more (the claim controller released them; the executor deallocates nothing itself);
+   the loop is woken and places the preemptor on its nominated node. If deletions are
+   not seen within 60 s of the calls the gate opens anyway, so a missed event never holds
+   a preemptor forever;
 4. a call whose reply was lost (:class:`~scheduler.api.errors.AmbiguousError`) is not a
    failure until its outcome is known (:mod:`scheduler.preemption.outcomes`): a victim
    whose deletion took effect counts as evicted (never evicted again, never a reason to
@@ -107,9 +109,12 @@ class EvictionGates(Protocol):
     holds the preemptor's job (the loop's scheduling queue). Called from the loop's task
     (the executor's background tasks run on it)."""
 
-    def close_gate(self, job: str, victims: Iterable[str], /) -> GateTicket:
-        """Hold ``job`` until this preemption's calls are done and ``victims`` (uids) are
-        gone; returns the ticket to hand back to :meth:`calls_done`."""
+    def close_gate(
+        self, job: str, victims: Iterable[str], devices: Iterable[str] = (), /
+    ) -> GateTicket:
+        """Hold ``job`` until this preemption's calls are done, ``victims`` (uids) are gone
+        and no DRA claim holds devices for ``devices`` (uids of victims) any more; returns
+        the ticket to hand back to :meth:`calls_done`."""
         ...
 
     def calls_done(self, ticket: GateTicket, failure: str | None = None, /) -> None:
@@ -249,7 +254,8 @@ class PreemptionExecutor:
             for kind, count in Counter(e.bundle or "pod" for e in p.evictions).items():
                 self.metrics.preemption_victims.labels(kind).observe(count)
         victims = [v.uid for v in p.victims if self.ledger.holds(v.uid)]
-        p.ticket = self.gates.close_gate(p.preemptor.job_id, victims)
+        devices = [v.uid for v in p.victims if self.ledger.holds_devices(v.uid)]
+        p.ticket = self.gates.close_gate(p.preemptor.job_id, victims, devices)
         p.displaced_slots = [self._line_up(t) for t in p.displaced]
         p.nomination = self._line_up(p.preemptor)
 

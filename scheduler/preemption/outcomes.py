@@ -33,11 +33,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import AmbiguousError, ApiError
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
-from scheduler.ports import ClusterPorts, ObjectRef, PodState
+from scheduler.ports import ClaimState, ClusterPorts, ObjectRef, PodState
 
 log = get_logger("sluice.outcomes")
 
@@ -102,6 +104,31 @@ class OutcomeResolver:
             lambda state: state is not None and state.node_name == node,
         )
 
+    async def claim(
+        self,
+        binding: ClaimBinding,
+        error: AmbiguousError,
+        *,
+        read: Callable[[str, str], Awaitable[ClaimState | None]],
+    ) -> Outcome:
+        """Did the claim write ``binding`` that raised ``error`` take effect? It did when
+        a read of the claim (``read(namespace, name)``) shows it allocated and reserved
+        for the pod; it did not when the claim is gone or shows neither."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+
+        async def read_it() -> object:
+            return await read(binding.namespace, binding.name)
+
+        def took_effect(state: object) -> bool:
+            return (
+                isinstance(state, ClaimState)
+                and state.uid == binding.uid
+                and state.allocated
+                and binding.pod_uid in state.reserved_for
+            )
+
+        return await self._learn("claim", ref, error, lambda: False, took_effect, read=read_it)
+
     async def eviction(
         self, pod: ObjectRef, error: AmbiguousError, *, shown: Callable[[], bool]
     ) -> Outcome:
@@ -157,12 +184,14 @@ class OutcomeResolver:
         pod: ObjectRef,
         error: AmbiguousError,
         shown: Callable[[], bool],
-        took_effect: Callable[[PodState | None], bool],
+        took_effect: Callable[[Any], bool],
+        *,
+        read: Callable[[], Awaitable[object]] | None = None,
     ) -> Outcome:
         self.metrics.api_ambiguous.labels(call).inc()
         self._resolving += 1
         try:
-            outcome = await self._look(pod, shown, took_effect)
+            outcome = await self._look(pod, shown, took_effect, read)
         finally:
             self._resolving -= 1
         self._resolved(call, pod, outcome, error)
@@ -172,7 +201,8 @@ class OutcomeResolver:
         self,
         pod: ObjectRef,
         shown: Callable[[], bool],
-        took_effect: Callable[[PodState | None], bool],
+        took_effect: Callable[[Any], bool],
+        read: Callable[[], Awaitable[object]] | None = None,
     ) -> Outcome:
         clock = self.ports.clock
         reader = self.ports.reader
@@ -187,15 +217,15 @@ class OutcomeResolver:
             delay = min(delay * 2, self.policy.cap)
             if shown():
                 return Outcome.TOOK_EFFECT
-            if reader is None:
+            if read is None and reader is None:
                 continue
             state: object = _UNREAD
             try:
-                state = await reader.read_pod(pod)
+                state = await (read() if read is not None else reader.read_pod(pod))  # type: ignore[union-attr]
             except ApiError as exc:
-                log.info("cannot read the pod yet", pod=pod.key, error=str(exc))
+                log.info("cannot read the object yet", object=pod.key, error=str(exc))
             if state is not _UNREAD:
-                assert state is None or isinstance(state, PodState)
+                assert read is not None or state is None or isinstance(state, PodState)
                 return Outcome.TOOK_EFFECT if took_effect(state) else Outcome.DID_NOT
 
     def _resolved(self, call: str, ref: ObjectRef, outcome: Outcome, error: ApiError) -> None:

@@ -16,10 +16,18 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
+from scheduler.api.dra.convert import (
+    deallocate_patch,
+    finalizer_patch,
+    reserve_patch,
+    reserved_uids,
+    unreserve_patch,
+)
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import ApiError
-from scheduler.ports import Clock, Event, EvictionMode, ObjectRef, PodState
+from scheduler.ports import ClaimState, Clock, Event, EvictionMode, ObjectRef, PodState
 from scheduler.sim.faults import FaultInjector, LostReply
 from scheduler.sim.objects import rfc3339_micro
 from scheduler.sim.store import ApiObject, ObjectStore
@@ -229,6 +237,58 @@ class SimBackend:
             return None
         spec = obj.get("spec") or {}
         return PodState(str(spec.get("nodeName") or ""), bool(meta.get("deletionTimestamp")))
+
+    # ----------------------------------------------------------------- ClaimWriter
+
+    async def _patch_claim(
+        self,
+        ref: ObjectRef,
+        body: dict[str, Any],
+        *,
+        status: bool = True,
+        patch_type: Literal["merge", "strategic"] = "strategic",
+    ) -> None:
+        """One patch of a ResourceClaim (its status subresource unless ``status`` is
+        false), call kind ``patch``."""
+        sub = "status" if status else None
+        await self._call(
+            "patch",
+            ref,
+            None,
+            lambda: self.store.patch(
+                "ResourceClaim",
+                ref.namespace,
+                ref.name,
+                body,
+                patch_type=patch_type,
+                subresource=sub,
+            ),
+        )
+
+    async def reserve_claim(self, binding: ClaimBinding) -> None:
+        """Write ``binding`` to its ResourceClaim (one patch for the finalizer when asked,
+        one for the status): see :class:`~scheduler.ports.ClaimWriter`."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+        if binding.add_finalizer:
+            await self._patch_claim(ref, finalizer_patch(binding), status=False)
+        await self._patch_claim(ref, reserve_patch(binding))
+
+    async def unreserve_claim(self, binding: ClaimBinding) -> None:
+        """Remove ``binding``'s pod from the claim's ``reservedFor``."""
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.name, binding.uid)
+        await self._patch_claim(ref, unreserve_patch(binding))
+
+    async def deallocate_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Clear the claim's allocation, guarded by its uid and resourceVersion."""
+        ref = ObjectRef("ResourceClaim", namespace, name, uid)
+        await self._patch_claim(ref, deallocate_patch(uid, resource_version), patch_type="merge")
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
+        """The claim as the store has it (no latency, no faults, as :meth:`read_pod`)."""
+        obj = self.store.try_get("ResourceClaim", namespace, name)
+        return None if obj is None else ClaimState(*reserved_uids(obj))
 
     # ----------------------------------------------------------------- other calls
 

@@ -46,6 +46,8 @@ MERGE_KEYS: Final[Mapping[str, str]] = {
     "topologySpreadConstraints": "topologyKey",
     "hostAliases": "ip",
     "addresses": "type",
+    "reservedFor": "uid",
+    "resourceClaimStatuses": "name",
 }
 
 #: Lists of scalars whose strategy is "merge" (values are united, not replaced).

@@ -13,7 +13,9 @@ viewed. It shows, on one time axis:
 * each preemptor's gate: from the decision to its bind, while its calls ran and its
   victims went;
 * per queue, the CPU it held (solid) and deserved (dashed) after each cycle;
-* the pending pods after each cycle.
+* the pending pods after each cycle;
+* per node, its DRA devices (from its ResourceSlices) and the pods that held each one
+  during the run (a claim allocated with the device and reserved for the pod).
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ class RunRecorder:
         default_factory=list
     )
     """(time, CPU held per queue, CPU deserved per queue, pending pods) after each cycle."""
+    devices: dict[str, list[str]] = field(default_factory=dict)
+    """Node -> its DRA devices (``driver/pool/device``), as its ResourceSlices say."""
+    holders: dict[str, list[str]] = field(default_factory=dict)
+    """Device -> the pods that held it during the run, in order."""
 
     def on_store(self, ev: WatchEvent) -> None:
         meta = ev.obj.get("metadata") or {}
@@ -67,6 +73,26 @@ class RunRecorder:
             if group:
                 queue = self.group_queue.get(f"{meta.get('namespace', '')}/{group}", queue)
             self.queue_of[key] = str(queue or L.DEFAULT_QUEUE)
+        elif ev.kind == "ResourceSlice" and ev.type != "DELETED":
+            spec = ev.obj.get("spec") or {}
+            node = spec.get("nodeName") or ("all nodes" if spec.get("allNodes") else "by selector")
+            pool = (spec.get("pool") or {}).get("name", "")
+            names = [
+                f"{spec.get('driver')}/{pool}/{d.get('name')}" for d in spec.get("devices") or ()
+            ]
+            have = self.devices.setdefault(str(node), [])
+            have.extend(n for n in names if n not in have)
+        elif ev.kind == "ResourceClaim" and ev.type != "DELETED":
+            status = ev.obj.get("status") or {}
+            results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+            ns = meta.get("namespace", "")
+            for r in results:
+                device = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+                held = self.holders.setdefault(device, [])
+                for c in status.get("reservedFor") or ():
+                    pod = f"{ns}/{c.get('name')}"
+                    if pod not in held:
+                        held.append(pod)
 
     def on_cycle(self, report: CycleReport, registry: Any, pending: int) -> None:
         held: dict[str, float] = {}
@@ -123,6 +149,8 @@ def render(title: str, result: Any, recorder: RunRecorder) -> str:
     parts.append(_nodes_svg(nodes, bars, timeline, recorder, color, x, end))
     parts.append(_gates_svg(timeline, x, end))
     parts.append(_series_svg(recorder, color, x, end))
+    if recorder.devices:
+        parts.append(_devices_table(recorder))
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -157,6 +185,22 @@ def _legend(color: Mapping[str, str]) -> str:
     return (
         f'<p class="legend">{items}<span><i style="background:#d62728"></i>'
         "preemption or reclaim, victim's end</span></p>"
+    )
+
+
+def _devices_table(recorder: RunRecorder) -> str:
+    """Per node, each DRA device and the pods that held it during the run."""
+    rows = []
+    for node in sorted(recorder.devices):
+        for device in recorder.devices[node]:
+            held = ", ".join(recorder.holders.get(device, ())) or "-"
+            rows.append(
+                f"<tr><td>{html.escape(node)}</td><td>{html.escape(device)}</td>"
+                f"<td>{html.escape(held)}</td></tr>"
+            )
+    return (
+        '<h2>Devices</h2><table class="devices"><tr><th>node</th><th>device</th>'
+        f"<th>held by</th></tr>{''.join(rows)}</table>"
     )
 
 

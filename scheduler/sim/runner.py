@@ -51,6 +51,7 @@ from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
+from scheduler.sim.claims import SimClaimController
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
@@ -145,10 +146,18 @@ class Simulation:
         self._arrived = anyio.Event()
         self.store.subscribe(self._deliver)
         ports = ClusterPorts(
-            self.backend, self.backend, self.backend, self.backend, self.clock, self.backend
+            self.backend,
+            self.backend,
+            self.backend,
+            self.backend,
+            self.clock,
+            self.backend,
+            claims=self.backend,
         )
         self.loop = loop_factory(self.cache, ports)
         self.kubelet = SimKubelet(self.store, self.clock, start_delay=kubelet_delay)
+        self.claim_controller = SimClaimController(self.store)
+        """Plays the controller manager's resourceclaim controller (DRA)."""
         self.max_cycles = max_cycles
         self.until = until
         """Seconds of clock time from the start after which the run stops (inf: never)."""
@@ -385,6 +394,7 @@ class Simulation:
             )
         for arrival in now:
             self._create(arrival)
+        self.claim_controller.attach()
         timed: list[tuple[float, Arrival | Departure | Ungate]] = [(a.at, a) for a in later]
         timed.extend((u.at, u) for u in self.scenario.ungates)
         timed.extend((d.at, d) for d in self.scenario.departures)

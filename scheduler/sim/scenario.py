@@ -2,7 +2,9 @@
 
 A scenario is one or more files (or directories of ``*.yaml``/``*.yml``) of what
 ``kubectl get -o yaml`` prints, lists included: Nodes, Pods, PodGroups, Queues,
-Topologies, PriorityClasses, PodDisruptionBudgets, at most one SchedulerConfiguration
+Topologies, PriorityClasses, PodDisruptionBudgets, DeviceClasses, ResourceSlices,
+ResourceClaims, ResourceClaimTemplates (a Node may carry its devices in the annotation of
+:mod:`scheduler.sim.devices` instead), at most one SchedulerConfiguration
 and at most one Simulation document. Everything is checked before anything runs, and
 every problem is one :class:`ScenarioError` line naming the file, the object and the
 field.
@@ -38,12 +40,19 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.convert import node_from_object, ref, task_from_pod
+from scheduler.api.dra.convert import (
+    claim_from_object,
+    claim_template_from_object,
+    device_class_from_object,
+    slice_from_object,
+)
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
 from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, kind_key
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
+from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 
@@ -52,15 +61,27 @@ DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
 UNGATE_ANNOTATION = "sim.sluice.dev/ungate"
 SIMULATION_KIND = "Simulation"
 WORKLOAD_KIND = f"Workload.{KUBERNETES.group}"
-CLUSTER_SCOPED = frozenset({"Node", "Queue", "Topology", "PriorityClass", VOLCANO.queue_key})
+CLUSTER_SCOPED = frozenset(
+    {
+        "Node",
+        "Queue",
+        "Topology",
+        "PriorityClass",
+        VOLCANO.queue_key,
+        "DeviceClass",
+        "ResourceSlice",
+    }
+)
 GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
 """The PodGroup kinds of every API (kind keys), Sluice's first."""
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
 OBJECT_KINDS = (
     "PriorityClass",
     "Queue",
     VOLCANO.queue_key,
     "Topology",
     "Node",
+    *DRA_KINDS,
     WORKLOAD_KIND,
     *GROUP_KINDS,
     "PodDisruptionBudget",
@@ -73,6 +94,7 @@ SUPPORTED = (
     "Queue",
     "Topology",
     "Node",
+    *DRA_KINDS,
     "PodGroup",
     "Workload",
     "PodDisruptionBudget",
@@ -310,6 +332,20 @@ def load_scenario(paths: list[str]) -> Scenario:
                 _check_ungate(obj, f"{where}: {label}", at, ungate, leave)
                 ungates.append(Ungate(ungate, str(meta["namespace"]), meta["name"], where))
             objects.append((at, where, obj))
+            if kind == "Node":
+                for made in node_slices(obj, where):
+                    extra = _normalise(made, where, "ResourceSlice")
+                    key = ("ResourceSlice", "", extra["metadata"]["name"])
+                    if key in seen:
+                        raise ScenarioError(
+                            ref(extra), None, f"defined twice: in {seen[key]} and in {where}"
+                        )
+                    seen[key] = where
+                    objects.append((at, where, extra))
+                    if leave is not None:
+                        departures.append(
+                            Departure(leave, "ResourceSlice", "", extra["metadata"]["name"], where)
+                        )
     _check_references(objects)
     order = {k: i for i, k in enumerate(OBJECT_KINDS)}
     objects.sort(key=lambda o: (o[0], order[_kind_of(o[2])], ref(o[2])))
@@ -379,6 +415,13 @@ _API_VERSIONS = {
     "PodGroup": L.API_VERSION,
     "Queue": L.API_VERSION,
     "Topology": L.API_VERSION,
+    **dict.fromkeys(DRA_KINDS, "resource.k8s.io/v1"),
+}
+_DRA_CONVERTERS = {
+    "DeviceClass": device_class_from_object,
+    "ResourceSlice": slice_from_object,
+    "ResourceClaimTemplate": claim_template_from_object,
+    "ResourceClaim": claim_from_object,
 }
 
 
@@ -454,6 +497,12 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
             )
         except InvalidInputError as exc:
             raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+    for kind, convert in _DRA_CONVERTERS.items():
+        for obj in by_kind[kind].values():
+            try:
+                convert(obj)
+            except InvalidInputError as exc:
+                raise ScenarioError(exc.obj, exc.field, exc.message) from exc
     for pod in by_kind["Pod"].values():
         _resolve_pod(pod, classes, default_priority, by_kind, queues)
 

@@ -51,6 +51,7 @@ from scheduler.api.errors import (
 from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
+from scheduler.sim.dra import CLAIM_KINDS, check_claim_status, default_object
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 
@@ -82,6 +83,8 @@ DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
         VOLCANO.queue_key,
         "CustomResourceDefinition",
         "APIService",
+        "ResourceSlice",
+        "DeviceClass",
     }
 )
 #: Kinds whose status is written only through the status subresource (Volcano's
@@ -98,6 +101,7 @@ DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
         KUBERNETES.pod_group_key,
         "CustomResourceDefinition",
         "APIService",
+        "ResourceClaim",
     }
 )
 
@@ -318,6 +322,8 @@ class ObjectStore:
             elif not status.get("phase"):
                 status["phase"] = "Pending"
             pod_rules.on_create(new, rfc3339(self._wall()))
+        elif kind in CLAIM_KINDS:
+            new = default_object(new)
         if self._validator is not None:
             new = dict(self._validator(new))
             meta = dict(new["metadata"])
@@ -773,6 +779,8 @@ class ObjectStore:
             new.pop("status", None)
         else:
             new["status"] = status
+        if kind == "ResourceClaim":
+            check_claim_status(old, new)
         if self._validator is not None:
             new = dict(self._validator(new))
         return self._commit("MODIFIED", kind, key, bucket, new)

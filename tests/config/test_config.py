@@ -49,6 +49,7 @@ def test_empty_document_gives_the_defaults() -> None:
         "conformance",
         "predicates",
         "gpushare",
+        "dra",
         "proportion",
         "topology",
         "reservation",

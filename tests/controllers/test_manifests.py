@@ -198,6 +198,7 @@ def test_configmap_holds_the_default_configuration() -> None:
         "conformance",
         "predicates",
         "gpushare",
+        "dra",
         "proportion",
         "topology",
         "reservation",

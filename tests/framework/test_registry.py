@@ -85,6 +85,7 @@ def test_resolve_the_defaults() -> None:
         ("conformance", 0),
         ("predicates", 1),
         ("gpushare", 1),
+        ("dra", 1),
         ("proportion", 1),
         ("topology", 1),
         ("reservation", 1),

@@ -34,6 +34,7 @@ from scheduler.preemption import PreemptionExecutor
 from scheduler.preemption.executor import Preemption, preemptor_message
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod, pod_group
+from tests.dra_builders import claim, claims_spec
 from tests.fakes import FakeCluster
 
 Obj = dict[str, Any]
@@ -141,6 +142,7 @@ def rig(
         concurrency=concurrency,
     )
     cache.on_pod_deleted.append(queue.victim_gone)
+    cache.on_devices_released.append(queue.devices_released)
     named = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
     return Rig(cache, cluster, metrics, executor, queue, wakes, named)
 
@@ -275,6 +277,30 @@ def test_gate_opens_only_when_the_last_victims_deletion_is_seen() -> None:
         assert high is not None and high.status is TaskStatus.PIPELINED
         await settle()
         assert r.executor.in_flight == 0
+
+    run(body, r)
+
+
+def test_gate_waits_for_the_victims_devices_to_be_released() -> None:
+    """A victim holding DRA devices: its deletion is not enough, the claim controller must
+    have released its claim (reservation removed) before the preemptor goes on."""
+    held = claim("c", allocated=[("gpu", "gpu-0")], node="n1", reserved_for=["low"])
+    r = rig(
+        node("n1", cpu="2"),
+        held,
+        pod("low", cpu="2", node="n1", priority=1, resourceClaims=claims_spec("c")),
+        pod("high", cpu="2", priority=100),
+    )
+
+    async def body(r: Rig) -> None:
+        await r.handle(r.preemption("high", "n1", "low"))
+        await settle()
+        r.delete("low")
+        assert r.gated("high"), "the victim's claim still holds its device"
+        released = {**held, "status": {"allocation": None}}
+        r.cache.handle("ResourceClaim", "MODIFIED", released)
+        assert not r.gated("high")
+        assert len(r.wakes) == 1
 
     run(body, r)
 

@@ -70,3 +70,13 @@ def test_chromium_renders_the_demo(report: Path, tmp_path: Path) -> None:
         check=True,
     )
     assert shot.stat().st_size > 10_000  # something was drawn
+
+
+def test_the_report_lists_dra_devices_per_node_and_their_holders(tmp_path: Path) -> None:
+    path = tmp_path / "dra.html"
+    examples = Path(__file__).parents[2] / "examples" / "dra"
+    assert main(["simulate", str(examples), "--output", "json", "--report", str(path)]) == 0
+    text = path.read_text()
+    assert "<h2>Devices</h2>" in text
+    row = "<td>gpu-2</td><td>gpu.example.com/gpu-2/gpu-0</td>"
+    assert f"{row}<td>default/h100-holder, default/trainer</td>" in text

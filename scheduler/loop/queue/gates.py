@@ -4,8 +4,10 @@ DESIGN section 4 (KEP-4832's gate). When a cycle commits a preemption, the preem
 executor closes the preemptor's job's gate (:meth:`Gates.close`), naming the victims
 whose deletion must be seen; a gang's several preemptions of one cycle share the gate. The
 gate opens when every preemption's API calls are done (:meth:`Gates.calls_done`) and
-every victim is gone (:meth:`Gates.victim_gone`, from the cache's events or a NotFound),
-or at once when a preemption's calls fail. If the deletions are not seen within
+every victim is gone (:meth:`Gates.victim_gone`, from the cache's events or a NotFound)
+and no DRA claim holds devices for a victim any more (:meth:`Gates.devices_released`:
+the claim controller releases them after the deletion), or at once when a preemption's
+calls fail. If the deletions are not seen within
 ``timeout`` seconds of the calls ending, it opens anyway (a missed event must never hold a
 preemptor for ever; :meth:`Gates.expire`). Each gate has a token: a report about a gate
 that has opened (and maybe closed again for a later preemption) changes nothing.
@@ -34,6 +36,8 @@ class _Gate:
     token: int
     waiting_for: set[str] = field(default_factory=set)
     """Victims (uids) whose deletion has not been seen yet."""
+    waiting_devices: set[str] = field(default_factory=set)
+    """Victims (uids) whose DRA claims still hold devices for them."""
     calls: int = 0
     """Preemptions of the job whose API calls have not finished."""
     deadline: float = math.inf
@@ -46,14 +50,16 @@ class Gates:
         self._gates: dict[str, _Gate] = {}
         self._tokens = 0
 
-    def close(self, job: str, victims: Iterable[str]) -> GateTicket:
+    def close(self, job: str, victims: Iterable[str], devices: Iterable[str] = ()) -> GateTicket:
         """Hold ``job`` while a preemption of its runs: one more preemption's calls to
-        wait for, and ``victims`` (uids still there) to see deleted."""
+        wait for, ``victims`` (uids still there) to see deleted, and ``devices`` (victims
+        whose DRA claims hold devices) to see released."""
         gate = self._gates.get(job)
         if gate is None:
             self._tokens += 1
             gate = self._gates[job] = _Gate(job, self._tokens)
         gate.waiting_for.update(victims)
+        gate.waiting_devices.update(devices)
         gate.calls += 1
         gate.deadline = math.inf
         return GateTicket(job, gate.token)
@@ -75,10 +81,19 @@ class Gates:
 
     def victim_gone(self, uid: str) -> list[str]:
         """A pod's deletion was seen; the jobs whose gate this opened."""
+        return self._seen(uid, devices=False)
+
+    def devices_released(self, uid: str) -> list[str]:
+        """No DRA claim holds devices for pod ``uid`` any more; the jobs whose gate this
+        opened."""
+        return self._seen(uid, devices=True)
+
+    def _seen(self, uid: str, *, devices: bool) -> list[str]:
         opened = []
         for gate in list(self._gates.values()):
-            if uid in gate.waiting_for:
-                gate.waiting_for.discard(uid)
+            waiting = gate.waiting_devices if devices else gate.waiting_for
+            if uid in waiting:
+                waiting.discard(uid)
                 if self._done(gate):
                     del self._gates[gate.job]
                     opened.append(gate.job)
@@ -103,6 +118,7 @@ class Gates:
                 HoldKind.EVICTIONS,
                 until=g.deadline,
                 victims=frozenset(g.waiting_for),
+                devices=frozenset(g.waiting_devices),
                 calls_left=g.calls,
             )
             for job, g in self._gates.items()
@@ -120,4 +136,4 @@ class Gates:
 
     @staticmethod
     def _done(gate: _Gate) -> bool:
-        return gate.calls == 0 and not gate.waiting_for
+        return gate.calls == 0 and not gate.waiting_for and not gate.waiting_devices

@@ -144,10 +144,12 @@ class JobQueue:
 
     # What the preemption executor reports (the EvictionGates port) -------------------------
 
-    def close_gate(self, job: str, victims: Iterable[str]) -> GateTicket:
-        """A preemption of ``job`` was committed: hold the job until its calls are done and
-        ``victims`` (uids) are gone."""
-        return self._gates.close(job, victims)
+    def close_gate(
+        self, job: str, victims: Iterable[str], devices: Iterable[str] = ()
+    ) -> GateTicket:
+        """A preemption of ``job`` was committed: hold the job until its calls are done,
+        ``victims`` (uids) are gone and the DRA devices of ``devices`` released."""
+        return self._gates.close(job, victims, devices)
 
     def calls_done(self, ticket: GateTicket, failure: str | None = None) -> None:
         """A preemption's calls ended: well (``failure`` None), or not, and then the job
@@ -164,6 +166,12 @@ class JobQueue:
         """A pod's deletion was seen (the cache calls this for every one, inside its event
         handling; the executor, for a victim found gone)."""
         if self._gates.victim_gone(uid):
+            self._wake()
+
+    def devices_released(self, uid: str) -> None:
+        """No DRA claim holds devices for pod ``uid`` any more (the cache calls this,
+        inside its event handling)."""
+        if self._gates.devices_released(uid):
             self._wake()
 
     def gates(self) -> dict[str, Hold]:

@@ -147,6 +147,19 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
         short_names=("crd", "crds"),
     ),
     ResourceInfo("apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", False),
+    ResourceInfo(
+        "resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice", False
+    ),
+    ResourceInfo("resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", False),
+    ResourceInfo("resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", True),
+    ResourceInfo(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaimtemplates",
+        "resourceclaimtemplate",
+        "ResourceClaimTemplate",
+        True,
+    ),
 )
 
 #: Subresources served besides ``status``: (resource, subresource) -> (group, version, kind).

@@ -1,0 +1,136 @@
+"""DRA devices (resource.k8s.io/v1) end to end: a fake driver publishes a ResourceSlice per
+node; claims and templates are created by the test (on the real server the controller
+manager makes the templates' claims, on the emulator the embedded cluster does); every
+pod bound gets devices of its own, checked against the claims' status on every watch
+event; a preemptor that needs a device evicts the pod holding it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from dra_driver import ClaimWatch, FakeDriver, devices_of
+from harness import Cluster, NodeSpec, node_of, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def claims(cluster: Cluster) -> AsyncIterator[ClaimWatch]:
+    watch = ClaimWatch(cluster)
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch.run)
+        yield watch
+        tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def driver(cluster: Cluster) -> AsyncIterator[FakeDriver]:
+    fake = FakeDriver(cluster, devices=2)
+    try:
+        yield fake
+    finally:
+        with anyio.CancelScope(shield=True):
+            await fake.cleanup()
+
+
+def template_claim(template: str) -> list[dict[str, str]]:
+    return [{"name": "gpu", "resourceClaimTemplateName": template}]
+
+
+async def test_every_bound_pod_gets_devices_of_its_own(
+    cluster: Cluster, start_scheduler, driver: FakeDriver, claims: ClaimWatch
+) -> None:
+    nodes = await cluster.create_nodes(3, NodeSpec(cpu="4"))
+    await driver.publish(nodes)
+    await driver.create_template("one")
+    await driver.create_claim("pair", count=2)
+    await start_scheduler()
+    singles = [f"single-{i}" for i in range(5)]
+    await cluster.create_pods(singles, resource_claims=template_claim("one"))
+    await cluster.create_pod(
+        "double", resource_claims=[{"name": "gpus", "resourceClaimName": "pair"}]
+    )
+    everyone = [*singles, "double"]
+
+    # 6 devices on 3 nodes, 7 asked: six pods get theirs, one waits, saying why.
+    def settled() -> list[str] | None:
+        bound = cluster.bound(everyone)
+        waiting = [n for n in everyone if n not in bound and _reason(cluster, n)]
+        return waiting if len(bound) + len(waiting) == len(everyone) else None
+
+    waiting = await wait_for(
+        lambda: (w := settled()) is not None and w,
+        timeout=60,
+        what="the pods with devices bound and one waiting",
+        detail=cluster.describe_pods,
+    )
+    assert len(waiting) == 1, cluster.describe_pods()
+    reason = _reason(cluster, waiting[0])
+    assert "ResourceClaim" in reason or "claim" in reason, reason
+    bound = [n for n in everyone if n not in waiting]
+    pods = [p for p in (cluster.pod(n) for n in bound) if p is not None]
+    await wait_for(
+        lambda: not claims.check_pods(pods),
+        timeout=10,
+        what="the claims of every bound pod",
+        detail=lambda: claims.check_pods(pods),
+    )
+    used = [d for c in claims.claims.values() for d in devices_of(c)]
+    assert len(used) == len(set(used)), used
+    assert claims.violations == [], claims.violations
+    assert claims.events > 0
+    assert cluster.recorder.violations == []
+
+
+def _reason(cluster: Cluster, name: str) -> str:
+    pod = cluster.pod(name) or {}
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or "")
+    return ""
+
+
+async def test_a_preemptor_evicts_the_pod_holding_the_device_it_needs(
+    cluster: Cluster, start_scheduler, driver: FakeDriver, claims: ClaimWatch
+) -> None:
+    """Seed 000's GPU story on DRA: one node, two devices, both held by low-priority pods,
+    beside a low-priority pod with no device; the high-priority pod evicts one device
+    holder (not the pod without a device), waits until the claim controller released its
+    device, and is bound with it."""
+    (node,) = await cluster.create_nodes(1, NodeSpec(cpu="4"))
+    await driver.publish([node])
+    await driver.create_template("one")
+    low = await cluster.create_priority_class("low", 100)
+    high = await cluster.create_priority_class("high", 10_000)
+    await start_scheduler()
+    holders = ["holder-0", "holder-1"]
+    await cluster.create_pods(holders, cpu="1", priority=low, resource_claims=template_claim("one"))
+    await cluster.create_pod("plain", cpu="1", priority=low)
+    await wait_for(
+        lambda: cluster.all_running([*holders, "plain"]),
+        timeout=60,
+        what="the low-priority pods Running",
+        detail=cluster.describe_pods,
+    )
+    await cluster.create_pod(
+        "urgent", cpu="1", priority=high, resource_claims=template_claim("one")
+    )
+    await wait_for(
+        lambda: node_of(cluster.pod("urgent") or {}) == node,
+        timeout=90,
+        what="the preemptor bound",
+        detail=cluster.describe_pods,
+    )
+    gone = [
+        h for h in (cluster.recorder.history(v) for v in holders) if h is not None and h.deleted
+    ]
+    assert len(gone) == 1, cluster.describe_pods()
+    assert node_of(cluster.pod("plain") or {}) == node, "the pod without a device stays"
+    urgent = cluster.pod("urgent")
+    assert urgent is not None
+    await wait_for(
+        lambda: not claims.check_pods([urgent]), timeout=10, what="the preemptor's claim"
+    )
+    assert claims.violations == [], claims.violations

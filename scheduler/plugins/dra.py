@@ -1,0 +1,522 @@
+"""dra: devices through Dynamic Resource Allocation (``resource.k8s.io/v1``) (layer 2).
+
+What kube-scheduler's DynamicResources plugin does, on the session: a pod's claims are
+found as kube finds them (``spec.resourceClaims[].resourceClaimName``, or the claim made
+from a template, named in ``status.resourceClaimStatuses``); a claim already allocated
+pins its pods to the nodes its allocation allows; the others are allocated by the
+structured allocator (:mod:`scheduler.api.dra.allocator`) when the pod is placed, and
+written (allocation, then reservation for the pod) before the bind.
+
+===============  =========================================================================
+hook             behaviour
+===============  =========================================================================
+open             reads the snapshot's DRA view (nothing at all when the cluster has no
+                 DRA object: a pod without claims then costs one attribute read): which
+                 devices each node reaches, the devices of allocated claims (in use),
+                 which pods hold which claim. Nominated pods' claims, not allocated in
+                 the API, are allocated in the session on their node (highest priority
+                 first), so that their devices are kept for them
+filter           a claim that does not exist yet, is being deleted, belongs to another
+                 pod, asks what Sluice does not support, names a missing class, or has a
+                 selector that does not compile: every node, not resolvable, the reason
+                 naming the claim. An allocated claim: the nodes its allocation does not
+                 allow (not resolvable). Claims to allocate: the nodes where the allocator
+                 finds no devices, with its reason (resolvable when matching devices
+                 exist but are in use). One request of one class (the usual claim) is
+                 counted for all nodes at once; anything else runs the allocator per node
+row filter       the same for one node (the preemption search)
+on_place         the pod holds its claims; those not allocated are allocated on the node
+                 (a nominated pod may take devices being released; anyone else only free
+                 ones)
+on_unplace       the pod lets its claims go; a claim allocated in this session that nobody
+                 holds any more is deallocated (a rolled-back gang leaves nothing)
+bind claims      for each claim of a pod being bound and not reserved for it in the API:
+                 the allocation made in this session (if the API has none), the pod to
+                 add to ``reservedFor``, and whether the claim needs the finalizer
+===============  =========================================================================
+
+Devices in use, as the filter sees them: every device some allocation holds (in the API
+or in this session; a device is counted once per allocation). With ``releasing`` (the
+preemptor's view), the allocations of claims that nobody holds any more but a pod being
+evicted (or gone), which the claim controller will deallocate, do not count; nor do the
+devices a nominated pod of lower priority was given in this session, for a pod of higher
+priority, nor a nominated pod's own. So the victim search, which removes and re-adds
+victims through the placement handlers, sees a victim's devices released; a preemptor
+nominated to a node is given the devices its victims hold (in the session, each cycle,
+so no pod of lower priority takes them), and is bound only once the claim controller
+has released them (its own nomination's devices are chosen again where it is placed).
+A pod is never bound without its devices: a claim left unallocated at bind time (a
+placement no filter checked) fails the job's attempt instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.dra.allocator import Outcome, allocate
+from scheduler.api.dra.inventory import Inventory
+from scheduler.api.dra.model import (
+    ALLOCATION_MODE_EXACT,
+    FINALIZER,
+    MAX_RESERVED_FOR,
+    Allocation,
+    ClaimBinding,
+    ClaimInfo,
+)
+from scheduler.api.dra.pods import PodClaims, claims_of_pod
+from scheduler.api.dra.view import DraView
+from scheduler.api.errors import InvariantError
+from scheduler.api.node import NodeInfo
+from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS
+from scheduler.framework.extension_points import (
+    BIND_CLAIMS,
+    NODE_FILTER,
+    ROW_FILTER,
+    HookSet,
+    PluginContext,
+    Rejection,
+)
+from scheduler.framework.node_table import TableView
+
+BoolVector = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class _ClaimState:
+    """A claim in the session: its allocation (API or session), who holds it."""
+
+    claim: ClaimInfo
+    allocation: Allocation | None
+    devices: tuple[int, ...] = ()
+    holders: set[str] = field(default_factory=set)
+    """Tasks (uids) placed, bound or nominated that hold the claim now."""
+    departed: dict[str, TaskInfo] = field(default_factory=dict)
+    """Tasks that held it and left in this session (or were releasing at open)."""
+    made_by: str = ""
+    """The task whose placement allocated it in this session ("" for the API's)."""
+    nominated: int | None = None
+    """For a claim allocated in the session for a nominated task: its priority."""
+
+
+class DraPlugin:
+    """Claims and devices of DRA. No arguments. One instance per session."""
+
+    name = "dra"
+
+    def __init__(self, arguments: object = None) -> None:
+        del arguments
+        self._view: DraView | None = None
+        self._inv: Inventory | None = None
+        self._table: TableView | None = None
+        self._row_devices: list[tuple[int, ...]] = []
+        self._device_row: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._shared = False
+        self._use: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """Per device, the allocations (API or session) that hold it (more than one when a
+        nominated pod was given a device still being released)."""
+        self._states: dict[str, _ClaimState] = {}
+        self._idle: set[str] = set()
+        """Claims allocated in the API that nobody holds now (maybe on their way out)."""
+        self._nominated: set[str] = set()
+        """Claims allocated in this session for nominated tasks."""
+        self._pods: dict[str, PodClaims] = {}
+        self._tasks: dict[str, TaskInfo] = {}
+
+    # Plugin protocol ------------------------------------------------------------------
+
+    def open(self, context: PluginContext, hooks: HookSet, /) -> None:
+        view = context.dra
+        hooks.add(NODE_FILTER, self.filter)
+        if view is None:
+            return
+        self._view = view
+        inv = self._inv = view.inventory
+        table = self._table = context.table
+        self._row_devices = [inv.node_devices(n.name, n.labels) for n in table.nodes]
+        rows = np.full(len(inv), -1, dtype=np.int64)
+        for r, devices in enumerate(self._row_devices):
+            for d in devices:
+                rows[d] = r if inv.is_local(d) else -1
+        self._device_row = rows
+        self._shared = any(not inv.is_local(d) for d in range(len(inv)))
+        self._use = np.zeros(len(inv), dtype=np.int64)
+        for key, claim in view.claims.items():
+            if claim.allocation is not None:
+                self._state(key)
+        for job in context.jobs.values():
+            for t in job.tasks.values():
+                self._tasks[t.uid] = t
+        hooks.add(ROW_FILTER, self.row_filter)
+        hooks.add_placement_handlers(self._place, self._unplace)
+        hooks.add(BIND_CLAIMS, self.bind_claims)
+        self._read_back(context.nodes)
+
+    def close(self) -> None:
+        self._view = self._inv = self._table = None
+        self._states.clear()
+        self._idle.clear()
+        self._nominated.clear()
+        self._pods.clear()
+        self._tasks.clear()
+
+    # Read-only views ----------------------------------------------------------------------
+
+    def allocation(self, key: str) -> Allocation | None:
+        """Claim ``key``'s allocation as the session has it (API or made here), or None."""
+        state = self._states.get(key)
+        return state.allocation if state is not None else None
+
+    def holders(self, key: str) -> frozenset[str]:
+        state = self._states.get(key)
+        return frozenset(state.holders) if state is not None else frozenset()
+
+    def devices_of_node(self, node: str) -> list[tuple[str, str]]:
+        """Each device node ``node`` reaches, with the claim holding it ("" if free)."""
+        if self._inv is None or self._table is None:
+            return []
+        holder = {d: key for key, s in self._states.items() for d in s.devices}
+        row = self._table.row[node]
+        return [(str(self._inv.devices[d].id), holder.get(d, "")) for d in self._row_devices[row]]
+
+    # A pod's claims -----------------------------------------------------------------------
+
+    def claims_of(self, task: TaskInfo) -> PodClaims:
+        """``task``'s claims, found as kube-scheduler finds them (memoized per session)."""
+        found = self._pods.get(task.uid)
+        if found is None:
+            view = self._view
+            found = (
+                claims_of_pod(task, view.claims, view.invalid)
+                if view is not None
+                else claims_of_pod(task, {})
+            )
+            self._pods[task.uid] = found
+        return found
+
+    def _state(self, key: str) -> _ClaimState:
+        state = self._states.get(key)
+        if state is None:
+            assert self._view is not None and self._inv is not None
+            claim = self._view.claims[key]
+            state = _ClaimState(claim, claim.allocation)
+            if claim.allocation is not None:
+                state.devices = tuple(self._inv.devices_of(claim.allocation.devices))
+                np.add.at(self._use, list(state.devices), 1)
+            self._states[key] = state
+        return state
+
+    # The filter -------------------------------------------------------------------------
+
+    def filter(self, task: TaskInfo, table: TableView, releasing: bool, /) -> list[Rejection]:
+        """Rejections of ``task`` on every row (see the module docstring). ``[]`` at once
+        for a pod without claims."""
+        if not task.spec.resource_claims:
+            return []
+        n = len(table)
+        if self._view is None:
+            why = "waiting for its ResourceClaims: the cluster has no DRA object"
+            return [Rejection(why, np.ones(n, dtype=np.bool_), False)]
+        plan = self._plan(task)
+        if isinstance(plan, str):
+            return [Rejection(plan, np.ones(n, dtype=np.bool_), False)]
+        pinned, todo = plan
+        out: list[Rejection] = []
+        refused = np.zeros(n, dtype=np.bool_)
+        for key, allocation in pinned:
+            if allocation.node_name in table.row:
+                bad = np.ones(n, dtype=np.bool_)
+                bad[table.row[allocation.node_name]] = False
+            else:
+                bad = np.array([not allocation.allows(x.name, x.labels) for x in table.nodes])
+            if bad.any():
+                why = f"node(s) did not match the allocation of ResourceClaim {key}"
+                out.append(Rejection(why, bad, False))
+                refused |= bad
+        if todo:
+            free = self._free(task, releasing)
+            counted = self._count_all(todo, free, n) if not self._shared else None
+            if counted is not None:
+                out.extend(r for r in counted if (r.nodes & ~refused).any())
+            else:
+                out.extend(self._each_row(todo, free, refused))
+        return out
+
+    def row_filter(self, task: TaskInfo, table: TableView, row: int, releasing: bool, /) -> bool:
+        """The filter on one row."""
+        if not task.spec.resource_claims:
+            return True
+        if self._view is None:
+            return False
+        plan = self._plan(task)
+        if isinstance(plan, str):
+            return False
+        pinned, todo = plan
+        node = table.nodes[row]
+        if any(not a.allows(node.name, node.labels) for _, a in pinned):
+            return False
+        if not todo:
+            return True
+        return self._outcome(row, todo, self._free(task, releasing)).ok
+
+    def _plan(self, task: TaskInfo) -> str | tuple[list[tuple[str, Allocation]], list[ClaimInfo]]:
+        """The claims of ``task`` allocated already (with their allocations) and those to
+        allocate; or why none of the nodes can take it."""
+        assert self._inv is not None
+        found = self.claims_of(task)
+        if found.problem:
+            return found.problem
+        pinned: list[tuple[str, Allocation]] = []
+        todo: list[ClaimInfo] = []
+        for key in found.keys:
+            state = self._states.get(key)
+            claim = state.claim if state is not None else self._view.claims[key]  # type: ignore[union-attr]
+            allocation = state.allocation if state is not None else None
+            if state is not None and state.made_by == task.uid and state.nominated is not None:
+                allocation = None  # its own nomination's devices: chosen again where it goes
+            if allocation is not None:
+                if len(claim.reserved_for) >= MAX_RESERVED_FOR and not claim.reserved_for_pod(
+                    task.uid
+                ):
+                    return f"ResourceClaim {key} is in use by {MAX_RESERVED_FOR} pods already"
+                pinned.append((key, allocation))
+                continue
+            if claim.unsupported:
+                return f"ResourceClaim {key}: {claim.unsupported}"
+            for request in claim.requests:
+                for sub in request.alternatives:
+                    if sub.device_class not in self._inv.classes:
+                        return (
+                            f"ResourceClaim {key}, request {request.name}: "
+                            f"DeviceClass {sub.device_class} does not exist"
+                        )
+                    match = self._inv.match(sub)
+                    if match.error and not match.failed.any():
+                        return f"ResourceClaim {key}, request {request.name}: {match.error}"
+            todo.append(claim)
+        return pinned, todo
+
+    def _free(self, task: TaskInfo, releasing: bool) -> BoolVector:
+        """Devices ``task`` may take now (module docstring): held by no allocation but
+        those that do not count against it (its own, made in this session; a nominated
+        pod's of lower priority; with ``releasing``, claims on their way out)."""
+        give: list[int] = []
+        for key in self._nominated:
+            state = self._states[key]
+            mine = state.made_by == task.uid
+            if mine or (state.nominated is not None and state.nominated < task.priority):
+                give.extend(state.devices)
+        if releasing:
+            for key in self._idle:
+                state = self._states[key]
+                if self._released(state):
+                    give.extend(state.devices)
+        if not give:
+            free: BoolVector = self._use == 0
+            return free
+        use = self._use.copy()
+        np.subtract.at(use, give, 1)
+        left: BoolVector = use == 0
+        return left
+
+    def _released(self, state: _ClaimState) -> bool:
+        """Is the API allocation of a claim nobody holds any more on its way out (its
+        consumers being evicted or gone, so the claim controller will deallocate it)?"""
+        if state.holders or state.made_by or state.allocation is None:
+            return False
+        for t in state.departed.values():
+            if t.status is TaskStatus.RELEASING:
+                return True
+        for consumer in state.claim.reserved_for:
+            holder = self._tasks.get(consumer.uid)
+            if holder is None or holder.status is TaskStatus.RELEASING:
+                return True
+        return False
+
+    def _count_all(self, todo: list[ClaimInfo], free: BoolVector, n: int) -> list[Rejection] | None:
+        """The usual case for all rows at once: every request of the claims is one
+        ``ExactCount`` of the same class and selectors, without constraints. None when
+        the claims are anything else (the allocator then runs per row)."""
+        assert self._inv is not None
+        key = None
+        need = 0
+        for claim in todo:
+            if claim.constraints:
+                return None
+            for request in claim.requests:
+                sub = request.exactly
+                if sub is None or sub.mode != ALLOCATION_MODE_EXACT:
+                    return None
+                if key is None:
+                    key = sub
+                elif (sub.device_class, sub.selectors) != (key.device_class, key.selectors):
+                    return None
+                need += sub.count
+        if key is None:
+            return []
+        match = self._inv.match(key)
+        rows = self._device_row
+        have = np.bincount(rows[match.devices & free & (rows >= 0)], minlength=n)[:n]
+        short = have < need
+        if not short.any():
+            return []
+        exist = np.bincount(rows[match.devices & (rows >= 0)], minlength=n)[:n]
+        claim = todo[0]
+        what = (
+            f"claim {claim.key}, request {claim.requests[0].name}, class {key.device_class}"
+            if len(todo) == 1 and len(claim.requests) == 1
+            else f"claims {', '.join(c.key for c in todo)}, class {key.device_class}"
+        )
+        out = []
+        none = short & (exist < need)
+        busy = short & ~none
+        if none.any():
+            failed = np.bincount(rows[match.failed & (rows >= 0)], minlength=n)[:n] > 0
+            if match.error and (none & failed).any():
+                out.append(
+                    Rejection(f"cannot allocate {what}: {match.error}", none & failed, False)
+                )
+                none &= ~failed
+            if none.any():
+                out.append(Rejection(f"cannot allocate {what}: no matching device", none, False))
+        if busy.any():
+            out.append(
+                Rejection(f"cannot allocate {what}: matching devices are in use", busy, True)
+            )
+        return out
+
+    def _each_row(
+        self, todo: list[ClaimInfo], free: BoolVector, refused: BoolVector
+    ) -> list[Rejection]:
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for row in range(len(refused)):
+            if refused[row]:
+                continue
+            outcome = self._outcome(row, todo, free)
+            if not outcome.ok:
+                groups.setdefault((outcome.reason, outcome.resolvable), []).append(row)
+        out = []
+        for (reason, resolvable), rows in groups.items():
+            mask = np.zeros(len(refused), dtype=np.bool_)
+            mask[rows] = True
+            out.append(Rejection(reason, mask, resolvable))
+        return out
+
+    def _outcome(self, row: int, todo: Sequence[ClaimInfo], free: BoolVector) -> Outcome:
+        assert self._inv is not None and self._table is not None
+        node = self._table.nodes[row].name
+        return allocate(self._inv, node, self._row_devices[row], lambda d: bool(free[d]), todo)
+
+    # Placement handlers -------------------------------------------------------------------
+
+    def _place(self, task: TaskInfo, node: NodeInfo, /) -> None:
+        if not task.spec.resource_claims or self._view is None:
+            return
+        found = self.claims_of(task)
+        if found.problem:
+            return
+        self._tasks[task.uid] = task
+        todo: list[ClaimInfo] = []
+        for key in found.keys:
+            state = self._state(key)
+            state.holders.add(task.uid)
+            state.departed.pop(task.uid, None)
+            self._idle.discard(key)
+            if state.allocation is None:
+                todo.append(state.claim)
+        if not todo:
+            return
+        assert self._table is not None
+        nominated = task.status is TaskStatus.PIPELINED
+        free = self._free(task, releasing=nominated)
+        outcome = self._outcome(self._table.row[node.name], todo, free)
+        if outcome.allocations is None:
+            return  # nothing fits (a placement no filter checked): the write will not be made
+        for claim, allocation in zip(todo, outcome.allocations, strict=True):
+            state = self._states[claim.key]
+            state.allocation = allocation
+            state.devices = tuple(self._inv.devices_of(allocation.devices))  # type: ignore[union-attr]
+            state.made_by = task.uid
+            state.nominated = task.priority if nominated else None
+            if nominated:
+                self._nominated.add(claim.key)
+            np.add.at(self._use, list(state.devices), 1)
+
+    def _unplace(self, task: TaskInfo, node: NodeInfo, /) -> None:
+        if not task.spec.resource_claims or self._view is None:
+            return
+        found = self.claims_of(task)
+        for key in found.keys:
+            state = self._states.get(key)
+            if state is None or task.uid not in state.holders:
+                continue
+            state.holders.discard(task.uid)
+            state.departed[task.uid] = task
+            if state.holders:
+                continue
+            if state.made_by:
+                np.subtract.at(self._use, list(state.devices), 1)
+                state.allocation, state.devices = None, ()
+                state.made_by, state.nominated = "", None
+                self._nominated.discard(key)
+            elif state.allocation is not None:
+                self._idle.add(key)
+
+    def _read_back(self, nodes: Mapping[str, NodeInfo]) -> None:
+        """Open-time pass: who holds which claim; nominated pods' claims allocated in the
+        session on their node (highest priority first, then oldest)."""
+        nominated: list[tuple[TaskInfo, NodeInfo]] = []
+        for node in nodes.values():
+            for task in node.tasks.values():
+                if not task.spec.resource_claims:
+                    continue
+                if task.status is TaskStatus.PIPELINED:
+                    nominated.append((task, node))
+                elif task.status in COUNTED_FOR_PLUGINS:
+                    self._place(task, node)
+                elif task.status is TaskStatus.RELEASING:
+                    for key in self.claims_of(task).keys:
+                        if self._view is not None and key in self._view.claims:
+                            self._state(key).departed[task.uid] = task
+        self._idle = {
+            key
+            for key, s in self._states.items()
+            if s.allocation is not None and not s.made_by and not s.holders
+        }
+        nominated.sort(key=lambda x: (-x[0].priority, x[0].creation, x[0].key))
+        for task, node in nominated:
+            self._place(task, node)
+
+    # Bind claims --------------------------------------------------------------------------
+
+    def bind_claims(self, task: TaskInfo, node: NodeInfo, /) -> list[ClaimBinding]:
+        """The claim writes before ``task`` is bound to ``node`` (module docstring)."""
+        if not task.spec.resource_claims or self._view is None:
+            return []
+        out = []
+        for key in self.claims_of(task).keys:
+            state = self._states.get(key)
+            if state is None or state.allocation is None:
+                # Never bind a pod whose claim has no devices: the job's attempt fails
+                # (SchedulerError) and is rolled back instead.
+                raise InvariantError(f"ResourceClaim {key} of {task.key} is not allocated")
+            claim = state.claim
+            if claim.reserved_for_pod(task.uid) and claim.allocation is not None:
+                continue
+            allocation = state.allocation if claim.allocation is None else None
+            out.append(
+                ClaimBinding(
+                    claim.namespace,
+                    claim.name,
+                    claim.uid,
+                    task.name,
+                    task.uid,
+                    allocation,
+                    add_finalizer=allocation is not None and FINALIZER not in claim.finalizers,
+                )
+            )
+        return out

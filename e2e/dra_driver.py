@@ -4,12 +4,16 @@
 publishes one ResourceSlice per node (``nodeName``, a pool named after the node,
 generation 1) with ``devices`` devices ``gpu-0``.. carrying the attributes ``run`` (this
 test run) and ``index``, and a DeviceClass that selects this run's devices only (slices
-and classes are cluster-scoped: other runs may publish theirs meanwhile). It deletes them
-again in :meth:`FakeDriver.cleanup`.
+and classes are cluster-scoped: other runs may publish theirs meanwhile), naming the
+run's extended resource :attr:`FakeDriver.extended_resource` (KEP-5004) when asked. It
+deletes them again in :meth:`FakeDriver.cleanup`.
 
 :class:`ClaimWatch` lists and watches the test namespace's ResourceClaims and checks on
-every event that no device is allocated to two claims; :meth:`ClaimWatch.check_pods`
-checks every bound pod against its claims (allocated, reserved for it, on its node).
+every event that no device is allocated to two claims, and that a claim made for a pod's
+extended resources is shaped as kube-scheduler makes it; :meth:`ClaimWatch.check_pod_event`
+checks each pod event (a pod bound while asking an extended resource already names its
+claim in ``status.extendedResourceClaimStatus``); :meth:`ClaimWatch.check_pods` checks
+every bound pod against its claims (allocated, reserved for it, on its node).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from harness import ApiFailure, Cluster, ListWatch, core_path, name_of, node_of,
 
 RESOURCE = "resource.k8s.io/v1"
 DRIVER = "gpu.sluice-e2e.example.com"
+EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
 def resource_path(plural: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
@@ -32,10 +38,13 @@ def resource_path(plural: str, namespace: str | None = None, name: str = "", sub
 class FakeDriver:
     """Publishes this run's devices and their DeviceClass (see the module docstring)."""
 
-    def __init__(self, cluster: Cluster, *, devices: int = 2) -> None:
+    def __init__(self, cluster: Cluster, *, devices: int = 2, extended: bool = False) -> None:
         self.cluster = cluster
         self.devices = devices
         self.class_name = f"gpu-{cluster.run_id}"
+        self.extended_resource = f"{cluster.run_id}.example.com/gpu" if extended else ""
+        """The extended resource the class serves ("" when none): one per run, since of
+        two classes naming the same resource only the newer serves it."""
         self.slices: list[str] = []
 
     async def publish(self, nodes: Iterable[str]) -> None:
@@ -55,7 +64,12 @@ class FakeDriver:
                                 f'device.attributes["{DRIVER}"].run == "{self.cluster.run_id}"'
                             }
                         }
-                    ]
+                    ],
+                    **(
+                        {"extendedResourceName": self.extended_resource}
+                        if self.extended_resource
+                        else {}
+                    ),
                 },
             },
         )
@@ -129,11 +143,13 @@ def devices_of(claim: Mapping[str, Any]) -> list[str]:
 class ClaimWatch:
     """The namespace's claims, checked on every watch event (module docstring)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, driver: FakeDriver | None = None) -> None:
         self.cluster = cluster
+        self.driver = driver
         self.claims: dict[str, dict[str, Any]] = {}
         self.violations: list[str] = []
         self.events = 0
+        self.pod_events = 0
         self.list_watch = ListWatch(
             cluster.api,
             resource_path("resourceclaims", cluster.namespace),
@@ -163,16 +179,80 @@ class ClaimWatch:
                 if device in owner:
                     self.violations.append(f"{device} allocated to {owner[device]} and {name}")
                 owner[device] = name
+            if (claim["metadata"].get("annotations") or {}).get(EXTENDED_ANNOTATION):
+                self.violations.extend(self._extended_shape(claim))
+
+    def _extended_shape(self, claim: Mapping[str, Any]) -> list[str]:
+        """How the claim made for a pod's extended resources differs from kube-scheduler's
+        (annotated, controlled by its pod, named after it, ``ExactCount`` requests named
+        ``container-<i>-request-<j>`` of the driver's class; once allocated: the
+        finalizer, and reserved for its pod only)."""
+        meta = claim["metadata"]
+        name = meta["name"]
+        owners = meta.get("ownerReferences") or []
+        if meta["annotations"][EXTENDED_ANNOTATION] != "true" or len(owners) != 1:
+            return [f"extended claim {name}: annotations {meta['annotations']}, owners {owners}"]
+        owner = owners[0]
+        problems = []
+        if (owner.get("apiVersion"), owner.get("kind"), owner.get("controller")) != (
+            "v1",
+            "Pod",
+            True,
+        ):
+            problems.append(f"extended claim {name}: owner {owner}")
+        if meta.get("generateName") != f"{owner['name']}-extended-resources-":
+            problems.append(f"extended claim {name}: generateName {meta.get('generateName')}")
+        for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            exactly = r.get("exactly") or {}
+            parts = str(r.get("name")).split("-")
+            if (
+                len(parts) != 4
+                or parts[0::2] != ["container", "request"]
+                or exactly.get("allocationMode") != "ExactCount"
+                or (
+                    self.driver is not None
+                    and exactly.get("deviceClassName") != self.driver.class_name
+                )
+            ):
+                problems.append(f"extended claim {name}: request {r}")
+        status = claim.get("status") or {}
+        if status.get("allocation"):
+            reserved = [(c.get("resource"), c.get("uid")) for c in status.get("reservedFor") or ()]
+            if FINALIZER not in (meta.get("finalizers") or ()):
+                problems.append(f"extended claim {name} allocated without the finalizer")
+            if reserved not in ([], [("pods", owner["uid"])]):
+                problems.append(f"extended claim {name} reserved for {reserved}")
+        return problems
+
+    def check_pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
+        """A pod listener (``cluster.informer.listeners``): a pod bound while asking the
+        driver's extended resource carries ``status.extendedResourceClaimStatus`` already,
+        which kube-scheduler writes before the binding."""
+        self.pod_events += 1
+        resource = self.driver.extended_resource if self.driver is not None else ""
+        if kind == "DELETED" or not resource or not node_of(pod) or not asks(pod, resource):
+            return
+        status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        if not status.get("resourceClaimName") or not status.get("requestMappings"):
+            self.violations.append(f"{name_of(pod)} bound without extendedResourceClaimStatus")
 
     def claims_of(self, pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-        """The claims of ``pod`` (None while one is not known yet)."""
+        """The claims of ``pod``, the one made for its extended resources included (None
+        while one is not known yet)."""
+        status = pod.get("status") or {}
         statuses = {
             s.get("name"): s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+            for s in status.get("resourceClaimStatuses") or ()
         }
+        names = [
+            entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+            for entry in (pod.get("spec") or {}).get("resourceClaims") or ()
+        ]
+        resource = self.driver.extended_resource if self.driver is not None else ""
+        if resource and asks(pod, resource):
+            names.append((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
         out = []
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
-            name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+        for name in names:
             claim = self.claims.get(str(name))
             if claim is None:
                 return None
@@ -204,3 +284,12 @@ class ClaimWatch:
                 elif nodes and node not in nodes:
                     problems.append(f"{name_of(pod)} on {node}, claim {name_of(claim)} on {nodes}")
         return problems
+
+
+def asks(pod: Mapping[str, Any], resource: str) -> bool:
+    """Does ``pod`` request ``resource`` in one of its containers?"""
+    spec = pod.get("spec") or {}
+    return any(
+        resource in ((c.get("resources") or {}).get("requests") or {})
+        for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    )

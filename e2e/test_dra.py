@@ -2,7 +2,8 @@
 node; claims and templates are created by the test (on the real server the controller
 manager makes the templates' claims, on the emulator the embedded cluster does); every
 pod bound gets devices of its own, checked against the claims' status on every watch
-event; a preemptor that needs a device evicts the pod holding it."""
+event; a preemptor that needs a device evicts the pod holding it; a pod asking an extended
+resource that a DeviceClass names gets devices of that class (KEP-5004)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 from dra_driver import ClaimWatch, FakeDriver, devices_of
-from harness import Cluster, NodeSpec, node_of, wait_for
+from harness import Cluster, NodeSpec, core_path, node_of, uid_of, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -134,3 +135,86 @@ async def test_a_preemptor_evicts_the_pod_holding_the_device_it_needs(
         lambda: not claims.check_pods([urgent]), timeout=10, what="the preemptor's claim"
     )
     assert claims.violations == [], claims.violations
+
+
+async def test_a_pod_asking_an_extended_resource_gets_devices_of_the_class_naming_it(
+    cluster: Cluster, start_scheduler
+) -> None:
+    """KEP-5004: a DeviceClass names the extended resource ``<run>.example.com/gpu``; pods
+    ask it in ``resources.requests`` (no ``resourceClaims``). Each pod asking 2 is bound
+    with two distinct devices of its node, through a claim Sluice makes as kube-scheduler
+    does (annotated, controlled by the pod, ``container-0-request-<j>`` of the class) and
+    names in the pod's ``status.extendedResourceClaimStatus`` before the bind: checked on
+    every watch event of claims and pods. The pod asking what is left waits, saying so."""
+    fake = FakeDriver(cluster, devices=2, extended=True)
+    watch = ClaimWatch(cluster, fake)
+    cluster.informer.listeners.append(watch.check_pod_event)
+    resource = fake.extended_resource
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(watch.run)
+            nodes = await cluster.create_nodes(2, NodeSpec(cpu="4"))
+            await fake.publish(nodes)
+            await start_scheduler()
+
+            async def create(name: str, count: int) -> None:
+                body = cluster.pod_manifest(name)
+                resources = body["spec"]["containers"][0]["resources"]
+                resources["requests"][resource] = str(count)
+                resources["limits"] = {resource: str(count)}
+                await cluster.api.request("POST", core_path("pods", cluster.namespace), body=body)
+
+            pairs = ["two-0", "two-1"]
+            for name in pairs:
+                await create(name, 2)
+            await wait_for(
+                lambda: cluster.all_bound(pairs),
+                timeout=60,
+                what="both pods asking 2 devices bound",
+                detail=cluster.describe_pods,
+            )
+            await create("one", 1)
+            await wait_for(
+                lambda: _reason(cluster, "one"),
+                timeout=30,
+                what="the pod asking one more device waiting",
+                detail=cluster.describe_pods,
+            )
+            assert {*cluster.bound(pairs).values()} == set(nodes), cluster.describe_pods()
+            assert not cluster.bound(["one"])
+            assert resource in _reason(cluster, "one"), _reason(cluster, "one")
+            pods = [p for p in (cluster.pod(n) for n in pairs) if p is not None]
+            await wait_for(
+                lambda: not watch.check_pods(pods),
+                timeout=10,
+                what="the claims of both pods",
+                detail=lambda: watch.check_pods(pods),
+            )
+            request = f"container-0-request-{sorted(['cpu', 'memory', resource]).index(resource)}"
+            for pod in pods:
+                status = pod["status"]["extendedResourceClaimStatus"]
+                assert status["requestMappings"] == [
+                    {"containerName": "main", "resourceName": resource, "requestName": request}
+                ]
+                claim = watch.claims[status["resourceClaimName"]]
+                assert claim["metadata"]["ownerReferences"][0]["uid"] == uid_of(pod)
+                assert claim["spec"]["devices"]["requests"] == [
+                    {
+                        "name": request,
+                        "exactly": {
+                            "deviceClassName": fake.class_name,
+                            "allocationMode": "ExactCount",
+                            "count": 2,
+                        },
+                    }
+                ]
+                devices = devices_of(claim)
+                assert len(set(devices)) == 2, devices
+                assert all(f"/{node_of(pod)}/" in d for d in devices), (devices, node_of(pod))
+            assert watch.violations == [], watch.violations
+            assert watch.events > 0 and watch.pod_events > 0
+            assert cluster.recorder.violations == []
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await fake.cleanup()

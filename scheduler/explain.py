@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo
@@ -134,8 +135,9 @@ def _describe(  # noqa: PLR0917
             entry["reason"] = gated_reason(t)
         if t.nominated_node:
             entry["nominatedNode"] = t.nominated_node
-        if t.spec.resource_claims:
-            entry["claims"] = _claims(session, t, bind_of.get(t.uid))
+        claims = _claims(session, t, bind_of.get(t.uid))
+        if claims:
+            entry["claims"] = claims
         pods.append(entry)
     return {
         "kind": kind,
@@ -164,7 +166,14 @@ def _claims(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[st
     assert view is not None or not found.keys
     written = {b.key: b for b in bind.claims} if bind is not None else {}
     out: list[dict[str, Any]] = []
-    for key in found.keys:
+    keys = list(found.keys)
+    made = view.extended_claims.get(task.uid) if view is not None else None
+    if made is not None:
+        keys.append(made)  # the claim made for its extended resources (KEP-5004)
+    for b in written.values():
+        if b.extended is not None:  # the one the next cycle would make
+            out.append({"claim": f"{b.namespace}/<extended-resources>", "nextCycle": _devices(b)})
+    for key in keys:
         claim = view.claims[key]  # type: ignore[union-attr]
         entry: dict[str, Any] = {"claim": key}
         planned = written.get(key)
@@ -172,11 +181,15 @@ def _claims(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[st
             entry["devices"] = [str(d) for d in claim.allocation.devices]
             entry["reservedFor"] = [c.name for c in claim.reserved_for]
         elif planned is not None and planned.allocation is not None:
-            entry["nextCycle"] = [str(d) for d in planned.allocation.devices]
+            entry["nextCycle"] = _devices(planned)
         else:
             entry["devices"] = []
         out.append(entry)
     return out
+
+
+def _devices(binding: ClaimBinding) -> list[str]:
+    return [str(d) for d in binding.allocation.devices] if binding.allocation else []
 
 
 def _gang(job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> dict[str, Any]:

@@ -145,7 +145,16 @@ class ClaimState:
 
 
 class ClaimWriter(Protocol):
-    """The DRA writes of kube-scheduler's PreBind and Unreserve, on ResourceClaims."""
+    """The DRA writes of kube-scheduler's PreBind, Unreserve and PostFilter, on
+    ResourceClaims."""
+
+    async def create_claim(self, binding: ClaimBinding) -> ClaimBinding:
+        """Create the claim of a pod's extended resources (``binding.extended`` set, no
+        name yet; :func:`~scheduler.api.dra.convert.extended_claim_object`) and return
+        ``binding`` naming the claim created (its name and uid). Not idempotent: each call
+        creates a claim. Called by the loop's bind before :meth:`reserve_claim`; one
+        attempt."""
+        ...
 
     async def reserve_claim(self, binding: ClaimBinding) -> None:
         """Write ``binding`` (:class:`~scheduler.api.dra.model.ClaimBinding`): the
@@ -163,6 +172,13 @@ class ClaimWriter(Protocol):
 
     async def read_claim(self, namespace: str, name: str) -> ClaimState | None:
         """The claim as the API server has it now; None when it is gone. One attempt."""
+        ...
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a claim the scheduler made for a pod's extended resources (its bind
+        failed, or an earlier attempt left it), as kube-scheduler does: first its
+        ``resource.kubernetes.io/delete-protection`` finalizer is removed, then the claim,
+        both guarded by ``uid``. NotFoundError if it is gone; one attempt at each write."""
         ...
 
     async def deallocate_claim(

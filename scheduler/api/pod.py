@@ -102,6 +102,25 @@ class PodClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerRequests:
+    """One container's requests of resources named with a domain (``example.com/gpu``),
+    kept for the pods that ask any: DRA may serve such a resource through a DeviceClass
+    that names it (KEP-5004), and the claim made for it names its requests after the
+    container and the resource's place among the container's requests."""
+
+    name: str
+    index: int
+    """Its place in ``initContainers`` followed by ``containers``."""
+    short_lived: bool
+    """An init container that is not a sidecar (it ends before the others start)."""
+    names: tuple[str, ...]
+    """Every resource the container requests (limits count where requests are unset, as
+    the API server defaults them), sorted."""
+    amounts: tuple[tuple[str, int], ...]
+    """The resources named with a domain and the amount asked of each."""
+
+
+@dataclass(frozen=True, slots=True)
 class StaticShape:
     """The constraints that depend only on node labels, taints and flags: a cache key."""
 
@@ -126,6 +145,9 @@ class PodSpecView:
     resource than any node is counted with); empty for every ordinary pod."""
     resource_claims: tuple[PodClaim, ...] = ()
     """``spec.resourceClaims``: the DRA claims the pod needs allocated before it runs."""
+    containers: tuple[ContainerRequests, ...] = ()
+    """Per container, what it asks when the pod asks a resource named with a domain
+    (empty for every other pod): what DRA needs to serve extended resources."""
 
     @property
     def best_effort(self) -> bool:
@@ -158,6 +180,10 @@ def _int(value: object, *, obj: str, field: str) -> int:
 
 
 def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resource:
+    return Resource(_container_amounts(c, obj=obj, field=field))
+
+
+def _container_amounts(c: Mapping[str, Any], *, obj: str, field: str) -> dict[str, int]:
     res = _map(c.get("resources"), obj=obj, field=f"{field}.resources")
     raw_requests = _map(res.get("requests"), obj=obj, field=f"{field}.resources.requests")
     raw_limits = _map(res.get("limits"), obj=obj, field=f"{field}.resources.limits")
@@ -165,12 +191,34 @@ def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resour
     # The API server defaults a missing request to the limit.
     for name, value in raw_limits.items():
         requests.setdefault(name, (value, "limits"))
-    return Resource(
-        {
-            n: canonical_amount(n, v, obj=obj, field=f"{field}.resources.{where}.{n}")
-            for n, (v, where) in requests.items()
-        }
-    )
+    return {
+        str(n): canonical_amount(n, v, obj=obj, field=f"{field}.resources.{where}.{n}")
+        for n, (v, where) in requests.items()
+    }
+
+
+def _containers_with_domains(
+    spec: Mapping[str, Any], request: Resource, *, obj: str
+) -> tuple[ContainerRequests, ...]:
+    """:attr:`PodSpecView.containers`: empty unless ``request`` names a resource with a
+    domain (``/``)."""
+    if not any("/" in name for name in request):
+        return ()
+    out = []
+    inits = _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers")
+    regular = _maps(spec.get("containers"), obj=obj, field="spec.containers")
+    for index, (where, c) in enumerate([*inits, *regular]):
+        amounts = _container_amounts(c, obj=obj, field=where)
+        out.append(
+            ContainerRequests(
+                name=str(c.get("name") or ""),
+                index=index,
+                short_lived=index < len(inits) and c.get("restartPolicy") != "Always",
+                names=tuple(sorted(amounts)),
+                amounts=tuple((n, a) for n, a in sorted(amounts.items()) if "/" in n and a),
+            )
+        )
+    return tuple(out)
 
 
 def pod_request(spec: Mapping[str, Any], *, obj: str) -> Resource:
@@ -354,4 +402,5 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         shape=shape,
         problem=problem,
         resource_claims=_pod_claims(spec.get("resourceClaims"), obj=obj),
+        containers=_containers_with_domains(spec, request, obj=obj),
     )

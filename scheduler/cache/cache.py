@@ -785,6 +785,7 @@ class SchedulerCache:
         snap = self._build(tasks, nodes, last_jobs)
         snap.now = now
         snap.dra = self.dra.view()
+        self.dra.extend_nodes(snap, self.nodes, self.tasks.values())
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:
@@ -798,6 +799,7 @@ class SchedulerCache:
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
         snap = self._build(tasks, nodes)
         snap.dra = self.dra.view()
+        self.dra.extend_nodes(snap, self.nodes, self.tasks.values())
         return snap
 
     def _build(

@@ -10,12 +10,20 @@ claim's uid does the same without a read: the API server merges ``reservedFor`` 
 by uid and refuses to change an allocation once set (422 ``field is immutable``), so
 two schedulers cannot give one claim two allocations, and writing the same allocation
 again (a retry, or a second pod of a shared claim) changes nothing.
+
+The claim of a pod's extended resources (KEP-5004) is created first (``POST``, the API
+server naming it from ``<pod>-extended-resources-``), then written as any claim; it is
+deleted again, its finalizer removed first, when the bind fails.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.api.dra.convert import (
     deallocate_patch,
+    drop_finalizer_patch,
+    extended_claim_object,
     finalizer_patch,
     reserve_patch,
     reserved_uids,
@@ -46,6 +54,40 @@ class KubeClaimWriter:
             timeout=self.timeout,
             kind="ResourceClaim",
             name=binding.name,
+            decode=False,
+        )
+
+    async def create_claim(self, binding: ClaimBinding) -> ClaimBinding:
+        obj = extended_claim_object(binding)
+        created = await self.client.request(
+            "POST",
+            RESOURCE_CLAIMS.path(binding.namespace),
+            body=obj,
+            timeout=self.timeout,
+            kind="ResourceClaim",
+            name=str(obj["metadata"]["generateName"]),
+        )
+        meta = created.get("metadata") or {}
+        return replace(binding, name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""))
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        await self.client.request(
+            "PATCH",
+            RESOURCE_CLAIMS.path(namespace, name),
+            body=drop_finalizer_patch(uid),
+            content_type=STRATEGIC_MERGE_PATCH,
+            timeout=self.timeout,
+            kind="ResourceClaim",
+            name=name,
+            decode=False,
+        )
+        await self.client.request(
+            "DELETE",
+            RESOURCE_CLAIMS.path(namespace, name),
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+            timeout=self.timeout,
+            kind="ResourceClaim",
+            name=name,
             decode=False,
         )
 

@@ -32,6 +32,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from scheduler.api.dra.convert import extended_status
 from scheduler.api.dra.model import ClaimBinding, ClaimInfo
 from scheduler.api.errors import (
     AmbiguousError,
@@ -58,7 +59,7 @@ from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.errors import JobErrorLog, cycle_failed
 from scheduler.loop.queue import JobQueue, ReservationChange
-from scheduler.loop.stale_claims import stale_claims
+from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -459,27 +460,46 @@ class SchedulingLoop:
 
     async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
         """Write the claims of ``effect`` before its binding, one after the other, as
-        kube-scheduler's PreBind does (allocation, reservation). Returns the bindings
-        written; None when one failed, after the bind is forgotten (retried later) and the
-        reservations already written are withdrawn. A write whose reply was lost is read
-        back: the claim reserved for the pod means it took effect."""
+        kube-scheduler's PreBind does (allocation, reservation; for the claim of a pod's
+        extended resources: create it, write it, then name it in the pod's
+        ``status.extendedResourceClaimStatus``). Returns the bindings written; None when
+        one failed, after the bind is forgotten (retried later) and what was written is
+        withdrawn (reservations removed, a claim created deleted). A write whose reply was
+        lost is read back: the claim reserved for the pod means it took effect. A create
+        whose reply was lost fails: a claim it made is found and deleted by a later cycle
+        (:func:`~scheduler.loop.stale_claims.stale_extended_claims`)."""
         claims = self.ports.claims
         written: list[ClaimBinding] = []
         for binding in effect.claims:
+            target = binding
             try:
                 if claims is None:
                     raise InvariantError("no ClaimWriter: cannot write DRA claims")
-                await claims.reserve_claim(binding)
+                if binding.extended is not None:
+                    target = await claims.create_claim(binding)
+                    written.append(target)  # deleted again if anything after fails
+                await claims.reserve_claim(target)
             except AmbiguousError as exc:
-                outcome = await self.outcomes.claim(binding, exc, read=claims.read_claim)  # type: ignore[union-attr]
+                outcome = (
+                    await self.outcomes.claim(target, exc, read=claims.read_claim)  # type: ignore[union-attr]
+                    if target.name
+                    else Outcome.DID_NOT
+                )
                 if outcome is not Outcome.TOOK_EFFECT:
-                    self._claim_failed(effect, ref, binding, exc, written)
+                    self._claim_failed(effect, ref, target, exc, written)
                     return None
             except (ApiError, InvariantError) as exc:
-                self._claim_failed(effect, ref, binding, exc, written)
+                self._claim_failed(effect, ref, target, exc, written)
                 return None
-            self.ledger.claim_written(binding)
-            written.append(binding)
+            self.ledger.claim_written(target)
+            if target.extended is None:
+                written.append(target)
+                continue
+            try:
+                await self.ports.status.patch_pod_status(ref, extended_status(target))
+            except ApiError as exc:
+                self._claim_failed(effect, ref, target, exc, written)
+                return None
         return written
 
     def _claim_failed(
@@ -507,12 +527,16 @@ class SchedulingLoop:
     def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
         """Withdraw the reservations of a pod whose bind failed after its claims were
         written (kube-scheduler's Unreserve); the allocations stay (the pod's next
-        attempt uses them, or the claim controller releases them). Best effort, in the
-        background: a failure is logged."""
+        attempt uses them, or the claim controller releases them), but a claim made for
+        the pod's extended resources is deleted. Best effort, in the background: a
+        failure is logged (a claim left is deleted by a later cycle)."""
         claims = self.ports.claims
         if claims is None:
             return
         for binding in written:
+            if binding.extended is not None:
+                self._delete_claim(binding.namespace, binding.name, binding.uid)
+                continue
 
             async def call(b: ClaimBinding = binding) -> None:
                 try:
@@ -521,6 +545,29 @@ class SchedulingLoop:
                     self._failed_call("claim", exc)
 
             self.writes.submit(f"unreserve {binding.key}", call)
+
+    def _delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        """Delete, in the background, a claim made for a pod's extended resources
+        (:meth:`~scheduler.ports.ClaimWriter.delete_claim`); once at a time per claim,
+        NotFound counting as done."""
+        claims = self.ports.claims
+        key = f"{namespace}/{name}"
+        if claims is None or key in self._deallocating:
+            return
+        self._deallocating.add(key)
+
+        async def call() -> None:
+            try:
+                await claims.delete_claim(namespace, name, uid)
+                log.info("deleted a claim made for extended resources", claim=key)
+            except NotFoundError:
+                pass
+            except ApiError as exc:
+                self._failed_call("claim", exc)
+            finally:
+                self._deallocating.discard(key)
+
+        self.writes.submit(f"delete {key}", call)
 
     def _deallocate_stale_claims(self, session: Session) -> None:
         """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
@@ -535,9 +582,10 @@ class SchedulingLoop:
             for t in job.tasks.values()
             if t.uid in session.task_reasons or job.uid in session.job_reasons
         }
-        stale = stale_claims(
-            session.snapshot.dra, session.jobs, unschedulable.__contains__, self.cache.dra.assumed
-        )
+        view = session.snapshot.dra
+        for claim in stale_extended_claims(view, session.jobs, unschedulable.__contains__):
+            self._delete_claim(claim.namespace, claim.name, claim.uid)
+        stale = stale_claims(view, session.jobs, unschedulable.__contains__, self.cache.dra.assumed)
         for claim in stale:
             if claim.key in self._deallocating:
                 continue

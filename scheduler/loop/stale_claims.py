@@ -11,6 +11,12 @@ controller does not deallocate it: it acts only when reservations are removed.
 allocation through the :class:`~scheduler.ports.ClaimWriter`, guarded by the claim's
 resourceVersion (a reservation made meanwhile makes it a conflict, and nothing changes).
 A claim whose write the scheduler itself has in flight is never picked.
+
+:func:`stale_extended_claims` picks, the same way, the claims made for a pending pod's
+extended resources (KEP-5004) by an earlier attempt whose bind failed (the claim's
+deletion then failed, or its reply was lost) or by another scheduler: kube-scheduler's
+PostFilter deletes such a claim so that the next attempt makes a new one; the loop does
+too (:meth:`~scheduler.ports.ClaimWriter.delete_claim`).
 """
 
 from __future__ import annotations
@@ -61,3 +67,24 @@ def stale_claims(
             ):
                 out[key] = claim
     return [out[k] for k in sorted(out)]
+
+
+def stale_extended_claims(
+    view: DraView | None, jobs: Mapping[str, JobInfo], unschedulable: Callable[[str], bool]
+) -> list[ClaimInfo]:
+    """The claims to delete after a cycle over ``jobs``: of each pending pod of Sluice
+    that ``unschedulable(uid)`` says found no node, the claim in the API made for its
+    extended resources (one assumed written by the scheduler, not in the API yet, is
+    never picked: its own writes delete it if they fail)."""
+    if view is None or not view.extended_claims:
+        return []
+    out = []
+    for job in jobs.values():
+        for t in job.tasks.values():
+            key = view.extended_claims.get(t.uid)
+            if key is None or t.status is not TaskStatus.PENDING:
+                continue
+            claim = view.claims.get(key)
+            if claim is not None and claim.uid and t.sluice and unschedulable(t.uid):
+                out.append(claim)
+    return sorted(out, key=lambda c: c.key)

@@ -47,6 +47,18 @@ so no pod of lower priority takes them), and is bound only once the claim contro
 has released them (its own nomination's devices are chosen again where it is placed).
 A pod is never bound without its devices: a claim left unallocated at bind time (a
 placement no filter checked) fails the job's attempt instead.
+
+Extended resources served by DRA (KEP-5004, :mod:`scheduler.api.dra.extended`): a pod
+asking ``example.com/gpu`` that a DeviceClass serves has, on each node serving it through
+DRA (the snapshot's ``DraView.extended``: the node's own allocatable lacks it), a claim
+of its own to allocate beside its ResourceClaims, built for that node's served resources
+(``ns/<extended-resources>`` in reasons, ``ns/<extended-resources>/<uid>`` as a key); on
+the other nodes the resource is the node's, fitted by ``predicates``. The claim is
+allocated, released and rolled back as any claim of the pod; at bind time it is handed
+on to be created (then written as any claim, and named in the pod's status). Once
+created, the claim in the API (annotated, controlled by the pod) is the pod's: a pod
+being placed that has one already (left by a bind that failed) waits, saying so, until
+the loop has deleted it, as kube-scheduler's PostFilter does.
 """
 
 from __future__ import annotations
@@ -58,14 +70,17 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.api.dra.allocator import Outcome, allocate
+from scheduler.api.dra.extended import plan as extended_plan
 from scheduler.api.dra.inventory import Inventory
 from scheduler.api.dra.model import (
     ALLOCATION_MODE_EXACT,
+    EXTENDED_SESSION_NAME,
     FINALIZER,
     MAX_RESERVED_FOR,
     Allocation,
     ClaimBinding,
     ClaimInfo,
+    ExtendedClaim,
 )
 from scheduler.api.dra.pods import PodClaims, claims_of_pod
 from scheduler.api.dra.view import DraView
@@ -101,6 +116,19 @@ class _ClaimState:
     """The task whose placement allocated it in this session ("" for the API's)."""
     nominated: int | None = None
     """For a claim allocated in the session for a nominated task: its priority."""
+    extended: ExtendedClaim | None = None
+    """For a pod's extended-resource claim made in this session: what to create."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What placing a task takes: claims allocated already (with their allocations), its
+    ResourceClaims to allocate, and the extended resources it asks that DRA may serve
+    (resource -> class; empty when none)."""
+
+    pinned: list[tuple[str, Allocation]]
+    todo: list[ClaimInfo]
+    extended: Mapping[str, str]
 
 
 class DraPlugin:
@@ -126,6 +154,12 @@ class DraPlugin:
         """Claims allocated in this session for nominated tasks."""
         self._pods: dict[str, PodClaims] = {}
         self._tasks: dict[str, TaskInfo] = {}
+        self._asks: dict[str, Mapping[str, str]] = {}
+        """Task uid -> the extended resources it asks that a class serves (memoized)."""
+        self._ext_claims: dict[tuple[str, tuple[str, ...]], tuple[ClaimInfo, ExtendedClaim]] = {}
+        """(task uid, served resources) -> its extended-resource claim for such nodes."""
+        self._ext_rows: dict[tuple[str, ...], list[tuple[BoolVector, tuple[str, ...]]]] = {}
+        """Resources asked -> the rows by the subset of them they serve through DRA."""
 
     # Plugin protocol ------------------------------------------------------------------
 
@@ -163,6 +197,9 @@ class DraPlugin:
         self._nominated.clear()
         self._pods.clear()
         self._tasks.clear()
+        self._asks.clear()
+        self._ext_claims.clear()
+        self._ext_rows.clear()
 
     # Read-only views ----------------------------------------------------------------------
 
@@ -198,6 +235,77 @@ class DraPlugin:
             self._pods[task.uid] = found
         return found
 
+    def extended_asks(self, task: TaskInfo) -> Mapping[str, str]:
+        """The extended resources ``task`` asks that a DeviceClass serves (resource ->
+        class); empty for most pods, at the cost of one attribute read."""
+        if not task.spec.containers or self._inv is None:
+            return {}
+        found = self._asks.get(task.uid)
+        if found is None:
+            classes = self._inv.resource_classes()
+            found = {r: classes[r] for r in sorted(task.request) if r in classes}
+            self._asks[task.uid] = found
+        return found
+
+    def extended_key(self, task: TaskInfo) -> str:
+        """The key of ``task``'s extended-resource claim in the API (or assumed), else
+        of the one a placement in this session made for it ("" when neither)."""
+        if self._view is not None:
+            key = self._view.extended_claims.get(task.uid, "")
+            if key:
+                return key
+        key = _session_key(task)
+        return key if key in self._states else ""
+
+    def _held_keys(self, task: TaskInfo) -> list[str]:
+        """The claims ``task`` holds where it is placed: its ResourceClaims and its
+        extended-resource claim."""
+        keys = list(self.claims_of(task).keys) if task.spec.resource_claims else []
+        ext = self.extended_key(task) if task.spec.containers else ""
+        if ext:
+            keys.append(ext)
+        return keys
+
+    def _extended_claim(self, task: TaskInfo, served: tuple[str, ...]) -> ClaimInfo:
+        """``task``'s extended-resource claim on a node serving ``served`` through DRA."""
+        found = self._ext_claims.get((task.uid, served))
+        if found is None:
+            asks = self.extended_asks(task)
+            made = extended_plan(task.spec.containers, {r: asks[r] for r in served})
+            claim = ClaimInfo(
+                task.namespace,
+                EXTENDED_SESSION_NAME,
+                "",
+                requests=made.requests,
+                owner_pod=task.uid,
+                extended=True,
+            )
+            found = self._ext_claims[(task.uid, served)] = (claim, made)
+        return found[0]
+
+    def _served(self, asks: Mapping[str, str], node: str) -> tuple[str, ...]:
+        """Which of ``asks`` node ``node`` serves through DRA."""
+        assert self._view is not None
+        there = self._view.extended.get(node)
+        return tuple(r for r in asks if r in there) if there else ()
+
+    def _served_rows(self, asks: Mapping[str, str]) -> list[tuple[BoolVector, tuple[str, ...]]]:
+        """The table's rows grouped by which of ``asks`` they serve through DRA."""
+        key = tuple(asks)
+        found = self._ext_rows.get(key)
+        if found is None:
+            assert self._table is not None
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for row, node in enumerate(self._table.nodes):
+                groups.setdefault(self._served(asks, node.name), []).append(row)
+            found = []
+            for served, rows in groups.items():
+                mask = np.zeros(len(self._table), dtype=np.bool_)
+                mask[rows] = True
+                found.append((mask, served))
+            self._ext_rows[key] = found
+        return found
+
     def _state(self, key: str) -> _ClaimState:
         state = self._states.get(key)
         if state is None:
@@ -214,20 +322,21 @@ class DraPlugin:
 
     def filter(self, task: TaskInfo, table: TableView, releasing: bool, /) -> list[Rejection]:
         """Rejections of ``task`` on every row (see the module docstring). ``[]`` at once
-        for a pod without claims."""
-        if not task.spec.resource_claims:
+        for a pod without claims that asks no extended resource."""
+        if not task.spec.resource_claims and not task.spec.containers:
             return []
         n = len(table)
         if self._view is None:
+            if not task.spec.resource_claims:
+                return []
             why = "waiting for its ResourceClaims: the cluster has no DRA object"
             return [Rejection(why, np.ones(n, dtype=np.bool_), False)]
         plan = self._plan(task)
         if isinstance(plan, str):
             return [Rejection(plan, np.ones(n, dtype=np.bool_), False)]
-        pinned, todo = plan
         out: list[Rejection] = []
         refused = np.zeros(n, dtype=np.bool_)
-        for key, allocation in pinned:
+        for key, allocation in plan.pinned:
             if allocation.node_name in table.row:
                 bad = np.ones(n, dtype=np.bool_)
                 bad[table.row[allocation.node_name]] = False
@@ -237,68 +346,100 @@ class DraPlugin:
                 why = f"node(s) did not match the allocation of ResourceClaim {key}"
                 out.append(Rejection(why, bad, False))
                 refused |= bad
-        if todo:
-            free = self._free(task, releasing)
+        if not plan.todo and not plan.extended:
+            return out
+        free = self._free(task, releasing)
+        groups = self._served_rows(plan.extended) if plan.extended else [(~refused, ())]
+        for rows, served in groups:
+            todo = list(plan.todo)
+            if served:
+                todo.append(self._extended_claim(task, served))
+            if not todo:
+                continue
             counted = self._count_all(todo, free, n) if not self._shared else None
             if counted is not None:
-                out.extend(r for r in counted if (r.nodes & ~refused).any())
+                for r in counted:
+                    mine = r.nodes & rows
+                    if (mine & ~refused).any():
+                        out.append(Rejection(r.reason, mine, r.resolvable))
             else:
-                out.extend(self._each_row(todo, free, refused))
+                out.extend(self._each_row(todo, free, refused | ~rows))
         return out
 
     def row_filter(self, task: TaskInfo, table: TableView, row: int, releasing: bool, /) -> bool:
         """The filter on one row."""
-        if not task.spec.resource_claims:
+        if not task.spec.resource_claims and not task.spec.containers:
             return True
         if self._view is None:
-            return False
+            return not task.spec.resource_claims
         plan = self._plan(task)
         if isinstance(plan, str):
             return False
-        pinned, todo = plan
         node = table.nodes[row]
-        if any(not a.allows(node.name, node.labels) for _, a in pinned):
+        if any(not a.allows(node.name, node.labels) for _, a in plan.pinned):
             return False
+        todo = list(plan.todo)
+        served = self._served(plan.extended, node.name) if plan.extended else ()
+        if served:
+            todo.append(self._extended_claim(task, served))
         if not todo:
             return True
         return self._outcome(row, todo, self._free(task, releasing)).ok
 
-    def _plan(self, task: TaskInfo) -> str | tuple[list[tuple[str, Allocation]], list[ClaimInfo]]:
-        """The claims of ``task`` allocated already (with their allocations) and those to
-        allocate; or why none of the nodes can take it."""
-        assert self._inv is not None
-        found = self.claims_of(task)
-        if found.problem:
-            return found.problem
+    def _plan(self, task: TaskInfo) -> str | _Plan:
+        """The claims of ``task`` allocated already (with their allocations), those to
+        allocate, the extended resources DRA may serve it; or why no node can take it."""
+        assert self._inv is not None and self._view is not None
         pinned: list[tuple[str, Allocation]] = []
         todo: list[ClaimInfo] = []
-        for key in found.keys:
-            state = self._states.get(key)
-            claim = state.claim if state is not None else self._view.claims[key]  # type: ignore[union-attr]
-            allocation = state.allocation if state is not None else None
-            if state is not None and state.made_by == task.uid and state.nominated is not None:
-                allocation = None  # its own nomination's devices: chosen again where it goes
-            if allocation is not None:
-                if len(claim.reserved_for) >= MAX_RESERVED_FOR and not claim.reserved_for_pod(
-                    task.uid
-                ):
-                    return f"ResourceClaim {key} is in use by {MAX_RESERVED_FOR} pods already"
-                pinned.append((key, allocation))
-                continue
-            if claim.unsupported:
-                return f"ResourceClaim {key}: {claim.unsupported}"
-            for request in claim.requests:
-                for sub in request.alternatives:
-                    if sub.device_class not in self._inv.classes:
-                        return (
-                            f"ResourceClaim {key}, request {request.name}: "
-                            f"DeviceClass {sub.device_class} does not exist"
-                        )
-                    match = self._inv.match(sub)
-                    if match.error and not match.failed.any():
-                        return f"ResourceClaim {key}, request {request.name}: {match.error}"
-            todo.append(claim)
-        return pinned, todo
+        if task.spec.resource_claims:
+            found = self.claims_of(task)
+            if found.problem:
+                return found.problem
+            for key in found.keys:
+                why = self._plan_claim(task, key, pinned, todo)
+                if why:
+                    return why
+        asks = self.extended_asks(task)
+        left = self._view.extended_claims.get(task.uid) if asks else None
+        if left is not None:
+            what = "the claim" if left == _session_key(task) else f"ResourceClaim {left}"
+            return (
+                f"{what} made for its extended resources by an earlier attempt is still "
+                "there: waiting for its deletion"
+            )
+        return _Plan(pinned, todo, asks)
+
+    def _plan_claim(
+        self, task: TaskInfo, key: str, pinned: list[tuple[str, Allocation]], todo: list[ClaimInfo]
+    ) -> str:
+        """Add claim ``key`` of ``task`` to ``pinned`` or ``todo``; or say why it cannot be
+        allocated anywhere."""
+        assert self._inv is not None and self._view is not None
+        state = self._states.get(key)
+        claim = state.claim if state is not None else self._view.claims[key]
+        allocation = state.allocation if state is not None else None
+        if state is not None and state.made_by == task.uid and state.nominated is not None:
+            allocation = None  # its own nomination's devices: chosen again where it goes
+        if allocation is not None:
+            if len(claim.reserved_for) >= MAX_RESERVED_FOR and not claim.reserved_for_pod(task.uid):
+                return f"ResourceClaim {key} is in use by {MAX_RESERVED_FOR} pods already"
+            pinned.append((key, allocation))
+            return ""
+        if claim.unsupported:
+            return f"ResourceClaim {key}: {claim.unsupported}"
+        for request in claim.requests:
+            for sub in request.alternatives:
+                if sub.device_class not in self._inv.classes:
+                    return (
+                        f"ResourceClaim {key}, request {request.name}: "
+                        f"DeviceClass {sub.device_class} does not exist"
+                    )
+                match = self._inv.match(sub)
+                if match.error and not match.failed.any():
+                    return f"ResourceClaim {key}, request {request.name}: {match.error}"
+        todo.append(claim)
+        return ""
 
     def _free(self, task: TaskInfo, releasing: bool) -> BoolVector:
         """Devices ``task`` may take now (module docstring): held by no allocation but
@@ -414,43 +555,52 @@ class DraPlugin:
     # Placement handlers -------------------------------------------------------------------
 
     def _place(self, task: TaskInfo, node: NodeInfo, /) -> None:
-        if not task.spec.resource_claims or self._view is None:
+        if (not task.spec.resource_claims and not task.spec.containers) or self._view is None:
             return
-        found = self.claims_of(task)
+        found = self.claims_of(task) if task.spec.resource_claims else PodClaims()
         if found.problem:
             return
         self._tasks[task.uid] = task
-        todo: list[ClaimInfo] = []
-        for key in found.keys:
-            state = self._state(key)
+        todo: list[tuple[str, ClaimInfo]] = []
+        for key in self._held_keys(task):
+            state = self._state(key) if key in self._view.claims else self._states[key]
             state.holders.add(task.uid)
             state.departed.pop(task.uid, None)
             self._idle.discard(key)
             if state.allocation is None:
-                todo.append(state.claim)
+                todo.append((key, state.claim))
+        placing = task.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
+        asks = self.extended_asks(task)
+        if asks and placing and not self.extended_key(task):
+            served = self._served(asks, node.name)
+            if served:
+                claim = self._extended_claim(task, served)
+                key = _session_key(task)
+                state = self._states[key] = _ClaimState(claim, None, holders={task.uid})
+                state.extended = self._ext_claims[(task.uid, served)][1]
+                todo.append((key, claim))
         if not todo:
             return
         assert self._table is not None
         nominated = task.status is TaskStatus.PIPELINED
         free = self._free(task, releasing=nominated)
-        outcome = self._outcome(self._table.row[node.name], todo, free)
+        outcome = self._outcome(self._table.row[node.name], [c for _, c in todo], free)
         if outcome.allocations is None:
             return  # nothing fits (a placement no filter checked): the write will not be made
-        for claim, allocation in zip(todo, outcome.allocations, strict=True):
-            state = self._states[claim.key]
+        for (key, _), allocation in zip(todo, outcome.allocations, strict=True):
+            state = self._states[key]
             state.allocation = allocation
             state.devices = tuple(self._inv.devices_of(allocation.devices))  # type: ignore[union-attr]
             state.made_by = task.uid
             state.nominated = task.priority if nominated else None
             if nominated:
-                self._nominated.add(claim.key)
+                self._nominated.add(key)
             np.add.at(self._use, list(state.devices), 1)
 
     def _unplace(self, task: TaskInfo, node: NodeInfo, /) -> None:
-        if not task.spec.resource_claims or self._view is None:
+        if (not task.spec.resource_claims and not task.spec.containers) or self._view is None:
             return
-        found = self.claims_of(task)
-        for key in found.keys:
+        for key in self._held_keys(task):
             state = self._states.get(key)
             if state is None or task.uid not in state.holders:
                 continue
@@ -463,6 +613,8 @@ class DraPlugin:
                 state.allocation, state.devices = None, ()
                 state.made_by, state.nominated = "", None
                 self._nominated.discard(key)
+                if state.extended is not None:
+                    del self._states[key]  # made for this placement only
             elif state.allocation is not None:
                 self._idle.add(key)
 
@@ -472,14 +624,14 @@ class DraPlugin:
         nominated: list[tuple[TaskInfo, NodeInfo]] = []
         for node in nodes.values():
             for task in node.tasks.values():
-                if not task.spec.resource_claims:
+                if not task.spec.resource_claims and not task.spec.containers:
                     continue
                 if task.status is TaskStatus.PIPELINED:
                     nominated.append((task, node))
                 elif task.status in COUNTED_FOR_PLUGINS:
                     self._place(task, node)
                 elif task.status is TaskStatus.RELEASING:
-                    for key in self.claims_of(task).keys:
+                    for key in self._held_keys(task):
                         if self._view is not None and key in self._view.claims:
                             self._state(key).departed[task.uid] = task
         self._idle = {
@@ -495,16 +647,30 @@ class DraPlugin:
 
     def bind_claims(self, task: TaskInfo, node: NodeInfo, /) -> list[ClaimBinding]:
         """The claim writes before ``task`` is bound to ``node`` (module docstring)."""
-        if not task.spec.resource_claims or self._view is None:
+        if (not task.spec.resource_claims and not task.spec.containers) or self._view is None:
             return []
         out = []
-        for key in self.claims_of(task).keys:
+        for key in self._held_keys(task):
             state = self._states.get(key)
             if state is None or state.allocation is None:
                 # Never bind a pod whose claim has no devices: the job's attempt fails
                 # (SchedulerError) and is rolled back instead.
                 raise InvariantError(f"ResourceClaim {key} of {task.key} is not allocated")
             claim = state.claim
+            if state.extended is not None:
+                out.append(
+                    ClaimBinding(
+                        claim.namespace,
+                        "",
+                        "",
+                        task.name,
+                        task.uid,
+                        state.allocation,
+                        add_finalizer=True,
+                        extended=state.extended,
+                    )
+                )
+                continue
             if claim.reserved_for_pod(task.uid) and claim.allocation is not None:
                 continue
             allocation = state.allocation if claim.allocation is None else None
@@ -520,3 +686,9 @@ class DraPlugin:
                 )
             )
         return out
+
+
+def _session_key(task: TaskInfo) -> str:
+    """The key of ``task``'s extended-resource claim before it exists (as
+    :attr:`ClaimBinding.key <scheduler.api.dra.model.ClaimBinding.key>` has it)."""
+    return f"{task.namespace}/{EXTENDED_SESSION_NAME}/{task.uid}"

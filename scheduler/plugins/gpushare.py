@@ -176,6 +176,8 @@ class GpuSharePlugin:
         """``gpu-index`` values chosen in this session for pods being placed, by uid."""
         self._names: tuple[str, ...] = ()
         self._counts: IntVector = np.zeros(0, dtype=np.int64)
+        self._dra_rows: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        """Rows that serve ``nvidia.com/gpu`` through DRA devices (no indexes here)."""
         """Devices per row."""
         self._valid: BoolMatrix = np.zeros((0, 0), dtype=np.bool_)
         """``valid[r, d]``: row ``r`` has device ``d``."""
@@ -210,7 +212,17 @@ class GpuSharePlugin:
         nodes = table.nodes
         n = len(nodes)
         self._names = tuple(node.name for node in nodes)
-        counts = np.array([node.allocatable.get(GPU, 0) for node in nodes], dtype=np.int64)
+        # A node serving nvidia.com/gpu through DRA devices (KEP-5004) has no device-plugin
+        # GPUs to index: the dra plugin allocates its devices, whole only.
+        served = context.dra.extended if context.dra is not None else {}
+        self._dra_rows = np.array([GPU in served.get(node.name, ()) for node in nodes], dtype=bool)
+        counts = np.array(
+            [
+                0 if dra else node.allocatable.get(GPU, 0)
+                for node, dra in zip(nodes, self._dra_rows, strict=True)
+            ],
+            dtype=np.int64,
+        )
         width = int(counts.max()) if n else 0
         self._counts = counts
         per_device = np.array([self._device_memory(node) for node in nodes], dtype=np.int64)
@@ -332,7 +344,7 @@ class GpuSharePlugin:
             return [Rejection(demand.invalid, np.ones(len(table), dtype=np.bool_), False)]
         best, free_whole = self._view(task, releasing)
         if demand.whole:
-            short = free_whole < demand.whole
+            short = (free_whole < demand.whole) & ~self._dra_rows
             return [Rejection(WHOLE_GPUS_NOT_FREE, short, True)] if short.any() else []
         small = self._max_cap < demand.memory
         busy = (best < demand.memory) & ~small

@@ -26,12 +26,12 @@ from typing import Any, Final
 from scheduler.api.errors import FieldCause
 from scheduler.api.group_apis import KUBERNETES
 
-__all__ = ["builtin_causes"]
+__all__ = ["DNS_LABEL", "DNS_LABEL_MESSAGE", "builtin_causes"]
 
 _POD_GROUP: Final = KUBERNETES.pod_group_key
 _WORKLOAD: Final = f"Workload.{KUBERNETES.group}"
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_LABEL_MESSAGE: Final = (
+DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL_MESSAGE: Final = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
     "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
@@ -84,9 +84,9 @@ def builtin_causes(key: str, obj: Mapping[str, Any]) -> list[FieldCause]:
             continue
         path = f"spec.podGroupTemplates[{i}]"
         name = template.get("name")
-        if isinstance(name, str) and name and _DNS_LABEL.fullmatch(name) is None:
+        if isinstance(name, str) and name and DNS_LABEL.fullmatch(name) is None:
             causes.append(
-                FieldCause(f"{path}.name", f'Invalid value: "{name}": {_DNS_LABEL_MESSAGE}')
+                FieldCause(f"{path}.name", f'Invalid value: "{name}": {DNS_LABEL_MESSAGE}')
             )
         causes.extend(_policy(template.get("schedulingPolicy"), f"{path}.schedulingPolicy"))
     return causes

@@ -31,8 +31,8 @@ from scheduler.api.group_apis import kind_key
 from scheduler.schema.builtin_rules import builtin_causes
 from scheduler.schema.structural import structural_violations
 from scheduler.schema.validator import (  # the package's shared helpers
-    _DNS_SUBDOMAIN,
-    _DNS_SUBDOMAIN_MESSAGE,
+    DNS_SUBDOMAIN,
+    DNS_SUBDOMAIN_MESSAGE,
     _go_quote,
     _invalid,
     _required,
@@ -171,8 +171,8 @@ class CrdCatalog:
             causes.append(_unsupported("apiVersion", api_version, (info.api_version,)))
         if not name:
             causes.append(_required("metadata.name", "name or generateName is required"))
-        elif len(name) > 253 or _DNS_SUBDOMAIN.fullmatch(name) is None:
-            detail = _DNS_SUBDOMAIN_MESSAGE
+        elif len(name) > 253 or DNS_SUBDOMAIN.fullmatch(name) is None:
+            detail = DNS_SUBDOMAIN_MESSAGE
             if len(name) > 253:
                 detail = "must be no more than 253 characters"
             causes.append(_invalid("metadata.name", name, detail))

@@ -36,10 +36,10 @@ _DATE_TIME: Final = re.compile(
     r"([Zz]|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?",
     re.ASCII,
 )
-_DNS_SUBDOMAIN: Final = re.compile(
+DNS_SUBDOMAIN: Final = re.compile(
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII
 )
-_DNS_SUBDOMAIN_MESSAGE: Final = (
+DNS_SUBDOMAIN_MESSAGE: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
     "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
     "regex used for validation is "

@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeVar
 
 from scheduler.api.dra.convert import (
     deallocate_patch,
+    drop_finalizer_patch,
+    extended_claim_object,
     finalizer_patch,
     reserve_patch,
     reserved_uids,
@@ -263,6 +265,26 @@ class SimBackend:
                 patch_type=patch_type,
                 subresource=sub,
             ),
+        )
+
+    async def create_claim(self, binding: ClaimBinding) -> ClaimBinding:
+        """Create the extended-resource claim of ``binding`` (call kind ``create``)."""
+        obj = extended_claim_object(binding)
+        ref = ObjectRef("ResourceClaim", binding.namespace, binding.pod_name)
+        created = await self._call("create", ref, None, lambda: self.store.create(obj))
+        meta = created["metadata"]
+        return replace(binding, name=str(meta["name"]), uid=str(meta["uid"]))
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the claim's finalizer (call kind ``patch``), then delete it (``delete``),
+        both guarded by ``uid``."""
+        ref = ObjectRef("ResourceClaim", namespace, name, uid)
+        await self._patch_claim(ref, drop_finalizer_patch(uid), status=False)
+        await self._call(
+            "delete",
+            ref,
+            None,
+            lambda: self.store.delete("ResourceClaim", namespace, name, uid=uid),
         )
 
     async def reserve_claim(self, binding: ClaimBinding) -> None:

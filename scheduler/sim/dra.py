@@ -10,6 +10,14 @@ write of a ResourceClaim, refusing what a v1.36 API server refuses (checked agai
 * ``status.reservedFor`` needs an allocation (``may not be specified when `allocated` is
   not set``), has at most 256 entries, and no uid twice.
 
+:func:`check_claim` checks a new claim as the API server does the parts the scheduler
+writes when it creates one for a pod's extended resources (request names are DNS labels,
+once each; an owner reference names a uid), and :func:`check_pod_status` a pod's
+``status.extendedResourceClaimStatus`` on every status write of a Pod (at least one
+request mapping, each naming a container of the pod and a resource that container
+requests, a DNS label as request name, no mapping twice; a valid claim name). The API
+server cuts a ``generateName`` to 58 characters; the store does too.
+
 The claim controller of the controller manager is played by
 :mod:`scheduler.sim.claims`.
 """
@@ -21,6 +29,8 @@ from typing import Any
 
 from scheduler.api.dra.model import MAX_RESERVED_FOR
 from scheduler.api.errors import FieldCause, InvalidObjectError
+from scheduler.schema.builtin_rules import DNS_LABEL, DNS_LABEL_MESSAGE
+from scheduler.schema.validator import DNS_SUBDOMAIN, DNS_SUBDOMAIN_MESSAGE
 from scheduler.sim.patch import clone
 
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
@@ -108,3 +118,110 @@ def check_claim_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     uids = [r.get("uid") for r in reserved if isinstance(r, Mapping)]
     if len(set(uids)) != len(uids):
         raise _invalid(name, "status.reservedFor", "Duplicate value")
+
+
+def _refuse(kind: str, name: str, causes: list[FieldCause]) -> None:
+    if not causes:
+        return
+    text = "; ".join(f"{c.field}: {c.message}" for c in causes)
+    group = ".resource.k8s.io" if kind == "ResourceClaim" else ""
+    raise InvalidObjectError(
+        f'{kind}{group} "{name}" is invalid: {text}', kind=kind, name=name, causes=tuple(causes)
+    )
+
+
+def _label(value: object, field: str) -> list[FieldCause]:
+    text = str(value)
+    if len(text) <= 63 and DNS_LABEL.fullmatch(text):
+        return []
+    return [FieldCause(field, f'Invalid value: "{text}": {DNS_LABEL_MESSAGE}')]
+
+
+def check_claim(claim: Mapping[str, Any]) -> None:
+    """Refuse a new ResourceClaim whose request names or owner references the API server
+    refuses."""
+    meta = claim.get("metadata") or {}
+    causes: list[FieldCause] = []
+    for owner in meta.get("ownerReferences") or ():
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not (owner or {}).get(key):
+                causes.append(
+                    FieldCause(
+                        f"metadata.ownerReferences.{key}", 'Invalid value: "": must not be empty'
+                    )
+                )
+    seen: set[str] = set()
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+    for i, request in enumerate(requests):
+        name = str((request or {}).get("name") or "")
+        causes += _label(name, f"spec.devices.requests[{i}].name")
+        if name in seen:
+            causes.append(FieldCause(f"spec.devices.requests[{i}]", f'Duplicate value: "{name}"'))
+        seen.add(name)
+    _refuse("ResourceClaim", str(meta.get("name", "")), causes)
+
+
+def check_pod_status(pod: Mapping[str, Any]) -> None:
+    """Refuse a Pod status write whose ``extendedResourceClaimStatus`` the API server
+    refuses (module docstring)."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+    if status is None:
+        return
+    field = "status.extendedResourceClaimStatus"
+    spec = pod.get("spec") or {}
+    requests: dict[str, Mapping[str, Any]] = {}
+    for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
+        requests[str(c.get("name"))] = (c.get("resources") or {}).get("requests") or {}
+    causes: list[FieldCause] = []
+    mappings = status.get("requestMappings") or []
+    if not mappings:
+        causes.append(
+            FieldCause(
+                f"{field}.requestMappings",
+                "Required value: at least one request mapping is required",
+            )
+        )
+    seen: set[tuple[str, str, str]] = set()
+    for i, m in enumerate(mappings):
+        at = f"{field}.requestMappings[{i}]"
+        container, resource, request = (
+            str(m.get("containerName", "")),
+            str(m.get("resourceName", "")),
+            str(m.get("requestName", "")),
+        )
+        if container not in requests:
+            causes.append(
+                FieldCause(
+                    f"{at}.containerName",
+                    f'Invalid value: "{container}": must match the name of an entry in '
+                    "spec.initContainers.name or spec.containers.name",
+                )
+            )
+        elif resource not in requests[container]:
+            causes.append(
+                FieldCause(
+                    f"{at}.resourceName",
+                    f'Invalid value: "{resource}": must match the extended resource name of an '
+                    "entry in spec.initContainers.resources.requests or "
+                    "spec.containers.resources.requests",
+                )
+            )
+        causes += _label(request, f"{field}.requestName")
+        if (container, resource, request) in seen:
+            for key, value in (
+                ("containerName", container),
+                ("resourceName", resource),
+                ("requestName", request),
+            ):
+                causes.append(FieldCause(f"{at}.{key}", f'Duplicate value: "{value}"'))
+        seen.add((container, resource, request))
+    claim = str(status.get("resourceClaimName") or "")
+    if not claim:
+        causes.append(FieldCause(f"{field}.resourceClaimName", "Required value"))
+    elif len(claim) > 253 or not DNS_SUBDOMAIN.fullmatch(claim):
+        causes.append(
+            FieldCause(
+                f"{field}.resourceClaimName", f'Invalid value: "{claim}": {DNS_SUBDOMAIN_MESSAGE}'
+            )
+        )
+    _refuse("Pod", str((pod.get("metadata") or {}).get("name", "")), causes)

@@ -51,7 +51,13 @@ from scheduler.api.errors import (
 from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
-from scheduler.sim.dra import CLAIM_KINDS, check_claim_status, default_object
+from scheduler.sim.dra import (
+    CLAIM_KINDS,
+    check_claim,
+    check_claim_status,
+    check_pod_status,
+    default_object,
+)
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 
@@ -120,6 +126,8 @@ _NOT_SPEC: Final[frozenset[str]] = frozenset({"metadata", "status", "kind", "api
 _TERMINAL_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 _DEFAULT_POD_GRACE: Final[int] = 30
 _NAME_ALPHABET: Final[str] = "bcdfghjklmnpqrstvwxz2456789"
+_MAX_GENERATE_NAME: Final[int] = 58
+"""The API server cuts a ``generateName`` to this many characters (63 less 5 random)."""
 _EMPTY: Final[Mapping[Any, Any]] = {}
 
 
@@ -298,7 +306,7 @@ class ObjectStore:
                     kind=kind,
                     causes=(FieldCause("metadata.name", "Required value"),),
                 )
-            name = prefix + self._generated_suffix()
+            name = prefix[:_MAX_GENERATE_NAME] + self._generated_suffix()
         if not isinstance(name, str):
             raise InvalidObjectError(
                 f"{kind}: metadata.name: must be a string",
@@ -324,6 +332,8 @@ class ObjectStore:
             pod_rules.on_create(new, rfc3339(self._wall()))
         elif kind in CLAIM_KINDS:
             new = default_object(new)
+            if kind == "ResourceClaim":
+                check_claim(new)
         if self._validator is not None:
             new = dict(self._validator(new))
             meta = dict(new["metadata"])
@@ -781,6 +791,8 @@ class ObjectStore:
             new["status"] = status
         if kind == "ResourceClaim":
             check_claim_status(old, new)
+        elif kind == "Pod":
+            check_pod_status(new)
         if self._validator is not None:
             new = dict(self._validator(new))
         return self._commit("MODIFIED", kind, key, bucket, new)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.convert import ref
+from scheduler.api.convert import parse_time, ref
 from scheduler.api.dra.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT,
+    EXTENDED_CLAIM_ANNOTATION,
     FINALIZER,
     Allocation,
     AttributeValue,
@@ -202,6 +203,7 @@ def device_class_from_object(obj: Obj) -> DeviceClassInfo:
         extended_resource_name=_str(
             spec.get("extendedResourceName"), where, "spec.extendedResourceName"
         ),
+        created=parse_time(meta.get("creationTimestamp")),
     )
 
 
@@ -365,6 +367,7 @@ def claim_from_object(obj: Obj) -> ClaimInfo:
         finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
         resource_version=str(meta.get("resourceVersion") or ""),
         unsupported=spec.unsupported,
+        extended=(meta.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true",
     )
 
 
@@ -437,6 +440,9 @@ __all__ = [
     "claim_template_from_object",
     "deallocate_patch",
     "device_class_from_object",
+    "drop_finalizer_patch",
+    "extended_claim_object",
+    "extended_status",
     "finalizer_patch",
     "node_allocation_selector",
     "qualify",
@@ -495,3 +501,70 @@ def reserved_uids(obj: Obj) -> tuple[str, bool, frozenset[str]]:
             str(r.get("uid")) for r in status.get("reservedFor") or () if isinstance(r, Mapping)
         ),
     )
+
+
+# The claim of a pod's extended resources (KEP-5004) ---------------------------------------
+
+
+def extended_claim_object(binding: ClaimBinding) -> dict[str, Any]:
+    """The ResourceClaim to create for ``binding`` (its :attr:`~ClaimBinding.extended`
+    set), as kube-scheduler creates it: named by the API server from ``<pod>-extended-
+    resources-``, controlled by the pod, annotated, with one ``ExactCount`` request per
+    container's share; no finalizer yet (it comes with the allocation)."""
+    if binding.extended is None:
+        raise ValueError(f"{binding.key} is not an extended-resource claim")
+    requests = []
+    for r in binding.extended.requests:
+        sub = r.exactly
+        assert sub is not None
+        requests.append(
+            {
+                "name": r.name,
+                "exactly": {
+                    "deviceClassName": sub.device_class,
+                    "allocationMode": ALLOCATION_MODE_EXACT,
+                    "count": sub.count,
+                },
+            }
+        )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": f"{binding.pod_name}-extended-resources-",
+            "namespace": binding.namespace,
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": binding.pod_name,
+                    "uid": binding.pod_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+def extended_status(binding: ClaimBinding) -> dict[str, Any]:
+    """The pod's ``status.extendedResourceClaimStatus`` once the claim of ``binding`` is
+    created (its name known): which request serves which container's resource."""
+    if binding.extended is None or not binding.name:
+        raise ValueError(f"{binding.key} is not a created extended-resource claim")
+    return {
+        "extendedResourceClaimStatus": {
+            "requestMappings": [
+                {"containerName": m.container, "resourceName": m.resource, "requestName": m.request}
+                for m in binding.extended.mappings
+            ],
+            "resourceClaimName": binding.name,
+        }
+    }
+
+
+def drop_finalizer_patch(uid: str) -> dict[str, Any]:
+    """The strategic-merge patch of a claim that removes :data:`FINALIZER` (and only it),
+    guarded by the claim's uid: what kube-scheduler does before deleting a claim it made."""
+    return {"metadata": {"uid": uid, "$deleteFromPrimitiveList/finalizers": [FINALIZER]}}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.api.dra.extended import resource_classes
 from scheduler.api.dra.model import (
     Device,
     DeviceClassInfo,
@@ -80,6 +81,7 @@ class Inventory:
         self.index: dict[DeviceID, int] = {d.id: i for i, d in enumerate(devices)}
         self._contexts: list[object | None] = [None] * len(devices)
         self._matches: dict[tuple[str, tuple[str, ...]], Match] = {}
+        self._resource_classes: dict[str, str] | None = None
         self._local: dict[str, tuple[int, ...]] = {}
         self._shared: list[tuple[SliceInfo, tuple[int, ...]]] = []
         by_slice: dict[str, list[int]] = {}
@@ -178,15 +180,18 @@ class Inventory:
             self._contexts[i] = context
         return context
 
-    def extended_classes(self) -> dict[str, DeviceClassInfo]:
-        """Classes that stand for an extended resource, by its name (KEP-5004); of two
-        classes naming the same resource, the first by name wins."""
-        out: dict[str, DeviceClassInfo] = {}
-        for name in sorted(self.classes):
-            cls = self.classes[name]
-            if cls.extended_resource_name and cls.extended_resource_name not in out:
-                out[cls.extended_resource_name] = cls
-        return out
+    def resource_classes(self) -> Mapping[str, str]:
+        """Extended resource name -> the class serving it (KEP-5004,
+        :func:`~scheduler.api.dra.extended.resource_classes`); computed once."""
+        if self._resource_classes is None:
+            self._resource_classes = resource_classes(self.classes)
+        return self._resource_classes
+
+    def class_count(self, name: str, devices: Sequence[int]) -> int:
+        """How many of ``devices`` (inventory indexes) class ``name`` selects."""
+        if not devices:
+            return 0
+        return int(self.class_match(name)[list(devices)].sum())
 
     def devices_of(self, ids: Sequence[DeviceID]) -> list[int]:
         """The indexes of ``ids`` that the inventory offers (others are skipped)."""

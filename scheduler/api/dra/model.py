@@ -32,6 +32,8 @@ from scheduler.api.pod import NodeSelectorTerm, PodClaim
 __all__ = [  # PodClaim is parsed with the pod's spec (scheduler.api.pod)
     "ALLOCATION_MODE_ALL",
     "ALLOCATION_MODE_EXACT",
+    "EXTENDED_CLAIM_ANNOTATION",
+    "EXTENDED_SESSION_NAME",
     "FINALIZER",
     "MAX_ALLOCATION_RESULTS",
     "MAX_RESERVED_FOR",
@@ -48,7 +50,9 @@ __all__ = [  # PodClaim is parsed with the pod's spec (scheduler.api.pod)
     "DeviceID",
     "DeviceRequest",
     "DeviceResult",
+    "ExtendedClaim",
     "PodClaim",
+    "RequestMapping",
     "SliceInfo",
     "Subrequest",
     "Version",
@@ -61,9 +65,15 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 deallocates the claim once nobody holds it, and removes the finalizer."""
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 """On a claim made from a template: the name of the pod's claim entry it is for."""
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+"""On the claim the scheduler makes for a pod's extended resources served by DRA
+(KEP-5004), with the value ``"true"``; the pod owns (controls) the claim."""
 MAX_RESERVED_FOR = 256
 """At most this many consumers in ``status.reservedFor`` (the API's limit)."""
 MAX_ALLOCATION_RESULTS = 32
+EXTENDED_SESSION_NAME = "<extended-resources>"
+"""The name a pod's extended-resource claim goes by until it is created (not a valid
+object name, as in kube-scheduler); its key is ``ns/<extended-resources>/<pod uid>``."""
 """At most this many devices in one claim's allocation (the API's limit)."""
 
 
@@ -139,6 +149,9 @@ class DeviceClassInfo:
     selectors: tuple[str, ...] = ()
     config: tuple[Mapping[str, Any], ...] = ()
     extended_resource_name: str = ""
+    created: float = 0.0
+    """``metadata.creationTimestamp`` (seconds since the epoch; 0 when unset): of two
+    classes naming one extended resource, the newer serves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +254,9 @@ class ClaimInfo:
     resource_version: str = ""
     unsupported: str = ""
     """Why the claim cannot be allocated by Sluice (a feature it leaves out); "" if it can."""
+    extended: bool = False
+    """Made by a scheduler for its pod's extended resources (the annotation
+    :data:`EXTENDED_CLAIM_ANNOTATION`)."""
 
     @property
     def key(self) -> str:
@@ -264,6 +280,27 @@ class ClaimTemplateInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestMapping:
+    """An entry of ``pod.status.extendedResourceClaimStatus.requestMappings``: which
+    request of the claim serves a container's extended resource."""
+
+    container: str
+    resource: str
+    request: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedClaim:
+    """The claim to create for a pod's extended resources served by DRA (KEP-5004), as
+    kube-scheduler creates it: ``generateName`` ``<pod>-extended-resources-``, owned by
+    the pod, annotated :data:`EXTENDED_CLAIM_ANNOTATION`, with ``requests``; and the
+    ``mappings`` written to the pod's ``status.extendedResourceClaimStatus``."""
+
+    requests: tuple[DeviceRequest, ...]
+    mappings: tuple[RequestMapping, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimBinding:
     """What is written to one claim before its pod is bound (kube-scheduler's PreBind):
     the ``allocation`` when the scheduler chose it (None when the claim was allocated
@@ -277,7 +314,12 @@ class ClaimBinding:
     pod_uid: str
     allocation: Allocation | None = None
     add_finalizer: bool = False
+    extended: ExtendedClaim | None = None
+    """Set for a pod's extended-resource claim (KEP-5004) that is still to be created:
+    ``name`` and ``uid`` are then "" until the loop created it."""
 
     @property
     def key(self) -> str:
+        if not self.name:
+            return f"{self.namespace}/{EXTENDED_SESSION_NAME}/{self.pod_uid}"
         return f"{self.namespace}/{self.name}"

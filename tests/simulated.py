@@ -30,10 +30,12 @@ def simulate(
     until: float | None = None,
     max_cycles: int = 2000,
     quiet_logs: bool = True,
+    on_store: Any = None,
 ) -> Simulation:
     """Load ``objects`` as a scenario (their ``sim.sluice.dev`` annotations apply) and run
     it with ``config`` (the defaults when None) until it settles, ``until`` or
-    ``max_cycles``; ``on_cycle(report, fresh_events)`` after every cycle. Logs are
+    ``max_cycles``; ``on_cycle(report, fresh_events)`` after every cycle;
+    ``on_store(store)`` once, before the run (to subscribe to its every change). Logs are
     silenced unless ``quiet_logs`` is false (the caller configured them)."""
     if quiet_logs:
         quiet()
@@ -50,6 +52,8 @@ def simulate(
         until=until,
         max_cycles=max_cycles,
     )
+    if on_store is not None:
+        on_store(sim.store)
     anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
     return sim
 

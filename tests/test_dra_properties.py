@@ -1,7 +1,9 @@
 """DRA invariants on generated clusters (hypothesis): whatever the devices, claims, shared
-claims, gangs and devices already held, one cycle of the default actions never gives a
-device to two claims, gives each bound pod all its claims' devices (on the node it is
-bound to, of the class and count asked), and binds a gang's pods in full or not at all."""
+claims, pods asking the extended resource the class names (KEP-5004), gangs and devices
+already held, one cycle of the default actions never gives a device to two claims, gives
+each bound pod all its claims' devices (on the node it is bound to, of the class and
+count asked; for its extended resource, as many devices as it asks, unless the node
+offers the resource itself), and binds a gang's pods in full or not at all."""
 
 from __future__ import annotations
 
@@ -28,16 +30,19 @@ from tests.dra_builders import (
 
 Obj = dict[str, Any]
 A100 = 'device.attributes["gpu.example.com"].model == "a100"'
+R = "example.com/gpu"
 
 
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[Obj], dict[str, int]]:
     """Objects, and the devices each claim asks (by claim name)."""
-    objects: list[Obj] = [device_class()]
+    objects: list[Obj] = [device_class(extended_resource=R)]
     n_nodes = draw(st.integers(1, 4))
     for i in range(n_nodes):
         name = f"n{i}"
         objects.append(node(name, cpu="8"))
+        if draw(st.integers(0, 3)) == 0:  # this node offers the resource itself
+            objects[-1]["status"]["allocatable"][R] = "2"
         model = draw(st.sampled_from(["a100", "h100"]))
         objects.append(
             resource_slice(f"{name}-gpu", gpus(draw(st.integers(0, 4)), model=model), node=name)
@@ -49,12 +54,18 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], dict[str, int]]:
         objects.append(claim("shared", request(count=1)))
         asks["shared"] = 1
     for p in range(pods):
-        kind = draw(st.sampled_from(["one", "two", "a100", "first", "shared", "none"]))
+        kind = draw(st.sampled_from(["one", "two", "a100", "first", "shared", "none", "ext"]))
         if kind == "shared" and not shared:
             kind = "one"
         group = f"g{p // 3}" if draw(st.booleans()) else None
         if kind == "none":
             objects.append(pod(f"p{p}", cpu="1", group=group))
+            continue
+        if kind == "ext":
+            count = str(draw(st.integers(1, 2)))
+            requests = {"cpu": "1", R: count}
+            containers = [{"name": "main", "resources": {"requests": requests}}]
+            objects.append(pod(f"p{p}", group=group, containers=containers))
             continue
         name = "shared" if kind == "shared" else f"c{p}"
         if kind != "shared":
@@ -95,18 +106,27 @@ def test_devices_are_given_once_and_in_full(generated: tuple[list[Obj], dict[str
         for binding in b.claims:
             if binding.allocation is None:
                 continue
-            previous = allocations.setdefault(binding.name, binding.allocation)
+            previous = allocations.setdefault(binding.key, binding.allocation)
             assert previous == binding.allocation, "a shared claim gets one allocation"
             assert binding.allocation.node_name == b.node
-    for name, allocation in allocations.items():
+            if binding.extended is not None:
+                asks[binding.key] = b.task.request[R]
+    for key, allocation in allocations.items():
+        name = key.split("/", 1)[1]
         devices = [str(d) for d in allocation.devices]
-        if asks.get(name, 0) > 0:
-            assert len(devices) == asks[name], (name, devices)
+        if asks.get(key, asks.get(name, 0)) > 0:
+            assert len(devices) == asks.get(key, asks.get(name)), (name, devices)
         for d in devices:
             assert owner.setdefault(d, name) == name, f"{d} given to {owner[d]} and {name}"
     for b in binds:
         claimed = {c.claim_name for c in b.task.spec.resource_claims}
         assert claimed <= {bc.name for bc in b.claims}, "every claim of a bound pod is written"
+        own = session.nodes[b.node].allocatable  # the snapshot's: devices counted in
+        extended = [bc for bc in b.claims if bc.extended is not None]
+        served = R in (
+            session.snapshot.dra.extended.get(b.node, {}) if session.snapshot.dra else {}
+        )
+        assert len(extended) == (1 if R in b.task.request and served else 0), (b, own)
     bound_groups = Counter(b.task.job_id for b in binds)
     for job_id, n in bound_groups.items():
         job = session.jobs[job_id]

@@ -498,7 +498,8 @@ class SchedulingLoop:
             try:
                 await self.ports.status.patch_pod_status(ref, extended_status(target))
             except ApiError as exc:
-                self._claim_failed(effect, ref, target, exc, written)
+                what = f"naming ResourceClaim {target.key} in the pod's status"
+                self._claim_failed(effect, ref, target, exc, written, what=what)
                 return None
         return written
 
@@ -509,18 +510,18 @@ class SchedulingLoop:
         binding: ClaimBinding,
         exc: Exception,
         written: Sequence[ClaimBinding],
+        *,
+        what: str = "",
     ) -> None:
         self.ledger.forget(effect)
         self.metrics.binds.labels("error").inc()
         self._failed_call("claim", exc)
         self.metrics.schedule_attempts.labels("error", PROFILE).inc()
+        if not what:
+            claim = binding.key if binding.name else "for its extended resources"
+            what = f"writing ResourceClaim {claim}"
         self.ports.events.record(
-            Event(
-                ref,
-                "Warning",
-                "FailedScheduling",
-                f"Binding rejected: writing ResourceClaim {binding.key}: {exc}",
-            )
+            Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {what}: {exc}")
         )
         self._unreserve(written)
 

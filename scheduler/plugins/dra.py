@@ -25,6 +25,10 @@ filter           a claim that does not exist yet, is being deleted, belongs to a
                  exist but are in use). One request of one class (the usual claim) is
                  counted for all nodes at once; anything else runs the allocator per node
 row filter       the same for one node (the preemption search)
+scorer           as kube-scheduler's: for a pod with ``firstAvailable`` requests, each
+                 node scores ``8 - i`` per request whose alternative ``i`` it would get
+                 (its claims allocated already included), normalized to [0, 100] over the
+                 rows scored; 0 for every other pod
 on_place         the pod holds its claims; those not allocated are allocated on the node
                  (a nominated pod may take devices being released; anyone else only free
                  ones)
@@ -91,12 +95,13 @@ from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.framework.extension_points import (
     BIND_CLAIMS,
     NODE_FILTER,
+    NODE_SCORER,
     ROW_FILTER,
     HookSet,
     PluginContext,
     Rejection,
 )
-from scheduler.framework.node_table import TableView
+from scheduler.framework.node_table import FloatVector, IndexVector, TableView
 
 BoolVector = npt.NDArray[np.bool_]
 
@@ -186,6 +191,7 @@ class DraPlugin:
             for t in job.tasks.values():
                 self._tasks[t.uid] = t
         hooks.add(ROW_FILTER, self.row_filter)
+        hooks.add(NODE_SCORER, self.score, 1.0)
         hooks.add_placement_handlers(self._place, self._unplace)
         hooks.add(BIND_CLAIMS, self.bind_claims)
         self._read_back(context.nodes)
@@ -385,6 +391,36 @@ class DraPlugin:
         if not todo:
             return True
         return self._outcome(row, todo, self._free(task, releasing)).ok
+
+    def score(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
+        """Nodes that give a pod the earlier alternatives of its ``firstAvailable``
+        requests score higher (module docstring)."""
+        out: FloatVector = np.zeros(len(rows), dtype=np.float64)
+        if not task.spec.resource_claims or self._view is None:
+            return out
+        plan = self._plan(task)
+        if isinstance(plan, str) or not any(
+            r.first_available for c in plan.todo for r in c.requests
+        ):
+            return out
+        pinned = sum(
+            _alternative_score(
+                self._states[k].claim if k in self._states else self._view.claims[k], a
+            )
+            for k, a in plan.pinned
+        )
+        free = self._free(task, False)
+        for i, row in enumerate(rows.tolist()):
+            outcome = self._outcome(row, plan.todo, free)
+            if outcome.allocations is not None:
+                out[i] = pinned + sum(
+                    _alternative_score(c, a)
+                    for c, a in zip(plan.todo, outcome.allocations, strict=True)
+                )
+        best = out.max() if len(out) else 0.0
+        if best > 0:
+            out *= 100.0 / best
+        return out
 
     def _plan(self, task: TaskInfo) -> str | _Plan:
         """The claims of ``task`` allocated already (with their allocations), those to
@@ -686,6 +722,23 @@ class DraPlugin:
                 )
             )
         return out
+
+
+FIRST_AVAILABLE_MAX = 8
+"""At most this many alternatives in a ``firstAvailable`` request (the API's limit): the
+first scores 8, the last 1, as kube-scheduler scores them."""
+
+
+def _alternative_score(claim: ClaimInfo, allocation: Allocation) -> int:
+    """What ``allocation`` of ``claim`` scores: per ``firstAvailable`` request, 8 less the
+    index of the alternative it got."""
+    got = {r.request for r in allocation.results}
+    score = 0
+    for request in claim.requests:
+        for i, sub in enumerate(request.first_available):
+            if f"{request.name}/{sub.name}" in got:
+                score += FIRST_AVAILABLE_MAX - i
+    return score
 
 
 def _session_key(task: TaskInfo) -> str:

@@ -4,12 +4,23 @@ when no claim holds devices for them any more."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from scheduler.api.dra.convert import claim_from_object
-from scheduler.api.dra.model import Allocation, ClaimBinding, DeviceID, DeviceResult
+from scheduler.api.dra.model import (
+    EXTENDED_CLAIM_ANNOTATION,
+    Allocation,
+    ClaimBinding,
+    DeviceID,
+    DeviceRequest,
+    DeviceResult,
+    ExtendedClaim,
+    RequestMapping,
+    Subrequest,
+)
 from scheduler.cache.dra import DraStore
 from tests.dra_builders import claim, device_class, gpus, resource_slice
 
@@ -143,3 +154,107 @@ def test_a_pod_told_the_name_of_its_claim_is_news_for_its_job() -> None:
     assert cache.generation == generation, "news for its own job only"
     cache.handle("Pod", "MODIFIED", named)
     assert cache.take_fresh_jobs() == set()
+
+
+# Extended resources served by DRA (KEP-5004) ------------------------------------------------
+
+
+def extended_binding() -> ClaimBinding:
+    """The write of p's extended-resource claim, before the claim exists."""
+    allocation = Allocation(
+        (DeviceResult("container-0-request-0", DeviceID("gpu.example.com", "n1", "gpu-0")),)
+    )
+    made = ExtendedClaim(
+        (DeviceRequest("container-0-request-0", Subrequest("x", "gpu.example.com")),),
+        (RequestMapping("main", "example.com/gpu", "container-0-request-0"),),
+    )
+    return ClaimBinding("default", "", "", "p", "default/p", allocation, True, extended=made)
+
+
+def made_claim(**status: Any) -> Obj:
+    """The claim the loop created for p (``allocated``/``reserved_for`` as for claim())."""
+    out = claim("p-extended-resources-abcde", owner_pod="p", **status)
+    out["metadata"]["annotations"] = {EXTENDED_CLAIM_ANNOTATION: "true"}
+    return out
+
+
+CREATED = "default/p-extended-resources-abcde"
+ASSUMED = "default/<extended-resources>/default/p"
+
+
+@pytest.mark.parametrize(
+    ("events", "landed", "shown"),
+    [
+        pytest.param([], False, ASSUMED, id="assumed-before-it-exists"),
+        pytest.param([("ADDED", made_claim())], True, ASSUMED, id="created-not-written-yet"),
+        pytest.param(
+            [
+                ("ADDED", made_claim()),
+                ("MODIFIED", made_claim(allocated=[("r", "gpu-0")], node="n1")),
+            ],
+            True,
+            ASSUMED,
+            id="allocated-not-reserved-yet",
+        ),
+        pytest.param(
+            [("MODIFIED", made_claim(allocated=[("r", "gpu-0")], node="n1", reserved_for=["p"]))],
+            True,
+            CREATED,
+            id="shown-allocated-and-reserved",
+        ),
+        pytest.param(
+            [("ADDED", made_claim()), ("DELETED", made_claim())], True, None, id="created-deleted"
+        ),
+    ],
+)
+def test_an_extended_claim_is_assumed_until_the_events_show_it(
+    events: list[tuple[str, Obj]], landed: bool, shown: str | None
+) -> None:
+    store = store_with(device_class())
+    b = extended_binding()
+    store.assume(b)
+    if landed:
+        store.landed(replace(b, name="p-extended-resources-abcde", uid="claim-x"))
+    for event, obj in events:
+        store.handle("ResourceClaim", event, obj)
+    view = store.view()
+    assert view is not None
+    assert view.extended_claims.get("default/p") == shown
+    if shown == ASSUMED:
+        assumed = view.claims[ASSUMED]
+        assert assumed.allocation == b.allocation and assumed.reserved_for_pod("default/p")
+
+
+def test_forget_drops_an_extended_claim_that_was_never_written() -> None:
+    store = store_with(device_class())
+    b = extended_binding()
+    store.assume(b)
+    store.forget(b)
+    view = store.view()
+    assert view is not None and view.extended_claims == {} and ASSUMED not in view.claims
+
+
+def test_snapshot_nodes_count_the_devices_serving_an_extended_resource() -> None:
+    """A node whose own allocatable lacks example.com/gpu counts the devices of the class
+    naming it as its allocatable (while a pod asks it); when the class goes, the copy
+    reused by the next snapshot gets its own allocatable back."""
+    from tests.builders import cache_with, node, pod
+
+    requests = {"cpu": "100m", "example.com/gpu": "1"}
+    asking = pod("p", containers=[{"name": "main", "resources": {"requests": requests}}])
+    own = node("own")
+    own["status"]["allocatable"]["example.com/gpu"] = "4"
+    cls = device_class(extended_resource="example.com/gpu")
+    cache = cache_with(node("dra"), own, cls, resource_slice("s", gpus(3), node="dra"), asking)
+    snap = cache.snapshot()
+    assert {n: x.allocatable.get("example.com/gpu", 0) for n, x in snap.nodes.items()} == {
+        "dra": 3,
+        "own": 4,
+    }
+    assert snap.dra is not None and snap.dra.extended == {
+        "dra": {"example.com/gpu": cls["metadata"]["name"]}
+    }
+    cache.handle("DeviceClass", "DELETED", cls)
+    again = cache.snapshot()
+    assert again.nodes["dra"].allocatable.get("example.com/gpu", 0) == 0
+    assert cache.full_snapshot().nodes["dra"].allocatable == again.nodes["dra"].allocatable

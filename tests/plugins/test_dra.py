@@ -326,3 +326,41 @@ def test_a_claim_that_cannot_be_read_is_named_with_why() -> None:
     text = fit_text(session, "p")
     assert "ResourceClaim default/c cannot be read" in text
     assert "count: must be at least 1" in text
+
+
+A100 = 'device.attributes["gpu.example.com"].model == "a100"'
+
+
+@pytest.mark.parametrize(
+    ("models", "scores", "chosen"),
+    [
+        pytest.param(
+            {"n1": "h100", "n2": "a100"}, [87.5, 100.0], "n2", id="first-alternative-wins"
+        ),
+        pytest.param({"n1": "a100", "n2": "a100"}, [100.0, 100.0], "n1", id="both-alike"),
+    ],
+)
+def test_nodes_giving_earlier_alternatives_score_higher(
+    models: dict[str, str], scores: list[float], chosen: str
+) -> None:
+    """kube-scheduler's DRA score: per firstAvailable request, 8 less the index of the
+    alternative a node would give (an a100 first: 8; any GPU: 7), normalized to 100 over
+    the rows scored; the node giving the first alternative is chosen."""
+    import numpy as np
+
+    from tests.dra_builders import first_available
+
+    objects = [
+        node("n1"),
+        node("n2"),
+        device_class(),
+        *[resource_slice(f"{n}-gpu", gpus(1, model=m), node=n) for n, m in models.items()],
+        claim("c", first_available("gpu", request("a100", selectors=[A100]), request("any"))),
+        gpu_pod("p", "c"),
+    ]
+    session = open_(objects)
+    task = task_of(session, "p")
+    got = plugin(session).score(task, session.table, np.arange(len(session.table)))
+    assert got.tolist() == scores
+    picked = session.select_node(task, session.fit(task))
+    assert picked is not None and picked.name == chosen

@@ -281,24 +281,42 @@ def test_gate_opens_only_when_the_last_victims_deletion_is_seen() -> None:
     run(body, r)
 
 
-def test_gate_waits_for_the_victims_devices_to_be_released() -> None:
+@pytest.mark.parametrize("extended", [False, True], ids=["its-claim", "its-extended-claim"])
+def test_gate_waits_for_the_victims_devices_to_be_released(extended: bool) -> None:
     """A victim holding DRA devices: its deletion is not enough, the claim controller must
-    have released its claim (reservation removed) before the preemptor goes on."""
+    have released its claim (reservation removed) before the preemptor goes on. The claim
+    made for a victim's extended resources (KEP-5004) goes with the pod (the garbage
+    collector deletes it): its deletion releases the devices."""
     held = claim("c", allocated=[("gpu", "gpu-0")], node="n1", reserved_for=["low"])
-    r = rig(
-        node("n1", cpu="2"),
-        held,
-        pod("low", cpu="2", node="n1", priority=1, resourceClaims=claims_spec("c")),
-        pod("high", cpu="2", priority=100),
-    )
+    victim = pod("low", cpu="2", node="n1", priority=1, resourceClaims=claims_spec("c"))
+    if extended:
+        held = claim(
+            "low-extended-resources-abcde",
+            allocated=[("container-0-request-1", "gpu-0")],
+            node="n1",
+            reserved_for=["low"],
+            owner_pod="low",
+        )
+        held["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+        requests = {"cpu": "2", "example.com/gpu": "1"}
+        victim = pod(
+            "low",
+            node="n1",
+            priority=1,
+            containers=[{"name": "main", "resources": {"requests": requests}}],
+        )
+    r = rig(node("n1", cpu="2"), held, victim, pod("high", cpu="2", priority=100))
 
     async def body(r: Rig) -> None:
         await r.handle(r.preemption("high", "n1", "low"))
         await settle()
         r.delete("low")
         assert r.gated("high"), "the victim's claim still holds its device"
-        released = {**held, "status": {"allocation": None}}
-        r.cache.handle("ResourceClaim", "MODIFIED", released)
+        if extended:
+            r.cache.handle("ResourceClaim", "DELETED", held)
+        else:
+            released = {**held, "status": {"allocation": None}}
+            r.cache.handle("ResourceClaim", "MODIFIED", released)
         assert not r.gated("high")
         assert len(r.wakes) == 1
 

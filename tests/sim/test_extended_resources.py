@@ -165,74 +165,60 @@ def test_a_preemptor_asking_the_resource_evicts_the_pod_holding_the_devices() ->
 # What the emulator refuses, as kube-apiserver v1.36.2 does ----------------------------------
 
 
-def pod_with_status(status: Obj) -> ObjectStore:
+def store_with_pod() -> ObjectStore:
+    """A store holding pod p, asking one example.com/gpu."""
     store = ObjectStore(lambda: 1.0e9)
     store.create(asking("p", 1))
     return store
+
+
+def mapping(container: str = "main", resource: str = R, request: str = "r") -> Obj:
+    return {"containerName": container, "resourceName": resource, "requestName": request}
+
+
+def claim_status(*mappings: Obj, claim: str | None = "x") -> Obj:
+    out: Obj = {"requestMappings": list(mappings)}
+    if claim is not None:
+        out["resourceClaimName"] = claim
+    return out
 
 
 @pytest.mark.parametrize(
     ("status", "message"),
     [
         pytest.param(
-            {"requestMappings": [], "resourceClaimName": "x"},
+            claim_status(),
             "requestMappings: Required value: at least one request mapping is required",
             id="no-mapping",
         ),
         pytest.param(
-            {
-                "requestMappings": [
-                    {"containerName": "nope", "resourceName": R, "requestName": "r"}
-                ],
-                "resourceClaimName": "x",
-            },
+            claim_status(mapping(container="nope")),
             'requestMappings[0].containerName: Invalid value: "nope": must match the name',
             id="unknown-container",
         ),
         pytest.param(
-            {
-                "requestMappings": [
-                    {"containerName": "main", "resourceName": "example.com/bar", "requestName": "r"}
-                ],
-                "resourceClaimName": "x",
-            },
+            claim_status(mapping(resource="example.com/bar")),
             'requestMappings[0].resourceName: Invalid value: "example.com/bar": must match',
             id="resource-not-requested",
         ),
         pytest.param(
-            {
-                "requestMappings": [
-                    {"containerName": "main", "resourceName": R, "requestName": "Bad_Name"}
-                ],
-                "resourceClaimName": "x",
-            },
+            claim_status(mapping(request="Bad_Name")),
             'status.extendedResourceClaimStatus.requestName: Invalid value: "Bad_Name": a '
             "lowercase RFC 1123 label",
             id="request-name-not-a-label",
         ),
         pytest.param(
-            {
-                "requestMappings": [
-                    {"containerName": "main", "resourceName": R, "requestName": "r"},
-                    {"containerName": "main", "resourceName": R, "requestName": "r"},
-                ],
-                "resourceClaimName": "x",
-            },
+            claim_status(mapping(), mapping()),
             'requestMappings[1].requestName: Duplicate value: "r"',
             id="mapping-twice",
         ),
         pytest.param(
-            {"requestMappings": [{"containerName": "main", "resourceName": R, "requestName": "r"}]},
+            claim_status(mapping(), claim=None),
             "resourceClaimName: Required value",
             id="no-claim-name",
         ),
         pytest.param(
-            {
-                "requestMappings": [
-                    {"containerName": "main", "resourceName": R, "requestName": "r"}
-                ],
-                "resourceClaimName": "Bad",
-            },
+            claim_status(mapping(), claim="Bad"),
             'resourceClaimName: Invalid value: "Bad": a lowercase RFC 1123 subdomain',
             id="claim-name-not-a-subdomain",
         ),
@@ -241,7 +227,7 @@ def pod_with_status(status: Obj) -> ObjectStore:
 def test_the_emulator_refuses_a_pod_status_the_real_server_refuses(
     status: Obj, message: str
 ) -> None:
-    store = pod_with_status(status)
+    store = store_with_pod()
     with pytest.raises(InvalidObjectError, match="is invalid") as err:
         store.patch(
             "Pod",
@@ -255,11 +241,8 @@ def test_the_emulator_refuses_a_pod_status_the_real_server_refuses(
 
 
 def test_the_emulator_accepts_the_status_the_real_server_accepts() -> None:
-    store = pod_with_status({})
-    status = {
-        "requestMappings": [{"containerName": "main", "resourceName": R, "requestName": "r"}],
-        "resourceClaimName": "does-not-exist-yet",
-    }
+    store = store_with_pod()
+    status = claim_status(mapping(), claim="does-not-exist-yet")
     store.patch(
         "Pod",
         "default",

@@ -351,9 +351,11 @@ class Rule(enum.Enum):
 class Scope(enum.Enum):
     """Where an extension point may be asked."""
 
-    JOB = "for one job, inside its boundary: a hook that raises fails that job only"
+    JOB = (
+        "inside a boundary (a job's, or a queue's for its share): a hook that raises fails "
+        "that job (or queue) only"
+    )
     CYCLE = "for the whole cycle (an order of jobs or queues): a hook that raises fails it"
-    ANY = "either (a queue's share: per job in reclaim, for every queue after the actions)"
 
     __hash__ = object.__hash__
 
@@ -378,7 +380,7 @@ FilterGroups = list[tuple[str, Sequence[Rejection]]]
 """Every node filter's rejections, grouped by plugin in registration order."""
 
 
-_J, _C, _A = Scope.JOB, Scope.CYCLE, Scope.ANY
+_J, _C = Scope.JOB, Scope.CYCLE
 
 JOB_ORDER: Point[JobOrder, OrderKey] = Point("jobOrder", Rule.LEXICOGRAPHIC, _C)
 TASK_ORDER: Point[TaskOrder, OrderKey] = Point("taskOrder", Rule.LEXICOGRAPHIC)
@@ -398,7 +400,7 @@ QUEUE_BORROWABLE: Point[QueueBorrowable, bool] = Point(
     "queueBorrowable", Rule.ALL_AGREE, _J, default=False
 )
 QUEUE_OVERUSED: Point[QueueOverused, bool] = Point("queueOverused", Rule.ANY)
-QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER, _A)
+QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER)
 VICTIMS: Point[VictimFilter, list[TaskInfo]] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
 RECLAIMABLE: Point[ReclaimFilter, list[TaskInfo]] = Point("reclaimable", Rule.CHAIN)
 ON_ENQUEUE: Point[JobHandler, None] = Point("onEnqueue", Rule.NOTIFY)

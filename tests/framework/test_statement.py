@@ -12,7 +12,7 @@ from scheduler.api.errors import AllocationError, InvariantError
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from tests.builders import node, pod, session_dump, session_with, task_of
@@ -81,12 +81,12 @@ def test_commit_turns_operations_into_effects_in_order() -> None:
     with session.statement() as stmt:
         stmt.allocate(a, "n2")
         stmt.pipeline(b, "n1")
-        stmt.evict(r1, "preempted", preemptor=b)
+        stmt.evict(r1, EvictReason.PREEMPTED, preemptor=b)
         effects = stmt.commit()
     assert effects == [
         Bind(a, "n2", {}),
         Nominate(b, "n1"),
-        Evict(r1, "n1", "preempted", b),
+        Evict(r1, "n1", EvictReason.PREEMPTED, b),
     ]
     assert session.effects == effects
     assert a.status is TaskStatus.BINDING  # assumed, waiting for the bind call

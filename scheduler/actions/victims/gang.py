@@ -190,7 +190,7 @@ class GangSearch:
         by_node = {node: task for task, node in placement}
         victims: list[tuple[TaskInfo, Kind]] = []
         for s in chosen:
-            kind = s.bundle.kind.value if s.bundle.job.has_pod_group else ""
+            kind = s.bundle.kind if s.bundle.job.has_pod_group else Kind.POD
             for t in (*s.bundle.tasks, *s.extras):
                 preemptor = by_node.get(t.node_name, placement[0][0])
                 stmt.evict(t, self.policy.reason, preemptor=preemptor, queue=job.queue, bundle=kind)
@@ -536,13 +536,13 @@ class GangSearch:
                 fill.reset()
                 return None
             for t in way.spares:
-                kind = Kind.SAFE.value if session.jobs[t.job_id].has_pod_group else ""
+                kind = Kind.SAFE if session.jobs[t.job_id].has_pod_group else Kind.POD
                 stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
                 evicted.add(t.uid)
                 spares.append(t)
             for job in way.breaks:
                 whole = fill.wholes[job]
-                kind = Kind.WHOLE.value if whole.bundle.job.has_pod_group else ""
+                kind = Kind.WHOLE if whole.bundle.job.has_pod_group else Kind.POD
                 for t in (*whole.bundle.tasks, *whole.extras):
                     if t.uid not in evicted:
                         stmt.evict(
@@ -674,7 +674,7 @@ class GangSearch:
             for t in reversed(s.bundle.tasks):
                 stmt.undo(t)
                 if not self._fits(session, stmt, pending, domain):
-                    kind = Kind.SAFE.value if s.bundle.job.has_pod_group else ""
+                    kind = Kind.SAFE if s.bundle.job.has_pod_group else Kind.POD
                     stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
                     left.append(t)
             if left:
@@ -697,7 +697,7 @@ class GangSearch:
         plugin answers."""
         if not session.hooks[GANG_VICTIM_SELECTOR]:
             return None
-        offered = [(s.bundle.job, s.bundle.kind.value, s.bundle.tasks) for s in scored]
+        offered = [(s.bundle.job, s.bundle.kind, s.bundle.tasks) for s in scored]
         answer = session.ask(GANG_VICTIM_SELECTOR, job, pending, domain, offered)
         if answer is None:
             return None
@@ -705,7 +705,7 @@ class GangSearch:
         return [s for s in scored if s.bundle.job.uid in jobs]
 
     def _evict(self, stmt: Statement, s: Scored, rep: TaskInfo) -> None:
-        kind = s.bundle.kind.value if s.bundle.job.has_pod_group else ""
+        kind = s.bundle.kind if s.bundle.job.has_pod_group else Kind.POD
         for t in (*s.bundle.tasks, *s.extras):
             stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
 

@@ -82,6 +82,27 @@ class _Phase:
 
 _Op = _Move | _Phase
 
+_TARGET = {
+    _Kind.ALLOCATE: TaskStatus.ALLOCATED,
+    _Kind.PIPELINE: TaskStatus.PIPELINED,
+    _Kind.EVICT: TaskStatus.RELEASING,
+    _Kind.UNPIPELINE: TaskStatus.PENDING,
+}
+"""The status each kind of move leaves its task in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """The operations a statement recorded after a checkpoint (:meth:`Statement.recorded`),
+    to be done again on the same state (:meth:`Statement.replay`): a search that tried
+    several places keeps the best one's recording and replays it, instead of searching
+    it again."""
+
+    ops: tuple[_Op, ...]
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
 
 class Statement:
     def __init__(self, session: Session) -> None:
@@ -198,6 +219,30 @@ class Statement:
     def checkpoint(self) -> int:
         """A mark to roll back to."""
         return len(self._ops)
+
+    def recorded(self, checkpoint: int = 0) -> Recording:
+        """The operations recorded after ``checkpoint``, in order (to replay later)."""
+        return Recording(tuple(self._ops[checkpoint:]))
+
+    def replay(self, recording: Recording) -> None:
+        """Do again, in order, the operations of ``recording``, taken from a statement of
+        this session and rolled back since: the session must be as it was then (each
+        task where it was; InvariantError otherwise). Plugins are told of each move as
+        for any operation; an enqueue's plugins are told again."""
+        self._check_open()
+        for op in recording.ops:
+            match op:
+                case _Move():
+                    if (op.task.status, op.task.node_name) != (op.prev_status, op.prev_node):
+                        raise InvariantError(
+                            f"replay of {op.kind.value} {op.task.key}: the task moved since"
+                        )
+                    node = "" if op.kind is _Kind.UNPIPELINE else op.node
+                    self._record(op, _TARGET[op.kind], node)
+                case _Phase():
+                    self.enqueue(op.job)
+                case _:
+                    assert_never(op)
 
     def rollback(self, checkpoint: int) -> None:
         """Undo, newest first, every operation recorded after ``checkpoint``.

@@ -82,7 +82,7 @@ def test_a_plugin_raising_for_one_job_fails_that_job_only(point: str) -> None:
     assert isinstance(exc.__cause__, faulty.Boom)
     reason = session.job_reasons[bad.job_id]
     assert reason == f"SchedulerError: plugin 'faulty' failed in {point}: boom in {point}"
-    assert bad.job_id in session.error_jobs
+    assert bad.job_id in session.failing_jobs
     # the session is consistent after the rollback: the node table counts the two binds
     used = {n.name: n.used.to_dict().get("cpu", 0) for n in session.nodes.values()}
     assert sum(used.values()) == 2000

@@ -76,7 +76,7 @@ def _say_held(session: Session, job: JobInfo, hold: Hold) -> None:
                 if reason:
                     session.record_task_reason(t, reason)
         case HoldKind.ERROR:
-            session.error_jobs.add(job.uid)
+            session.failing_jobs.add(job.uid)
             # The wait in all, not what is left of it: a reason that changes every cycle
             # would rewrite the pods' condition (and repeat their event) every cycle.
             session.record_job_reason(job, f"{hold.reason}; retried after {hold.delay:g}s")

@@ -256,7 +256,7 @@ class StatusReporter:
                 if self._pod_messages.get(task.uid) == msg:
                     continue
                 self._pod_messages[task.uid] = msg
-                error = job.uid in session.error_jobs
+                error = job.uid in session.failing_jobs
                 self._unschedulable(task, msg, now, error=error)
         self._event_backoff.retain(unschedulable)
 
@@ -290,7 +290,7 @@ class StatusReporter:
                 continue
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             reason = session.job_reasons.get(job.uid)
-            error = job.uid in session.error_jobs
+            error = job.uid in session.failing_jobs
             api = api_of_job(job.uid)
             if api is VOLCANO:
                 status, phase = volcano.pod_group_status(job, reason, now, observed, error=error)
@@ -341,7 +341,7 @@ class StatusReporter:
                 reason = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
                 if reason:
                     reasons[uid] = reason
-                    error = error or job.uid in session.error_jobs
+                    error = error or job.uid in session.failing_jobs
             status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
             key = _comparable(status)
             if not status or self._group_status.get(job_id, _comparable(observed)) == key:

@@ -45,7 +45,7 @@ from scheduler.api import labels as L
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Evict, Nominate
+from scheduler.framework.effects import Evict, EvictReason, Nominate
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
@@ -462,7 +462,7 @@ def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
             owner = effect.preemptor.key if effect.preemptor is not None else None
             entry = by_pod.setdefault(owner, {"pod": owner, "node": effect.node, "victims": []})
             entry["victims"].append(effect.task.key)
-            if effect.reason == "reclaimed":
+            if effect.reason is EvictReason.RECLAIMED:
                 entry["reclaim"] = True
     return [
         {

@@ -79,7 +79,7 @@ class Parking:
                 or uid in acted
                 or uid == target
                 or uid in held
-                or uid in session.error_jobs
+                or uid in session.failing_jobs
             ):
                 continue
             reasons = {

@@ -365,8 +365,8 @@ class DraPlugin:
             counted = self._count_all(todo, free, n) if not self._shared else None
             if counted is not None:
                 for r in counted:
-                    mine = r.nodes & rows
-                    if (mine & ~refused).any():
+                    mine = r.nodes & rows & ~refused
+                    if mine.any():
                         out.append(Rejection(r.reason, mine, r.resolvable))
             else:
                 out.extend(self._each_row(todo, free, refused | ~rows))

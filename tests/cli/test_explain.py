@@ -236,3 +236,23 @@ def test_a_pod_waiting_for_the_pod_grouper_says_so(
     else:
         assert e["next_cycle"]["binds"] == {"default/train-0": "n1"}
         assert e["waits_for"] == []
+
+
+def test_a_pod_asking_an_extended_resource_shows_the_claim_it_would_get(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """KEP-5004: the claim the next cycle would make for the pod's example.com/gpu, with
+    its devices, on the node serving it through the devices of the class naming it."""
+    names = {"n1", "gpu.example.com", "low-gpu-b"}  # the node, the class, one pod
+    objects = [
+        o
+        for o in objects_of("dra_extended_resource_preempt.yaml")
+        if o["metadata"]["name"] in names
+    ]
+    code, out, err = explain(tmp_path, objects, "pod", "low-gpu-b", capsys=capsys)
+    assert code == 0, err
+    assert "Next cycle: would bind default/low-gpu-b to n1" in out
+    assert (
+        "claim default/<extended-resources>: next cycle would allocate gpu.example.com/n1/gpu-0"
+        in out
+    ), out

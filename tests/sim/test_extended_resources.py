@@ -172,6 +172,18 @@ def store_with_pod() -> ObjectStore:
     return store
 
 
+def write_status(store: ObjectStore, status: Obj) -> None:
+    """Patch pod p's ``status.extendedResourceClaimStatus`` as the scheduler does."""
+    store.patch(
+        "Pod",
+        "default",
+        "p",
+        {"status": {"extendedResourceClaimStatus": status}},
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
 def mapping(container: str = "main", resource: str = R, request: str = "r") -> Obj:
     return {"containerName": container, "resourceName": resource, "requestName": request}
 
@@ -227,30 +239,15 @@ def claim_status(*mappings: Obj, claim: str | None = "x") -> Obj:
 def test_the_emulator_refuses_a_pod_status_the_real_server_refuses(
     status: Obj, message: str
 ) -> None:
-    store = store_with_pod()
     with pytest.raises(InvalidObjectError, match="is invalid") as err:
-        store.patch(
-            "Pod",
-            "default",
-            "p",
-            {"status": {"extendedResourceClaimStatus": status}},
-            patch_type="strategic",
-            subresource="status",
-        )
+        write_status(store_with_pod(), status)
     assert message in str(err.value)
 
 
 def test_the_emulator_accepts_the_status_the_real_server_accepts() -> None:
     store = store_with_pod()
     status = claim_status(mapping(), claim="does-not-exist-yet")
-    store.patch(
-        "Pod",
-        "default",
-        "p",
-        {"status": {"extendedResourceClaimStatus": status}},
-        patch_type="strategic",
-        subresource="status",
-    )
+    write_status(store, status)
     assert store.get("Pod", "default", "p")["status"]["extendedResourceClaimStatus"] == status
 
 

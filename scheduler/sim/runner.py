@@ -42,8 +42,10 @@ from typing import Any, Final, Literal
 import anyio
 
 from scheduler.api import labels as L
+from scheduler.api import reasons
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
+from scheduler.api.reasons import Reason
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Evict, EvictReason, Nominate
 from scheduler.loop.clock import SystemClock
@@ -78,6 +80,8 @@ class SimulationResult:
     evictions: list[str] = field(default_factory=list)
     nominations: dict[str, str] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)
+    pending_codes: dict[str, str] = field(default_factory=dict)
+    """The code of each pending pod's reason (:class:`~scheduler.api.reasons.ReasonCode`)."""
     pod_groups: dict[str, str] = field(default_factory=dict)
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
@@ -91,6 +95,7 @@ class SimulationResult:
             "evictions": self.evictions,
             "nominations": self.nominations,
             "pending": self.pending,
+            "pendingCodes": self.pending_codes,
             "podGroups": self.pod_groups,
             "timeline": self.timeline,
         }
@@ -166,7 +171,7 @@ class Simulation:
         self.result = SimulationResult()
         self._on_cycle = on_cycle
         self._fresh: list[dict[str, Any]] = []
-        self._reasons: dict[str, str] = {}
+        self._reasons: dict[str, Reason] = {}
         self._placements: dict[str, str] = {}
         """The node set each pod decided for binding was placed in (its bind event says)."""
         self._timed_left = 0
@@ -416,6 +421,7 @@ class Simulation:
         self.result.cycles = self.loop.cycles
         self.result.seconds = round(self.clock.now() - self.origin, 6)
         self.result.pending = {}  # may be called again (a served run settles, then goes on)
+        self.result.pending_codes = {}
         pods, _ = self.store.list("Pod")
         scheduler = self.cache.scheduler_name
         for pod in pods:
@@ -426,11 +432,12 @@ class Simulation:
                 continue
             if meta.get("deletionTimestamp"):
                 continue
-            reason = self._reasons.get(key)
-            if reason is None and spec.get("schedulingGates"):
-                gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"])
-                reason = f"held by scheduling gates ({gates}): not tried"
-            self.result.pending[key] = reason or "not scheduled yet"
+            told = self._reasons.get(key)
+            if told is None and spec.get("schedulingGates"):
+                told = reasons.held_by_gates(str(g.get("name")) for g in spec["schedulingGates"])
+            self.result.pending[key] = told.message if told is not None else "not scheduled yet"
+            if told is not None:
+                self.result.pending_codes[key] = told.code.value
         self.result.pod_groups = {}
         for kind, api in _GROUP_APIS.items():
             groups, _ = self.store.list(kind)

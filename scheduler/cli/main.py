@@ -87,6 +87,14 @@ def _parser() -> argparse.ArgumentParser:
         "run until interrupted",
     )
     sim.add_argument(
+        "--ui-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="with --serve: the port of the live page on 127.0.0.1 (default 0: a free one; "
+        "its address is printed)",
+    )
+    sim.add_argument(
         "--kubeconfig-out",
         default=".sluice/kubeconfig",
         metavar="PATH",

@@ -52,7 +52,7 @@ from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.claims import SimClaimController
-from scheduler.sim.clock import VirtualClock
+from scheduler.sim.clock import DEFAULT_EPOCH, VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
@@ -126,7 +126,9 @@ class Simulation:
         if not until > 0:
             raise ValueError(f"until must be positive, got {until}")
         self.scenario = scenario
-        self.clock: VirtualClock | SystemClock = SystemClock() if real_time else VirtualClock()
+        self.clock: VirtualClock | SystemClock = (
+            SystemClock() if real_time else VirtualClock(scenario.start or DEFAULT_EPOCH)
+        )
         catalog = load_crds()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:
@@ -318,7 +320,7 @@ class Simulation:
     # Running -------------------------------------------------------------------------
 
     def _create(self, arrival: Arrival) -> None:
-        self.store.create(arrival.obj)
+        self.store.create(arrival.obj, restore=True)  # as a cluster's snapshot holds it
         self._event("arrive", object=_label(arrival.obj))
 
     def _delete(self, departure: Departure) -> None:

@@ -16,6 +16,7 @@ import sys
 from typing import Any, TextIO
 
 import anyio
+import yaml
 
 from scheduler import app
 from scheduler.api import labels as L
@@ -49,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
     p.add_argument("--config", metavar="FILE", help="a SchedulerConfiguration file")
     p.add_argument("--feature-gates", default="", metavar="K=V,...")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_argument("--output", "-o", choices=("text", "json", "yaml"), default="text")
     p.add_argument("-v", "--verbose", action="store_true", help="name the nodes of each reason")
 
 
@@ -78,6 +79,8 @@ def run_explain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     result = explain(cache, resolved, args.kind, args.name)
     if args.output == "json":
         out.write(json.dumps(result, indent=2) + "\n")
+    elif args.output == "yaml":
+        out.write(yaml.safe_dump(result, sort_keys=False))
     else:
         out.write(render(result, verbose=args.verbose) + "\n")
     return 0

@@ -133,7 +133,9 @@ def _waiting_jobs(
                 "name": name,
                 "podGroup": group is not None,
                 "minMember": min_member,
-                "pending": [t.key for t in tasks if t.status is TaskStatus.PENDING],
+                "pending": [
+                    t.key for t in tasks if t.status is TaskStatus.PENDING and not t.nominated_node
+                ],
                 "nominated": {t.key: t.nominated_node for t in tasks if t.nominated_node},
                 "gated": [t.key for t in tasks if t.status is TaskStatus.GATED],
                 "reason": reason,

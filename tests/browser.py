@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from itertools import count
@@ -156,7 +157,9 @@ class Browser:
     @asynccontextmanager
     async def open(self, url: str) -> AsyncIterator[Page]:
         """A new tab at ``url``, closed after the block."""
-        async with self._session.put(f"http://{self._address}/json/new?{url}") as r:
+        # the address goes whole in the query: a fragment (#...) must not end it there
+        target_url = urllib.parse.quote(url, safe=":/?&=")
+        async with self._session.put(f"http://{self._address}/json/new?{target_url}") as r:
             target = await r.json(content_type=None)
         async with self._session.ws_connect(
             target["webSocketDebuggerUrl"], max_msg_size=64 * 1024 * 1024

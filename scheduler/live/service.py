@@ -7,7 +7,8 @@ holds, and the recent preemptions) and answers the page's two questions:
 
 * :meth:`LivePage.state`: the page's document (:func:`~scheduler.live.state.page_state`),
   computed when asked and at most once per cycle however many pages look (one pass
-  over the cache's pods and nodes, on the event loop, between cycles);
+  over the cache's pods and nodes, on the event loop, between cycles; every 5 s at most
+  where no cycle runs, on a replica that does not lead);
 * :meth:`LivePage.explain`: ``sluice explain`` of one job, on a click. It is a whole
   scheduling cycle in memory, so it does not run on the event loop: a full copy of the
   cache's state is taken there (:meth:`~scheduler.cache.SchedulerCache.full_snapshot`,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 
 import anyio
 
@@ -37,6 +39,9 @@ from scheduler.live.state import Json, page_state
 from scheduler.live.summary import LiveSummary
 from scheduler.loop.scheduler_loop import SchedulingLoop
 
+STALE_AFTER = 5.0
+"""Seconds after which the page's document is computed again even if no cycle ran."""
+
 
 class LivePage:
     """The live page's data for one loop. Created before the loop runs (or while it
@@ -48,19 +53,21 @@ class LivePage:
         self.title = title or f"{loop.config.scheduler_name}: live"
         self.summary = LiveSummary()
         loop.observers.append(self.summary.observe)
-        self._state: tuple[int, Json] | None = None
+        self._state: tuple[int, float, Json] | None = None
         self._explained: dict[tuple[str, str], Json] = {}
         self._explained_at = -1
         self._explaining = anyio.Lock()
 
     def state(self) -> Json:
-        """The page's document as of the last cycle (memoized until the next one)."""
-        cycle = self.summary.cycle
-        if self._state is None or self._state[0] != cycle:
+        """The page's document as of the last cycle: memoized until the next one, and for
+        at most :data:`STALE_AFTER` seconds (a replica that does not lead runs no cycle,
+        and its cache still changes)."""
+        cycle, now = self.summary.cycle, time.monotonic()
+        if self._state is None or self._state[0] != cycle or now - self._state[1] > STALE_AFTER:
             doc = page_state(self.loop.cache, self.summary, self.loop.ports.clock.now())
             doc["title"] = self.title
-            self._state = (cycle, doc)
-        return self._state[1]
+            self._state = (cycle, now, doc)
+        return self._state[2]
 
     async def explain(self, kind: str, name: str) -> Json:
         """``sluice explain KIND NAME`` against the scheduler's own state and its

@@ -202,3 +202,32 @@ async def test_an_explanation_leaves_the_next_cycle_as_it_would_be() -> None:
         (type(e).__name__, e.task.key) for e in second[1].effects
     ]
     assert second[0].task_reasons == second[1].task_reasons
+
+
+async def test_an_explanation_names_the_victims_a_preemption_would_take() -> None:
+    loop = loop_of(
+        node("n1", cpu="2"),
+        pod("low", cpu="2", node="n1", priority=0),
+        pod("high", cpu="2", priority=100),
+    )
+    page = LivePage(loop)  # before any cycle: the next one would preempt
+    answer = await page.explain("pod", "default/high")
+    [eviction] = answer["next_cycle"]["evictions"]
+    assert eviction["node"] == "n1" and eviction["for"] == "default/high"
+    assert [v["pod"] for v in eviction["victims"]] == ["default/low"]
+    assert "Next cycle: preempted on node n1 for default/high: default/low" in answer["text"]
+
+
+def test_without_cycles_the_page_is_computed_again_after_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replica that does not lead runs no cycle; its page still follows its cache."""
+    loop = loop_of(node("n1", cpu="2"))
+    page = LivePage(loop)
+    clock = [1000.0]
+    monkeypatch.setattr(live_service.time, "monotonic", lambda: clock[0])
+    first = page.state()
+    loop.cache.handle("Node", "ADDED", node("n2", cpu="2"))
+    assert page.state() is first
+    clock[0] += live_service.STALE_AFTER + 0.1
+    assert [n["name"] for n in page.state()["nodes"]] == ["n1", "n2"]

@@ -6,26 +6,15 @@ pods; nothing is fetched when it is viewed."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from scheduler.cli.main import main
+from tests.browser import CHROMIUM, FLAGS
 
 DEMO = Path(__file__).parents[2] / "examples" / "demo"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 
 
 @pytest.fixture(scope="module")

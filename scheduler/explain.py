@@ -123,10 +123,11 @@ def _describe(  # noqa: PLR0917
     for e in session.effects:
         if isinstance(e, Evict) and e.preemptor is not None and e.preemptor.uid in mine:
             where = evictions.setdefault(
-                e.node, {"node": e.node, "for": e.preemptor.key, "how": e.reason, "victims": []}
+                e.node,
+                {"node": e.node, "for": e.preemptor.key, "how": e.reason.value, "victims": []},
             )
             where["victims"].append(
-                {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle or "pod"}
+                {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle.value}
             )
     bind_of = {e.task.uid: e for e in session.effects if isinstance(e, Bind)}
     pods = []

@@ -14,7 +14,6 @@ from __future__ import annotations
 from scheduler.actions.common import eligible
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ZERO, Resource
-from scheduler.framework.effects import SetPhase
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
@@ -69,7 +68,7 @@ class EnqueueAction:
                             job, f"queue {name!r} has no room for the minResources of {job.uid}"
                         )
                         continue
-                    session.job_enqueued(job)  # the plugins first: if one raises, no effect
-                    job.phase = PodGroupPhase.INQUEUE
-                    session.effects.append(SetPhase(job, PodGroupPhase.INQUEUE))
+                    with session.statement() as stmt:
+                        stmt.enqueue(job)  # the plugins first: if one raises, no effect
+                        stmt.commit()
                     budget = budget - need

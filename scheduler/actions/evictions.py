@@ -31,6 +31,7 @@ from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTS_FOR_GANG
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
+from scheduler.framework.statement import Recording, Statement
 
 
 def backoff_reason(backoff: Hold) -> str:
@@ -79,14 +80,19 @@ def make_room_for_job(
     else:
         domains = list(subsets.sets[:max_domains])
         found_none = True
-        best: tuple[tuple[int, int, int], NodeSet] | None = None
-        for domain in domains if len(domains) > 1 else ():
-            cost = _trial(session, job, search, pending, domain)
-            if cost is not None and (best is None or cost < best[0]):
-                best = (cost, domain)
-        chosen = best[1] if best is not None else (domains[0] if len(domains) == 1 else None)
-        if chosen is not None:
-            found_none = _attempt(session, job, search, pending, chosen)
+        if len(domains) == 1:
+            found_none = _attempt(session, job, search, pending, domains[0])
+        else:
+            best: tuple[tuple[int, int, int], Recording, NodeSet] | None = None
+            for domain in domains:
+                trial = _trial(session, job, search, pending, domain)
+                if trial is not None and (best is None or trial[0] < best[0]):
+                    best = (trial[0], trial[1], domain)
+            if best is not None:
+                found_none = False
+                with session.statement() as stmt:
+                    stmt.replay(best[1])
+                    _commit_room(session, job, stmt, best[2])
     reason = session.job_reasons.get(job.uid)
     if found_none and reason:  # the PodGroup's condition says it as its pods do
         session.record_job_reason(job, with_sentence(reason, search.policy.nothing_helps))
@@ -143,31 +149,39 @@ def _gang_in_best_domain(
     domains: Sequence[NodeSet],
 ) -> bool:
     """Clear, for the gang, the domain among ``domains`` where that costs least (fewest
-    gangs broken, then fewest victims), and commit; False when no domain can take it."""
-    best: tuple[tuple[int, ...], NodeSet] | None = None
-    if len(domains) > 1:
-        for domain in domains:
-            with session.statement() as stmt:
-                plan = gang_search.clear(session, stmt, job, pending, domain)
-                key = gang_search.plan_key(plan) if plan is not None else None
-                better = key is not None and (best is None or key < best[0])
-                if key is not None and better and session.job_pipelined(job):
-                    best = (key, domain)
-        if best is None:
-            return False
-    chosen = best[1] if best is not None else domains[0] if domains else None
-    if chosen is None:
+    gangs broken, then fewest victims), and commit; False when no domain can take it.
+    Each domain is searched once: the best search's decisions are replayed
+    (:meth:`Statement.replay`), not searched again."""
+    if len(domains) == 1:
+        with session.statement() as stmt:
+            plan = gang_search.clear(session, stmt, job, pending, domains[0])
+            if plan is None or not session.job_pipelined(job):
+                return False
+            _commit_room(session, job, stmt, domains[0])
+        return True
+    best: tuple[tuple[int, ...], Recording, NodeSet] | None = None
+    for domain in domains:
+        with session.statement() as stmt:
+            plan = gang_search.clear(session, stmt, job, pending, domain)
+            key = gang_search.plan_key(plan) if plan is not None else None
+            better = key is not None and (best is None or key < best[0])
+            if key is not None and better and session.job_pipelined(job):
+                best = (key, stmt.recorded(), domain)
+    if best is None:
         return False
     with session.statement() as stmt:
-        plan = gang_search.clear(session, stmt, job, pending, chosen)
-        if plan is None or not session.job_pipelined(job):
-            return False
-        if stmt.operations:
-            stmt.commit()
-            say_nominated(session, job)
-        if chosen.name:
-            session.placed_in[job.uid] = chosen.name
+        stmt.replay(best[1])
+        _commit_room(session, job, stmt, best[2])
     return True
+
+
+def _commit_room(session: Session, job: JobInfo, stmt: Statement, domain: NodeSet) -> None:
+    """Commit ``stmt`` (the room made for ``job`` in ``domain``) and say so."""
+    if stmt.operations:
+        stmt.commit()
+        say_nominated(session, job)
+    if domain.name:
+        session.placed_in[job.uid] = domain.name
 
 
 def say_nominated(session: Session, job: JobInfo) -> None:
@@ -213,10 +227,7 @@ def _attempt(
                 break  # no longer starving: room for more is not evicted for
             found_none |= not search.make_room(session, stmt, task, within)
         if stmt.operations and session.job_pipelined(job):
-            stmt.commit()
-            say_nominated(session, job)
-            if within is not None and within.name:
-                session.placed_in[job.uid] = within.name
+            _commit_room(session, job, stmt, within or session.all_nodes)
     return found_none
 
 
@@ -226,10 +237,11 @@ def _trial(
     search: VictimSearch,
     pending: Sequence[TaskInfo],
     domain: NodeSet,
-) -> tuple[int, int, int] | None:
+) -> tuple[tuple[int, int, int], Recording] | None:
     """What making room for ``pending`` pod by pod in ``domain`` costs (the highest victim
-    priority, then the number of victims, then the sum of their priorities), or None if
-    the job cannot be pipelined there. Leaves nothing behind."""
+    priority, then the number of victims, then the sum of their priorities) with the
+    decisions that make it (to replay), or None if the job cannot be pipelined there.
+    Leaves nothing behind."""
     with session.statement() as stmt:
         for task in pending:
             if session.job_pipelined(job):
@@ -239,4 +251,5 @@ def _trial(
             return None
         victims = stmt.evicted()
         top = max((v.priority for v in victims), default=-PRIORITY_OFFSET)
-        return (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        cost = (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        return cost, stmt.recorded()

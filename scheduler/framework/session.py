@@ -184,6 +184,8 @@ class Session:
         """The node set each job committed this cycle was placed in (``rack rb``), by uid."""
         self.queue_shares: dict[str, QueueShare] = {}
         """Each queue's share at the end of the cycle (:meth:`record_queue_shares`)."""
+        self.queue_errors: dict[str, PluginError] = {}
+        """Queues whose share a plugin failed to give this cycle (:meth:`each_queue_share`)."""
         self.error_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
@@ -280,10 +282,27 @@ class Session:
         """Ask every queue's share (deserved, allocated) now, for what users see after the
         cycle (queue status, metrics): called by the loop after the actions, before the
         plugins close."""
+        self.queue_shares.update(self.each_queue_share())
+
+    def each_queue_share(self) -> dict[str, QueueShare]:
+        """Every queue's share as the plugins see it now, by name. A queue whose share a
+        plugin could not give (it raised) is left out and logged (:attr:`queue_errors`):
+        a question about one queue fails that queue only, not the cycle."""
+        shares: dict[str, QueueShare] = {}
         for name, queue in self.queues.items():
-            share = self.queue_share(queue)
+            self._scopes.append(f"queue {name}")
+            try:
+                share = self.queue_share(queue)
+            except PluginError as exc:
+                if name not in self.queue_errors:
+                    self.queue_errors[name] = exc
+                    log.error("a queue's share could not be had", queue=name, error=str(exc))
+                continue
+            finally:
+                self._scopes.pop()
             if share is not None:
-                self.queue_shares[name] = share
+                shares[name] = share
+        return shares
 
     # Boundaries ----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.framework.effects import Effect, Evict, Nominate
+from scheduler.framework.effects import Effect, Evict, EvictReason, Nominate
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
             owner = e.preemptor.key if e.preemptor is not None else None
             entry = entries.setdefault(owner, {"node": e.node, "reclaim": False})
             victims.setdefault(owner, []).append(e.task.key)
-            if e.reason == "reclaimed":
+            if e.reason is EvictReason.RECLAIMED:
                 entry["reclaim"] = True
     return [
         Decision(

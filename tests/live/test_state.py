@@ -14,7 +14,7 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.holds import Hold, HoldKind, QueueView, Reservation
 from scheduler.api.queue import QueueShare
 from scheduler.api.resource import Resource
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
 from scheduler.live import LivePage
 from scheduler.live import service as live_service
 from scheduler.live.state import page_state
@@ -41,18 +41,18 @@ PRE, V1, V2, V3 = (_task(n) for n in ("pre", "v1", "v2", "v3"))
         (
             [
                 Nominate(PRE, "n1"),
-                Evict(V1, "n1", "preempted", PRE),
-                Evict(V2, "n1", "preempted", PRE),
+                Evict(V1, "n1", EvictReason.PREEMPTED, PRE),
+                Evict(V2, "n1", EvictReason.PREEMPTED, PRE),
             ],
             [Decision("preempt", "default/pre", "n1", ("default/v1", "default/v2"))],
         ),
         (
-            [Evict(V1, "n1", "reclaimed", PRE), Nominate(PRE, "n2")],
+            [Evict(V1, "n1", EvictReason.RECLAIMED, PRE), Nominate(PRE, "n2")],
             [Decision("reclaim", "default/pre", "n2", ("default/v1",))],
         ),
         ([Nominate(PRE, "n1")], [Decision("preempt", "default/pre", "n1", ())]),
         (
-            [Evict(V3, "n3", "preempted", None), Bind(V2, "n2")],
+            [Evict(V3, "n3", EvictReason.PREEMPTED, None), Bind(V2, "n2")],
             [Decision("preempt", None, "n3", ("default/v3",))],
         ),
     ],

@@ -43,6 +43,7 @@ from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
+from scheduler.framework.effects import VictimBundle
 from scheduler.framework.fit import Fit
 from scheduler.framework.node_sets import NodeSet
 from scheduler.framework.node_table import BoolVector
@@ -108,21 +109,21 @@ Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]
 """A node worth evaluating: the lower bound of its rank, the node, its possible victims."""
 
 
-def victim_kinds(session: Session, victims: Sequence[TaskInfo]) -> dict[str, str]:
-    """``safe`` or ``whole`` for each victim of a gang (does its eviction leave the gang
-    whole?), ``""`` for a pod of its own; as the gangs stand before the evictions."""
+def victim_kinds(session: Session, victims: Sequence[TaskInfo]) -> dict[str, VictimBundle]:
+    """SAFE or WHOLE for each victim of a gang (does its eviction leave the gang whole?),
+    POD for a pod of its own; as the gangs stand before the evictions."""
     by_job: dict[str, list[TaskInfo]] = {}
     for t in victims:
         by_job.setdefault(t.job_id, []).append(t)
-    out: dict[str, str] = {}
+    out: dict[str, VictimBundle] = {}
     for job_id, members in by_job.items():
         job = session.jobs[job_id]
         if not job.has_pod_group:
-            out.update((t.uid, "") for t in members)
+            out.update((t.uid, VictimBundle.POD) for t in members)
             continue
         safe, whole = split(job, members, lambda t: (t.priority, -t.start_time, t.key))
-        out.update((t.uid, "safe") for t in safe)
-        out.update((t.uid, "whole") for t in whole)
+        out.update((t.uid, VictimBundle.SAFE) for t in safe)
+        out.update((t.uid, VictimBundle.WHOLE) for t in whole)
     return out
 
 
@@ -314,7 +315,7 @@ class VictimSearch:
         cp = stmt.checkpoint()
         try:
             for v in possible:
-                stmt.evict(v, "simulated", preemptor=task)
+                stmt.evict(v, self.policy.reason, preemptor=task)
             if not fits(session, task, node.name):
                 return None
             # Most worth keeping first (the policy's order: for preempt the most important,
@@ -336,7 +337,7 @@ class VictimSearch:
             for v in ordered:
                 stmt.undo(v)
                 if not fits(session, task, node.name):
-                    stmt.evict(v, "simulated", preemptor=task)
+                    stmt.evict(v, self.policy.reason, preemptor=task)
                     victims.append(v)
             if not victims:
                 return None
@@ -372,7 +373,7 @@ class VictimSearch:
                 and t.priority < task.priority
             ]
             for t in self.policy.allowed(session, task, members):
-                stmt.evict(t, "simulated", preemptor=task)
+                stmt.evict(t, self.policy.reason, preemptor=task)
                 extra.append(t)
                 seen.add(t.uid)
         return extra

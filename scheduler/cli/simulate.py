@@ -133,7 +133,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _record(sim: Simulation) -> RunRecorder:
     """A recorder fed by ``sim``'s store and loop, for ``--report``."""
-    recorder = RunRecorder(lambda: sim.origin)
+    recorder = RunRecorder(lambda: sim.origin, now=sim.clock.now)
     sim.store.subscribe(
         recorder.on_store, kinds=("PodGroup", "Pod", "ResourceSlice", "ResourceClaim")
     )

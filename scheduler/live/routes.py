@@ -47,7 +47,9 @@ def add_routes(
         live = page()
         if live is None:
             return _json({"error": STARTING}, 503)
-        return _json(live.state())
+        return web.Response(
+            text=live.state_json(), content_type="application/json", headers=NO_CACHE
+        )
 
     async def explain(request: web.Request) -> web.Response:
         live = page()

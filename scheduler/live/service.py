@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import time
 
 import anyio
@@ -54,6 +55,7 @@ class LivePage:
         self.summary = LiveSummary()
         loop.observers.append(self.summary.observe)
         self._state: tuple[int, float, Json] | None = None
+        self._state_json: tuple[Json, str] | None = None
         self._explained: dict[tuple[str, str], Json] = {}
         self._explained_at = -1
         self._explaining = anyio.Lock()
@@ -68,6 +70,14 @@ class LivePage:
             doc["title"] = self.title
             self._state = (cycle, now, doc)
         return self._state[2]
+
+    def state_json(self) -> str:
+        """:meth:`state` as JSON text, serialized once per document however many pages
+        ask (at 5,000 nodes and 25,000 pods the document is about 3 MB)."""
+        doc = self.state()
+        if self._state_json is None or self._state_json[0] is not doc:
+            self._state_json = (doc, json.dumps(doc, separators=(",", ":")))
+        return self._state_json[1]
 
     async def explain(self, kind: str, name: str) -> Json:
         """``sluice explain KIND NAME`` against the scheduler's own state and its

@@ -29,6 +29,7 @@ from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
+from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Bind, Evict, Nominate
@@ -44,13 +45,21 @@ def explain(
 ) -> dict[str, Any]:
     """What the next cycle would do for the pod or PodGroup ``key`` (``namespace/name``),
     and why. Raises InvalidInputError naming the object when it is not there."""
+    return explain_snapshot(cache.snapshot(now=now), resolved, kind, key)
+
+
+def explain_snapshot(
+    snapshot: Snapshot, resolved: ResolvedConfiguration, kind: str, key: str
+) -> dict[str, Any]:
+    """:func:`explain` on a snapshot of the caller's (the live page's: a full copy, with
+    the scheduling queue's holds attached). Uses it up: the session changes it."""
     if kind not in KINDS:
         raise InvalidInputError(
             "explain", "kind", f"must be one of {', '.join(KINDS)}, not {kind!r}"
         )
     if "/" not in key:
         key = f"default/{key}"
-    session = open_session(cache.snapshot(now=now), resolved)
+    session = open_session(snapshot, resolved)
     try:
         job, chosen = _find(session, kind, key)
         before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}

@@ -88,6 +88,13 @@ class Hold:
     calls_left: int = 0
     """EVICTIONS: preemptions of the job whose API calls have not finished."""
 
+    @property
+    def text(self) -> str:
+        """What the hold says in a sentence: what failed, or what a parked job was told."""
+        if self.told is not None:
+            return self.told.message
+        return self.reason
+
 
 @dataclass(frozen=True, slots=True)
 class QueueView:

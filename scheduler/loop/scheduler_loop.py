@@ -41,6 +41,8 @@ from scheduler.api.errors import (
     NotFoundError,
     assigned_node,
 )
+from scheduler.api.holds import EMPTY_QUEUE, QueueView
+from scheduler.api.queue import QueueShare
 from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU
 from scheduler.api.task import TaskInfo
@@ -99,6 +101,12 @@ class CycleReport:
     """Wall time the decisions took."""
     reservation_changes: list[ReservationChange] = field(default_factory=list)
     """Nodes reserved for a starving job, or released, this cycle."""
+    queue_view: QueueView = EMPTY_QUEUE
+    """What the scheduling queue held back as the cycle started (its holds, starvation
+    protection's target and nodes)."""
+    queue_shares: Mapping[str, QueueShare] = field(default_factory=dict)
+    """Each queue's deserved share and allocation as the cycle ended (empty when it
+    failed)."""
 
     @property
     def decided(self) -> bool:
@@ -285,6 +293,7 @@ class SchedulingLoop:
                 if told is not None and told.message and t.status in WAITING and t.sluice:
                     report.task_reasons[t.key] = told
         report.job_reasons = dict(session.job_reasons)
+        report.queue_shares = session.queue_shares
         if session.placed_in:
             for effect in report.effects:
                 if isinstance(effect, Bind) and effect.task.job_id in session.placed_in:
@@ -328,7 +337,7 @@ class SchedulingLoop:
         self._generation = self.cache.generation
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
-        snapshot.queue = view
+        snapshot.queue = report.queue_view = view
         where = "open"
         try:
             session = open_session(snapshot, self.resolved)

@@ -47,14 +47,14 @@ from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
 from scheduler.api.reasons import Reason
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Evict, EvictReason, Nominate
 from scheduler.loop.clock import SystemClock
+from scheduler.loop.decisions import decisions_of
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.claims import SimClaimController
-from scheduler.sim.clock import VirtualClock
+from scheduler.sim.clock import DEFAULT_EPOCH, VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
@@ -131,7 +131,9 @@ class Simulation:
         if not until > 0:
             raise ValueError(f"until must be positive, got {until}")
         self.scenario = scenario
-        self.clock: VirtualClock | SystemClock = SystemClock() if real_time else VirtualClock()
+        self.clock: VirtualClock | SystemClock = (
+            SystemClock() if real_time else VirtualClock(scenario.start or DEFAULT_EPOCH)
+        )
         catalog = load_crds()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:
@@ -323,7 +325,7 @@ class Simulation:
     # Running -------------------------------------------------------------------------
 
     def _create(self, arrival: Arrival) -> None:
-        self.store.create(arrival.obj)
+        self.store.create(arrival.obj, restore=True)  # as a cluster's snapshot holds it
         self._event("arrive", object=_label(arrival.obj))
 
     def _delete(self, departure: Departure) -> None:
@@ -456,29 +458,12 @@ _GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
 
 
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
-    """The cycle's Nominate and Evict effects as decisions: pod (the preemptor), node and
-    victims, in decision order, each a ``preempt`` or, when its victims were taken from
-    another queue, a ``reclaim``. A nomination without victims has ``victims: []``."""
-    by_pod: dict[str | None, dict[str, Any]] = {}
-    for effect in report.effects:
-        if isinstance(effect, Nominate):
-            entry = by_pod.setdefault(effect.task.key, {"pod": effect.task.key, "victims": []})
-            entry["node"] = effect.node
-    for effect in report.effects:
-        if isinstance(effect, Evict):
-            owner = effect.preemptor.key if effect.preemptor is not None else None
-            entry = by_pod.setdefault(owner, {"pod": owner, "node": effect.node, "victims": []})
-            entry["victims"].append(effect.task.key)
-            if effect.reason is EvictReason.RECLAIMED:
-                entry["reclaim"] = True
+    """The cycle's preemptions and reclaims (:func:`~scheduler.loop.decisions.
+    decisions_of`) as timeline entries: ``preempt`` or ``reclaim``, with the pod (the
+    preemptor), node and victims. A nomination without victims has ``victims: []``."""
     return [
-        {
-            "event": "reclaim" if d.get("reclaim") else "preempt",
-            "pod": d["pod"],
-            "node": d["node"],
-            "victims": d["victims"],
-        }
-        for d in by_pod.values()
+        {"event": d.kind, "pod": d.pod, "node": d.node, "victims": list(d.victims)}
+        for d in decisions_of(report.effects)
     ]
 
 

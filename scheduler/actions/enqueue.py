@@ -12,6 +12,7 @@ have enough of them (the plugins' validity check). Lone pods need no admission.
 from __future__ import annotations
 
 from scheduler.actions.common import eligible
+from scheduler.api import reasons
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ZERO, Resource
 from scheduler.framework.registry import NoArguments
@@ -58,14 +59,13 @@ class EnqueueAction:
                 if not need.fits_in(budget):
                     short = ", ".join(need.insufficient(budget))
                     session.record_job_reason(
-                        job,
-                        f"minResources of {job.uid} exceed the cluster's idle resources ({short})",
+                        job, reasons.min_resources_exceed_idle(job.uid, short)
                     )
                     continue
                 with session.job_scope(job):
                     if not session.job_enqueueable(job):
                         session.record_job_reason(
-                            job, f"queue {name!r} has no room for the minResources of {job.uid}"
+                            job, reasons.queue_no_room_for_min_resources(name, job.uid)
                         )
                         continue
                     with session.statement() as stmt:

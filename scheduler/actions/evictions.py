@@ -21,22 +21,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from scheduler.actions.common import waiting_for_victims, waiting_tasks
-from scheduler.actions.victims import VictimSearch, with_sentence
+from scheduler.actions.common import waiting_tasks
+from scheduler.actions.victims import VictimSearch
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
 from scheduler.actions.victims.gang import GangSearch
-from scheduler.api.holds import Hold, HoldKind
+from scheduler.api import reasons
+from scheduler.api.holds import HoldKind
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTS_FOR_GANG
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Recording, Statement
-
-
-def backoff_reason(backoff: Hold) -> str:
-    """What a job backing off after a failed preemption or reclaim says."""
-    return f"{backoff.reason}; preemption retried in {backoff.delay:g}s"
 
 
 def make_room_for_job(
@@ -49,12 +45,15 @@ def make_room_for_job(
 ) -> None:
     """Make room for ``job``'s pending tasks (see the module docstring). Called by an
     evicting action inside its per-job boundary; records reasons when nothing helps."""
+    if job.uid in session.unresolvable:
+        return  # a plugin said no eviction can help it: no victim search (its reason stands)
     backoff = session.hold(job)
     waiting = waiting_tasks(job)
     if backoff is not None and backoff.kind is HoldKind.NO_PREEMPTION:
         for t in waiting:
-            base = session.task_reasons.get(t.uid, "")
-            session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
+            base = session.task_reasons.get(t.uid)
+            told = reasons.preemption_backoff(base, backoff.reason, backoff.delay)
+            session.record_task_reason(t, told)
         return
     pending = [
         t
@@ -95,7 +94,7 @@ def make_room_for_job(
                     _commit_room(session, job, stmt, best[2])
     reason = session.job_reasons.get(job.uid)
     if found_none and reason:  # the PodGroup's condition says it as its pods do
-        session.record_job_reason(job, with_sentence(reason, search.policy.nothing_helps))
+        session.record_job_reason(job, reasons.nothing_helps(reason, search.policy.nothing_helps))
 
 
 def is_gang(job: JobInfo, needed: Sequence[TaskInfo]) -> bool:
@@ -187,14 +186,14 @@ def _commit_room(session: Session, job: JobInfo, stmt: Statement, domain: NodeSe
 def say_nominated(session: Session, job: JobInfo) -> None:
     """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
     what they wait for, in the words later cycles keep while the victims go
-    (:func:`~scheduler.actions.common.waiting_for_victims`)."""
+    (:func:`~scheduler.api.reasons.waiting_for_victims`)."""
     nodes: set[str] = set()
     for t in job.tasks.values():
         if t.sluice and t.status is TaskStatus.PIPELINED:
-            session.record_task_reason(t, waiting_for_victims([t.node_name]))
+            session.record_task_reason(t, reasons.waiting_for_victims([t.node_name]))
             nodes.add(t.node_name)
     if nodes:
-        session.record_job_reason(job, waiting_for_victims(nodes))
+        session.record_job_reason(job, reasons.waiting_for_victims(nodes))
 
 
 def _say_nothing_helps(
@@ -204,11 +203,11 @@ def _say_nothing_helps(
     and adds that eviction cannot help; so does the PodGroup."""
     sentence = search.policy.nothing_helps
     for t in pending:
-        base = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid, "")
-        session.record_task_reason(t, with_sentence(base, sentence) if base else sentence)
+        base = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
+        session.record_task_reason(t, reasons.nothing_helps(base, sentence))
     reason = session.job_reasons.get(job.uid)
     if reason:
-        session.record_job_reason(job, with_sentence(reason, sentence))
+        session.record_job_reason(job, reasons.nothing_helps(reason, sentence))
 
 
 def _attempt(

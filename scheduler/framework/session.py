@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from scheduler.api import reasons
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.view import DraView
 from scheduler.api.errors import (
@@ -42,6 +43,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
+from scheduler.api.reasons import Reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
@@ -187,9 +189,9 @@ class Session:
         self.hooks = HookSet()
         self.plugins: list[tuple[int, Plugin]] = []
         self.effects: list[Effect] = []
-        self.task_reasons: dict[str, str] = {}
+        self.task_reasons: dict[str, Reason] = {}
         """Why a task is still unscheduled, by task uid (for PodScheduled and events)."""
-        self.job_reasons: dict[str, str] = {}
+        self.job_reasons: dict[str, Reason] = {}
         """Why a job is not scheduled, by job uid (for the PodGroup condition)."""
         self.job_errors: dict[str, Exception] = {}
         """Jobs whose attempt failed this cycle (a plugin raised), with what was raised.
@@ -200,6 +202,9 @@ class Session:
         """Each queue's share at the end of the cycle (:meth:`record_queue_shares`)."""
         self.queue_errors: dict[str, PluginError] = {}
         """Queues whose share a plugin failed to give this cycle (:meth:`each_queue_share`)."""
+        self.unresolvable: set[str] = set()
+        """Jobs a plugin found unschedulable in a way no eviction can change (an
+        UNRESOLVABLE readiness answer): the evicting actions leave them alone this cycle."""
         self.failing_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
@@ -537,10 +542,12 @@ class Session:
         """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
         return self.ask(BIND_CLAIMS, task, self.nodes[node])
 
-    def record_task_reason(self, task: TaskInfo, reason: str) -> None:
+    def record_task_reason(self, task: TaskInfo, reason: Reason) -> None:
+        """Why ``task`` is not placed this cycle (the last one recorded stands)."""
         self.task_reasons[task.uid] = reason
 
-    def record_job_reason(self, job: JobInfo, reason: str) -> None:
+    def record_job_reason(self, job: JobInfo, reason: Reason) -> None:
+        """Why ``job`` is not placed this cycle (the last one recorded stands)."""
         self.job_reasons[job.uid] = reason
 
     def record_job_error(self, job: JobInfo, exc: Exception) -> None:
@@ -549,7 +556,7 @@ class Session:
         boundary after the job's statement was rolled back."""
         self.job_errors.setdefault(job.uid, exc)
         self.failing_jobs.add(job.uid)
-        self.job_reasons[job.uid] = error_message(exc)
+        self.job_reasons[job.uid] = reasons.scheduler_error(error_message(exc))
         for t in job.tasks.values():
             self.task_reasons.pop(t.uid, None)
 

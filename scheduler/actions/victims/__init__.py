@@ -33,7 +33,6 @@ from scheduler.actions.victims.search import (
     ReclaimArguments,
     SearchArguments,
     VictimSearch,
-    with_sentence,
 )
 
 __all__ = [
@@ -48,5 +47,4 @@ __all__ = [
     "kube_rank",
     "kube_rank_bound",
     "pdb_violations",
-    "with_sentence",
 ]

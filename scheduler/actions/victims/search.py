@@ -40,6 +40,7 @@ import numpy as np
 from scheduler.actions.victims.bundles import split
 from scheduler.actions.victims.candidates import Candidate, RankKey, pdb_violations
 from scheduler.actions.victims.policy import VictimPolicy
+from scheduler.api import reasons
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
@@ -178,8 +179,8 @@ class VictimSearch:
             return True
         best = self.best(session, stmt, task, whole, within)
         if best is None:
-            base = session.task_reasons.get(task.uid) or whole.explain()
-            session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
+            base = session.task_reasons.get(task.uid) or reasons.nodes_unavailable(whole.explain())
+            session.record_task_reason(task, reasons.nothing_helps(base, self.policy.nothing_helps))
             return False
         kinds = victim_kinds(session, best.victims)
         for victim in best.victims:
@@ -377,8 +378,3 @@ class VictimSearch:
                 extra.append(t)
                 seen.add(t.uid)
         return extra
-
-
-def with_sentence(reason: str, more: str) -> str:
-    """``reason`` followed by the sentence ``more``."""
-    return f"{reason}{' ' if reason.endswith('.') else '. '}{more}"

@@ -10,13 +10,15 @@ Used by ``tests/live`` and the e2e suite (``e2e/test_live_page.py``), which reac
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from itertools import count
 from typing import Any
 
@@ -111,7 +113,11 @@ async def chromium(width: int = 1200, height: int = 900) -> AsyncIterator[Browse
     if CHROMIUM is None:
         raise BrowserError("no chromium on PATH")
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="sluice-chromium-") as profile:
+    # the profile is removed after every process of the browser is gone; a helper that
+    # outlives the group's SIGKILL by a moment must not fail the test in its cleanup
+    with tempfile.TemporaryDirectory(
+        prefix="sluice-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         proc = await anyio.open_process(
             [
                 CHROMIUM,
@@ -124,6 +130,7 @@ async def chromium(width: int = 1200, height: int = 900) -> AsyncIterator[Browse
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             async with aiohttp.ClientSession() as session:
@@ -131,11 +138,17 @@ async def chromium(width: int = 1200, height: int = 900) -> AsyncIterator[Browse
                 await browser.wait_up()
                 yield browser
         finally:
-            proc.terminate()
+            _signal_group(proc.pid, signal.SIGTERM)
             with anyio.move_on_after(10):
                 await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
+            # the browser's helpers (zygote, renderers, crashpad) are in its group
+            _signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pid, sig)
 
 
 class Browser:

@@ -46,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -244,6 +245,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             apiserver.start()
             etcd.start()
             t_start = time.monotonic()
+            t_start_wall = time.time()
             if live:
                 scheduler = ProcessMeter(plane.external_kube_scheduler)
                 scheduler.start(reset_peak=True)
@@ -318,6 +320,8 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             scheduler_cpu_seconds_to_last_event=cpu_at_last_event.get("scheduler"),
             watch_restarts=watch.restarts + (events.restarts if events is not None else 0),
         )
+        if is_sluice:
+            figures["start_phases"] = start_phases(log_path, t_start_wall)
         if is_sluice and proc is not None:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 _, text = await _get(port, "/metrics")
@@ -330,7 +334,11 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             used, twice = await dra_devices_used_twice(api, run)
             figures.update(dra_devices_allocated=used, dra_devices_used_twice=twice)
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
-        if figures["unbound"] or (is_sluice and figures.get("scheduler_exit_code") != 0):
+        if (
+            figures["unbound"]
+            or opts.profile
+            or (is_sluice and figures.get("scheduler_exit_code") != 0)
+        ):
             figures["scheduler_log"] = str(log_path)
         else:
             log_path.unlink(missing_ok=True)
@@ -348,6 +356,38 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 figures["cleanup_error"] = str(exc)
             figures["cleanup_seconds"] = round(time.monotonic() - t_clean, 1)
     return figures
+
+
+START_EVENTS: Final = {
+    "serving metrics and probes": "imported",
+    "caches synced": "synced",
+    "scheduling": "scheduling",
+}
+"""Lines of ``sluice run``'s log that mark its start, and the phase each one ends."""
+
+
+def start_phases(log_path: Path, t0: float) -> dict[str, float]:
+    """Seconds from ``t0`` (wall clock, the process's start) to each phase of Sluice's
+    start, read from its log: ``imported`` (its modules loaded, probes served),
+    ``nodes_listed`` and ``pods_listed`` (their informers synced), ``synced`` (every
+    informer), ``scheduling`` (the loop starts; with leader election, when it leads)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            event = entry.get("event")
+            phase = START_EVENTS.get(event)
+            if event == "informer synced" and entry.get("kind") in ("Node", "Pod"):
+                phase = f"{entry['kind'].lower()}s_listed"
+            stamp = entry.get("timestamp")
+            if phase is None or phase in out or not isinstance(stamp, str):
+                continue
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            out[phase] = round(when - t0, 2)
+    return out
 
 
 def _metric_sum(text: str, name: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -184,3 +185,26 @@ def test_metric_sum_adds_every_label_set() -> None:
 )
 def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str | None) -> None:
     assert key_of(obj) == expected
+
+
+def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
+    lines = [
+        '{"event": "serving metrics and probes", "timestamp": "2026-11-26T05:00:00.400000Z"}',
+        '{"kind": "Node", "event": "informer synced", "timestamp": "2026-11-26T05:00:00.900000Z"}',
+        "not json",
+        '{"kind": "Pod", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.100000Z"}',
+        '{"kind": "Queue", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.200000Z"}',
+        '{"event": "caches synced", "timestamp": "2026-11-26T05:00:01.250000Z"}',
+        '{"event": "scheduling", "timestamp": "2026-11-26T05:00:01.300000Z"}',
+        '{"event": "scheduling", "timestamp": "2026-11-26T05:00:09.000000Z"}',
+    ]
+    log = tmp_path / "sluice.log"
+    log.write_text("\n".join(lines))
+    t0 = datetime(2026, 11, 26, 5, 0, 0, tzinfo=UTC).timestamp()
+    assert real.start_phases(log, t0) == {
+        "imported": 0.4,
+        "nodes_listed": 0.9,
+        "pods_listed": 1.1,
+        "synced": 1.25,
+        "scheduling": 1.3,
+    }

@@ -59,6 +59,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.membership import pod_preemptable, pod_role
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait
+from scheduler.api.pod import parse_pod_spec
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.snapshot import Snapshot, TopologyInfo
@@ -68,6 +69,7 @@ from scheduler.cache.dra import KINDS as DRA_KINDS
 from scheduler.cache.dra import DraStore
 from scheduler.cache.membership import Membership
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
+from scheduler.cache.specs import SpecMemo
 from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
 
 Obj = Mapping[str, Any]
@@ -109,20 +111,6 @@ class ObjectNotice:
     what: str
     object: str
     reason: str
-
-
-_SPEC_FIELDS = (
-    "containers",
-    "initContainers",
-    "overhead",
-    "nodeSelector",
-    "affinity",
-    "tolerations",
-    "priority",
-    "schedulerName",
-    "preemptionPolicy",
-    "resourceClaims",
-)
 
 
 def _same_metadata(task: TaskInfo, pod: Obj) -> bool:
@@ -192,7 +180,10 @@ class SchedulerCache:
         self.on_pod_deleted: list[Callable[[str], None]] = []
         """Called with the uid of every pod whose deletion is seen (the preemption gates of
         the loop's scheduling queue)."""
-        self._spec_src: dict[str, tuple[object, ...]] = {}
+        self._spec_src: dict[str, bytes | tuple[object, ...]] = {}
+        """The key (:meth:`SpecMemo.key`) of the spec each task was made from."""
+        self._specs = SpecMemo()
+        """Parsed specs, one per distinct spec (:mod:`scheduler.cache.specs`)."""
         self._assumed_annotations: dict[str, tuple[str, ...]] = {}
         """Annotation keys assumed written on a binding pod, to drop if the bind fails."""
         self._evicting: set[str] = set()
@@ -331,13 +322,20 @@ class SchedulerCache:
                 listener(uid)
             return True
         spec = pod.get("spec") or {}
-        src = tuple(spec.get(f) for f in _SPEC_FIELDS)
+        src = self._specs.key(spec)
         if old is not None and _same_metadata(old, pod):  # the usual event: a status change
             job_id = old.job_id  # which groups exist changes it through _rekey
         else:
             job_id = self._membership.job_of(uid, pod, self)
         task = (
-            task_from_pod(pod, scheduler_name=self.scheduler_name, job_id=job_id)
+            task_from_pod(
+                pod,
+                scheduler_name=self.scheduler_name,
+                job_id=job_id,
+                parse=lambda spec, where: self._specs.view(
+                    src, lambda: parse_pod_spec(spec, obj=where)
+                ),
+            )
             if (old is None or self._spec_src.get(uid) != src)
             else self._refresh(old, pod)
         )

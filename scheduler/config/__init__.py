@@ -89,6 +89,12 @@ class SchedulerConfiguration:
     """Share of feasible nodes scored per pod; 0 is kube-scheduler's adaptive rule."""
     bind_concurrency: int = 64
     """Bind calls in flight at once."""
+    action_time_budget: float = 0.25
+    """Seconds of wall time an action may spend on the jobs of one cycle before it leaves
+    the rest to the next cycle, which then runs at once (0: no limit). Bounds how long a
+    cycle holds the loop's one thread, so binds, watch events and other jobs are not held
+    up behind a long search. Applies on the real clock only (a simulation's virtual clock
+    stops while a cycle runs)."""
     wait_for_pod_grouper: bool = True
     """A pod made by a controller that names no group waits until the pod grouper of
     ``sluice controller`` has grouped it by its owner (or left it alone), so that no
@@ -301,6 +307,7 @@ _FIELDS = {
     "schedulePeriod",
     "percentageOfNodesToScore",
     "bindConcurrency",
+    "actionTimeBudget",
     "waitForPodGrouper",
 }
 
@@ -352,6 +359,11 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
         if n < 1:
             raise ConfigError(KIND, "bindConcurrency", "must be at least 1")
         kwargs["bind_concurrency"] = n
+    if "actionTimeBudget" in doc:
+        budget = _duration(doc["actionTimeBudget"], "actionTimeBudget")
+        if budget < 0:
+            raise ConfigError(KIND, "actionTimeBudget", "must be 0 (no limit) or positive")
+        kwargs["action_time_budget"] = budget
     if "waitForPodGrouper" in doc:
         kwargs["wait_for_pod_grouper"] = _check_type(
             doc["waitForPodGrouper"], bool, "waitForPodGrouper"
@@ -406,6 +418,7 @@ def configuration_document(config: SchedulerConfiguration) -> dict[str, Any]:
         ("schedulePeriod", "schedule_period"),
         ("percentageOfNodesToScore", "percentage_of_nodes_to_score"),
         ("bindConcurrency", "bind_concurrency"),
+        ("actionTimeBudget", "action_time_budget"),
     ):
         if getattr(config, attr) != getattr(default, attr):
             doc[name] = getattr(config, attr)

@@ -53,11 +53,11 @@ from typing import Any, Final
 import aiohttp
 import anyio
 
+from bench.failover import FAILOVER, run_failover
 from bench.http_workload import _free_port, _get, sluice_command
 from bench.real_cluster import (
     KUBE_SCHEDULER,
     RAW_SCHEDULER,
-    SHAPES,
     ControlPlane,
     ProcessMeter,
     Shape,
@@ -78,6 +78,9 @@ from bench.real_cluster import (
     stop_control_plane,
     throughput,
 )
+from bench.real_cluster import (
+    SHAPES as REAL_SHAPES,
+)
 from bench.workloads import source_revision
 from scheduler.api import labels as L
 from scheduler.api.errors import (
@@ -87,6 +90,9 @@ from scheduler.kube import KubeClient
 
 SETTLE_SECONDS: Final = 1.0
 RUNNERS: Final = ("kube-scheduler", "raw", "sluice", "sluice-event-qps")
+FAILOVER_RUNNERS: Final = ("kube-scheduler", "sluice")
+"""The runners of the failover shape (two replicas each; no raw binds to fail over)."""
+SHAPES = {**REAL_SHAPES, FAILOVER.name: FAILOVER}
 
 
 @dataclass(slots=True)
@@ -400,37 +406,71 @@ def _metric_sum(text: str, name: str) -> float:
     return total
 
 
+SUMMARY_FIGURES: Final = (
+    "binds_per_second_10_90",
+    "pods_per_second",
+    "seconds_to_last_bind",
+    "seconds_to_last_event",
+    "first_bind_after",
+    "scheduler_cpu_seconds",
+    "scheduler_cpu_seconds_to_last_event",
+    "scheduler_peak_rss_mb",
+    "idle_cycle_cpu_ms",
+    "takeover_after",
+    "failover_seconds",
+    "load_average",
+)
+"""The figures of each run the comparison line repeats (a list per runner: one value
+per run, in the order the runs were made)."""
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    nums = [float(v) for v in values if isinstance(v, int | float)]
+    return sum(nums) / len(nums) if nums else None
+
+
 def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One shape's runners side by side, and Sluice's ratios to kube-scheduler and raw:
     ``_vs_`` on the bind rate between 10 and 90 % (first to last when missing), and
     ``_vs_..._overall`` on ``pods_per_second`` (pods over the time from the start to the
-    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end)."""
-    by = {r["runner"]: r for r in runs if r["shape"] == shape}
+    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end),
+    ``_vs_..._to_last_event`` on the time to the last Scheduled event (theirs over ours:
+    above 1 is faster). A runner that ran several times (``--order abba``) has each of
+    its figures as a list, one value per run, and its ratios are of the means."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["shape"] == shape:
+            by.setdefault(r["runner"], []).append(r)
 
-    def rate(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else (r.get("binds_per_second_10_90") or r.get("binds_per_second"))
+    def rate(r: dict[str, Any]) -> float | None:
+        value = r.get("binds_per_second_10_90") or r.get("binds_per_second")
+        return float(value) if value is not None else None
 
-    def overall(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else r.get("pods_per_second")
+    def figure(runner: str, fn: Any) -> float | None:
+        return _mean([fn(r) for r in by.get(runner, ())])
 
     out: dict[str, Any] = {"shape": shape, "summary": True}
     for runner in RUNNERS:
-        if runner in by:
-            out[runner] = {
-                "binds_per_second_10_90": rate(runner),
-                "pods_per_second": overall(runner),
-                "seconds_to_last_bind": by[runner].get("seconds_to_last_bind"),
-                "scheduler_cpu_seconds": by[runner].get("scheduler_cpu_seconds"),
-                "scheduler_peak_rss_mb": by[runner].get("scheduler_peak_rss_mb"),
-            }
+        if runner not in by:
+            continue
+        mine = by[runner]
+        row: dict[str, Any] = {}
+        for key in SUMMARY_FIGURES:
+            values = [rate(r) if key == "binds_per_second_10_90" else r.get(key) for r in mine]
+            if any(v is not None for v in values):
+                row[key] = values if len(mine) > 1 else values[0]
+        out[runner] = row
     for runner in ("sluice", "sluice-event-qps"):
         for other, key in (("kube-scheduler", "kube_scheduler"), ("raw", "raw")):
-            for suffix, fn in (("", rate), ("_overall", overall)):
-                mine, theirs = fn(runner), fn(other)
-                if mine is not None and theirs:
-                    out[f"{runner}_vs_{key}{suffix}"] = round(mine / theirs, 2)
+            for suffix, fn, theirs_over_mine in (
+                ("", rate, False),
+                ("_overall", lambda r: r.get("pods_per_second"), False),
+                ("_to_last_event", lambda r: r.get("seconds_to_last_event"), True),
+            ):
+                mine, theirs = figure(runner, fn), figure(other, fn)
+                if mine and theirs:
+                    ratio = theirs / mine if theirs_over_mine else mine / theirs
+                    out[f"{runner}_vs_{key}{suffix}"] = round(ratio, 2)
     return out
 
 
@@ -474,6 +514,12 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="multiply every shape's nodes and pods by this (e.g. 0.1 for a quick look)",
     )
+    p.add_argument(
+        "--order",
+        choices=("fixed", "abba"),
+        default="fixed",
+        help="abba: every runner twice, in the fixed order then the reverse (A B B A)",
+    )
     p.add_argument("--kube-api-qps", type=float, default=5000.0)
     p.add_argument("--kube-api-burst", type=int, default=5000)
     p.add_argument("--event-qps", type=float, default=50.0, help="of the sluice-event-qps runs")
@@ -513,11 +559,15 @@ def _shapes(args: argparse.Namespace) -> list[Shape]:
 
 
 def _runners(args: argparse.Namespace) -> list[str]:
+    """The runners in the order they run: their fixed order, or with ``--order abba``
+    that order and then the reverse (kube-scheduler, Sluice, Sluice, kube-scheduler), so
+    that what drifts on a shared machine over the runs weighs on every runner alike."""
     names = [r.strip() for r in args.runners.split(",") if r.strip()]
     for name in names:
         if name not in RUNNERS:
             raise SystemExit(f"--runners: unknown runner {name!r} (known: {', '.join(RUNNERS)})")
-    return [r for r in RUNNERS if r in names]
+    order = [r for r in RUNNERS if r in names]
+    return [*order, *reversed(order)] if getattr(args, "order", "fixed") == "abba" else order
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -546,13 +596,18 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
         ctx = RunContext(api, plane, opts, workdir)
         for runner in runners:
             for shape in shapes:
-                figures = await run_one(ctx, shape, runner)
+                if shape.name == FAILOVER.name:
+                    if runner not in FAILOVER_RUNNERS:
+                        continue
+                    figures = await run_failover(ctx, shape, runner)
+                else:
+                    figures = await run_one(ctx, shape, runner)
                 ks = plane.external_kube_scheduler
                 figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
                 figures.update(common)
                 results.append(figures)
                 _emit(figures)
-                if figures["unbound"]:
+                if figures.get("unbound"):
                     status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))

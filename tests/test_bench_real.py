@@ -128,6 +128,46 @@ def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
 def test_runners_run_in_their_fixed_order() -> None:
     args = real._parser().parse_args(["--runners", "sluice,raw,kube-scheduler"])
     assert real._runners(args) == ["kube-scheduler", "raw", "sluice"]
+    abba = real._parser().parse_args(["--runners", "sluice,kube-scheduler", "--order", "abba"])
+    assert real._runners(abba) == ["kube-scheduler", "sluice", "sluice", "kube-scheduler"]
+
+
+def test_compare_keeps_every_run_of_a_runner_and_takes_ratios_of_means() -> None:
+    runs = [
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "first_bind_after": 2.0,
+            "seconds_to_last_event": 60.0,
+        },
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 300.0,
+            "first_bind_after": 1.0,
+            "seconds_to_last_event": 40.0,
+        },
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 500.0,
+            "first_bind_after": 1.4,
+            "seconds_to_last_event": 60.0,
+        },
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "first_bind_after": 2.2,
+            "seconds_to_last_event": 40.0,
+        },
+    ]
+    out = real.compare("s", runs)
+    assert out["sluice"]["binds_per_second_10_90"] == [300.0, 500.0]
+    assert out["kube-scheduler"]["first_bind_after"] == [2.0, 2.2]
+    assert out["sluice_vs_kube_scheduler"] == 2.0
+    assert out["sluice_vs_kube_scheduler_to_last_event"] == 1.0
 
 
 def test_compare_gives_ratios_to_kube_scheduler_and_raw() -> None:

@@ -342,7 +342,8 @@ def test_leases_only_in_the_own_namespace() -> None:
     role = one("Role", "sluice-scheduler-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert grants(role["rules"]) == {
-        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+        ("coordination.k8s.io", "leases", verb)
+        for verb in ("get", "list", "watch", "create", "update")  # a follower watches it
     }
     assert all(g[1] != "leases" for g in grants(rules("sluice-scheduler")))
 

@@ -28,6 +28,7 @@ from scheduler.config import (
     load_configuration_file,
     parse_feature_gates,
     with_feature_gates,
+    with_shard,
 )
 from scheduler.kube import (
     EventSettings,
@@ -39,6 +40,7 @@ from scheduler.kube import (
     LeadershipLost,
 )
 from scheduler.kube.optional import OptionalInformers
+from scheduler.kube.resources import NODES
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     configure(args.verbosity)
     config = load_configuration_file(args.config) if args.config else SchedulerConfiguration()
     config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
+    config = with_shard(config, args.shard)
     events = event_settings(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
@@ -171,8 +174,11 @@ async def _main(
     try:
         async with client, anyio.create_task_group() as tg:
             tg.start_soon(resolution.run, tg.cancel_scope)
+            sharding = config.sharding()
             cache = SchedulerCache(
-                config.scheduler_name, wait_for_pod_grouper=config.wait_for_pod_grouper
+                config.scheduler_name,
+                wait_for_pod_grouper=config.wait_for_pod_grouper,
+                sharding=sharding,
             )
             backend = KubeBackend(
                 client,
@@ -181,7 +187,8 @@ async def _main(
                 on_event_drop=lambda reason: metrics.events_dropped.labels(reason).inc(),
             )
             await tg.start(backend.run)
-            informers = InformerSet(client, cache)
+            selectors = {NODES.key: sharding.node_selector()} if sharding else {}
+            informers = InformerSet(client, cache, label_selectors=selectors)
             health.informers = informers
             optional = OptionalInformers(client, cache)
             health.optional = optional
@@ -207,7 +214,7 @@ async def _main(
                 elector = LeaderElector(
                     client,
                     LeaderElectionConfig(
-                        name=args.leader_elect_resource_name,
+                        name=lease_name(args.leader_elect_resource_name, config.shard),
                         namespace=args.leader_elect_resource_namespace,
                     ),
                 )
@@ -225,9 +232,20 @@ async def _main(
     return 0
 
 
+def lease_name(given: str | None, shard: str) -> str:
+    """The Lease of this process's leader election: ``--leader-elect-resource-name``,
+    else ``sluice-scheduler``, or ``sluice-scheduler-<shard>`` for a shard (each shard
+    has a leader of its own)."""
+    if given:
+        return given
+    return f"sluice-scheduler-{shard}" if shard else "sluice-scheduler"
+
+
 async def _schedule(loop: SchedulingLoop, health: Health) -> None:
     health.leading = True
     structlog.contextvars.bind_contextvars(scheduler=loop.config.scheduler_name)
+    if loop.config.shard:
+        structlog.contextvars.bind_contextvars(shard=loop.config.shard)
     log.info("scheduling", actions=[a.name for a in loop.resolved.actions])
     try:
         await loop.run()

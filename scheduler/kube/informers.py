@@ -506,6 +506,8 @@ class InformerSet:
     resources: Sequence[Resource] = SCHEDULER_RESOURCES
     settings: InformerSettings = field(default_factory=InformerSettings)
     clock: Clock | None = None
+    label_selectors: Mapping[str, str] = field(default_factory=dict)
+    """A label selector per kind key (a shard's nodes: ``pool=a``); the others: all."""
     informers: dict[str, Informer] = field(init=False)
     ready: anyio.Event = field(init=False, default_factory=anyio.Event)
 
@@ -514,7 +516,14 @@ class InformerSet:
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"one informer per kind: {kinds}")
         self.informers = {
-            r.key: Informer(self.client, r, self.sink, settings=self.settings, clock=self.clock)
+            r.key: Informer(
+                self.client,
+                r,
+                self.sink,
+                settings=self.settings,
+                clock=self.clock,
+                label_selector=self.label_selectors.get(r.key, ""),
+            )
             for r in self.resources
         }
 

@@ -382,6 +382,8 @@ class StatusReporter:
         tree = session.queue_tree
         for name, queue in session.queues.items():
             obj = self._cache.queue_objects.get(name) or {}
+            if not self._cache.shards.writes_queue(obj):
+                continue  # another shard writes it (scheduler.api.shards)
             observed = obj.get("status") or {}
             if obj.get("apiVersion") == VOLCANO.api_version:
                 leaves = [name] if name in tree.closed else tree.leaves(name)

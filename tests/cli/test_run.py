@@ -50,3 +50,17 @@ def test_a_refused_configuration_ends_the_command(
     code = main(["run", "--kubeconfig", str(kubeconfig), "--config", str(path), "--port", "0"])
     assert code == 2
     assert field in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "shard", "lease"),
+    [
+        pytest.param(None, "", "sluice-scheduler", id="one scheduler"),
+        pytest.param(None, "gpu", "sluice-scheduler-gpu", id="a shard: a Lease of its own"),
+        pytest.param("mine", "gpu", "mine", id="named on the command line"),
+    ],
+)
+def test_the_lease_of_each_shard(given: str | None, shard: str, lease: str) -> None:
+    from scheduler.cli.run import lease_name
+
+    assert lease_name(given, shard) == lease

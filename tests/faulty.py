@@ -1,46 +1,82 @@
-"""A plugin that raises on purpose, for the tests of the error boundary (issue 9 point 3).
+"""A plugin that raises on purpose, for the tests of the error boundary (issue 9 point 3,
+issue 24 point 2).
 
-``faulty`` raises ``RuntimeError("boom")`` from one extension point, for pods whose name
-starts with ``podPrefix`` only, so that every other pod of the cycle shows whether it was
-scheduled as usual. ``register(registry)`` adds it, as an out-of-tree plugin module does.
+``faulty`` registers one hook, at the extension point named ``point`` (any declared one,
+or ``open`` to raise while the session opens), that raises ``Boom`` when what it is asked
+about is *bad*: a pod whose name starts with ``podPrefix``, a job with such a pod or whose
+own name starts with it, a queue whose name starts with it. Otherwise it gives the answer
+that changes nothing (no rejection, no key, success, abstain, all candidates...), so every
+other pod of the cycle shows whether it was scheduled as usual. :data:`FIRED` counts the
+faults raised per point, so a test can tell that the fault really was injected.
+``register(registry)`` adds the plugin, as an out-of-tree plugin module does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from scheduler.api.job import JobInfo
-from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
-from scheduler.framework.extension_points import (
-    BIND_ANNOTATIONS,
-    JOB_ORDER,
-    JOB_READY,
-    JOB_VALID,
-    NODE_FILTER,
-    SUBSET_NODES,
-    HookSet,
-    OrderKey,
-    PluginContext,
-    Rejection,
-)
-from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
-from scheduler.framework.node_table import TableView
+from scheduler.framework.extension_points import POINTS, HookSet, PluginContext, Point, Vote
 from scheduler.framework.registry import PluginSpec, Registry
-from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.status import SUCCESS
 
-POINTS = (
-    "filter",
-    "onPlace",
-    "onUnplace",
-    "jobReady",
-    "jobValid",
-    "bindAnnotations",
-    "jobOrder",
-    "open",
-    "subsetNodes",
-)
+FIRED: Counter[str] = Counter()
+"""Faults raised so far, by point name (tests clear it)."""
+
+
+def _empty(*_: Any) -> Any:
+    return ()
+
+
+def _candidates(subject: Any, candidates: Any) -> Any:
+    return list(candidates)
+
+
+def _zeros(task: Any, table: Any, rows: Any, releasing: bool = False) -> Any:
+    return np.zeros((len(rows), len(table.columns)), dtype=np.int64)
+
+
+def _scores(task: Any, table: Any, rows: Any) -> Any:
+    return np.zeros(len(rows), dtype=np.float64)
+
+
+NEUTRAL: dict[str, Callable[..., Any]] = {
+    "jobOrder": _empty,
+    "taskOrder": _empty,
+    "queueOrder": _empty,
+    "jobValid": lambda *_: SUCCESS,
+    "jobReady": lambda *_: SUCCESS,
+    "jobPipelined": lambda *_: SUCCESS,
+    "jobStarving": lambda *_: True,
+    "jobEnqueueable": lambda *_: Vote.ABSTAIN,
+    "filter": _empty,
+    "rowFilter": lambda *_: True,
+    "shortfall": _zeros,
+    "score": _scores,
+    "queueAllocatable": lambda *_: True,
+    "queueBorrowable": lambda *_: True,
+    "queueOverused": lambda *_: False,
+    "queueShare": lambda *_: None,
+    "preemptable": _candidates,
+    "reclaimable": _candidates,
+    "onEnqueue": lambda *_: None,
+    "onPlace": lambda *_: None,
+    "onUnplace": lambda *_: None,
+    "bindAnnotations": lambda *_: {},
+    "bindClaims": _empty,
+    "subsetNodes": lambda *_: None,
+    "gangVictimSelector": lambda *_: None,
+}
+"""The answer of each extension point that changes nothing."""
+
+POINT_NAMES = ("open", *(p.name for p in POINTS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +85,8 @@ class FaultyArguments:
     podPrefix: str = "bad"
 
     def __post_init__(self) -> None:
-        if self.point not in POINTS:
-            raise ValueError(f"point must be one of {', '.join(POINTS)}")
+        if self.point not in POINT_NAMES:
+            raise ValueError(f"point must be one of {', '.join(POINT_NAMES)}")
 
 
 class Boom(RuntimeError):
@@ -63,72 +99,41 @@ class FaultyPlugin:
     def __init__(self, arguments: FaultyArguments) -> None:
         self.args = arguments
 
-    def _bad_task(self, task: TaskInfo) -> bool:
-        return task.name.startswith(self.args.podPrefix)
+    def _bad(self, subject: object) -> bool:
+        prefix = self.args.podPrefix
+        if isinstance(subject, TaskInfo):
+            return subject.name.startswith(prefix)
+        if isinstance(subject, JobInfo):
+            return subject.name.startswith(prefix) or any(
+                t.name.startswith(prefix) for t in subject.tasks.values()
+            )
+        if isinstance(subject, QueueInfo):
+            return subject.name.startswith(prefix)
+        return False
 
-    def _bad_job(self, job: JobInfo) -> bool:
-        return any(self._bad_task(t) for t in job.tasks.values())
+    def _hook(self, point: Point[Any, Any]) -> Callable[..., Any]:
+        neutral = NEUTRAL[point.name]
 
-    def _raise(self, what: str) -> None:
-        raise Boom(f"boom in {what}")
+        def hook(*args: Any) -> Any:
+            # What the point is asked about: a task, a job or a queue, wherever it comes in
+            # the arguments (queueAllocatable asks of a queue for a task: either may be bad).
+            if any(self._bad(a) for a in args[:2]):
+                FIRED[point.name] += 1
+                raise Boom(f"boom in {point.name}")
+            return neutral(*args)
+
+        return hook
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         del context
-        point = self.args.point
-        if point == "open":
-            self._raise("open")
-        if point == "filter":
-            hooks.add(NODE_FILTER, self.filter)
-        if point in ("onPlace", "onUnplace"):
-            hooks.add_placement_handlers(self.on_place, self.on_unplace)
-        if point == "jobReady":
-            hooks.add(JOB_READY, self.job_status)
-        if point == "jobValid":
-            hooks.add(JOB_VALID, self.job_status)
-        if point == "bindAnnotations":
-            hooks.add(BIND_ANNOTATIONS, self.annotations)
-        if point == "jobOrder":
-            hooks.add(JOB_ORDER, self.job_key)
-        if point == "subsetNodes":
-            hooks.add(SUBSET_NODES, self.subset)
+        if self.args.point == "open":
+            FIRED["open"] += 1
+            raise Boom("boom in open")
+        point = next(p for p in POINTS if p.name == self.args.point)
+        hooks.add(point, self._hook(point))
 
     def close(self) -> None:
         pass
-
-    def filter(self, task: TaskInfo, table: TableView, releasing: bool, /) -> Sequence[Rejection]:
-        if self._bad_task(task):
-            self._raise("filter")
-        return ()
-
-    def on_place(self, task: TaskInfo, node: NodeInfo, /) -> None:
-        if self.args.point == "onPlace" and self._bad_task(task):
-            self._raise("onPlace")
-
-    def on_unplace(self, task: TaskInfo, node: NodeInfo, /) -> None:
-        if self.args.point == "onUnplace" and self._bad_task(task):
-            self._raise("onUnplace")
-
-    def job_status(self, job: JobInfo, /) -> Status:
-        if self._bad_job(job):
-            self._raise(self.args.point)
-        return SUCCESS
-
-    def annotations(self, task: TaskInfo, node: NodeInfo, /) -> Mapping[str, str]:
-        if self._bad_task(task):
-            self._raise("bindAnnotations")
-        return {}
-
-    def subset(
-        self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
-    ) -> Subsets | None:
-        if self._bad_job(job):
-            self._raise("subsetNodes")
-        return None
-
-    def job_key(self, job: JobInfo, /) -> OrderKey:
-        if self._bad_job(job):
-            self._raise("jobOrder")
-        return ()
 
 
 def register(registry: Registry) -> None:

@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from scheduler.actions.common import Placed, eligible, place_job, waiting_tasks
+from scheduler.api import reasons
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskStatus
@@ -107,7 +108,7 @@ class AllocateAction:
             and any(t.status is TaskStatus.PENDING for t in tasks)
         ):
             # Nominated tasks are already counted in the queue; new demand is not.
-            reason = f"queue {queue.name!r} has used its deserved share"
+            reason = reasons.queue_deserved_used(queue.name)
             session.record_job_reason(job, reason)
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, reason)

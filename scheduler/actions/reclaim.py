@@ -66,11 +66,7 @@ class ReclaimAction:
 
     @staticmethod
     def _any_queue_above_share(session: Session) -> bool:
-        for queue in session.queues.values():
-            share = session.queue_share(queue)
-            if share is not None and share.share > 1.0:
-                return True
-        return False
+        return any(share.share > 1.0 for share in session.each_queue_share().values())
 
     @staticmethod
     def _below_share(session: Session, job: JobInfo) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ from scheduler.kube import (
 )
 from scheduler.kube.optional import OptionalInformers
 from scheduler.kube.resources import NODES
+from scheduler.live import LivePage, add_routes
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
 
@@ -68,7 +70,9 @@ class Health:
         return True, "ok"
 
 
-def _http_app(metrics: Metrics, health: Health) -> web.Application:
+def _http_app(
+    metrics: Metrics, health: Health, ui: Callable[[], LivePage | None] | None = None
+) -> web.Application:
     async def metrics_handler(_: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -85,6 +89,8 @@ def _http_app(metrics: Metrics, health: Health) -> web.Application:
     http.router.add_get("/healthz", healthz)
     http.router.add_get("/livez", healthz)
     http.router.add_get("/readyz", readyz)
+    if ui is not None:  # the live page, on the same port as /metrics
+        add_routes(http, ui)
     return http
 
 
@@ -162,8 +168,10 @@ async def _main(
     metrics = Metrics()
     health = Health(leader_elect=args.leader_elect)
     runner: web.AppRunner | None = None
+    live: list[LivePage] = []
     if args.port:
-        runner = web.AppRunner(_http_app(metrics, health), access_log=None)
+        ui = (lambda: live[0] if live else None) if args.ui else None
+        runner = web.AppRunner(_http_app(metrics, health, ui), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, args.bind_address, args.port).start()
         log.info("serving metrics and probes", port=args.port)
@@ -209,6 +217,7 @@ async def _main(
 
             loop = app.build_loop(resolved, cache, backend.ports(), metrics)
             loop.freeze_heap = True
+            live.append(LivePage(loop))
             tg.start_soon(_stop_on_signal, loop)
             if args.leader_elect:
                 elector = LeaderElector(

@@ -35,6 +35,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
+from scheduler.framework.effects import VictimBundle
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import (
     BoolVector,
@@ -294,13 +295,13 @@ class GangVictimSelector(Protocol):
         job: JobInfo,
         tasks: Sequence[TaskInfo],
         nodes: NodeSet,
-        candidates: Sequence[tuple[JobInfo, str, Sequence[TaskInfo]]],
+        candidates: Sequence[tuple[JobInfo, VictimBundle, Sequence[TaskInfo]]],
         /,
     ) -> Sequence[str] | None:
         """The jobs (uids) whose tasks among ``candidates`` to evict so that gang ``job``'s
         ``tasks`` fit in ``nodes``; None to leave the choice to the search. ``candidates``
-        are the bundles the victim search found there, in its order: (job, ``safe`` or
-        ``whole``, its tasks in ``nodes``). Replaces the default choice."""
+        are the bundles the victim search found there, in its order: (job, SAFE or WHOLE,
+        its tasks in ``nodes``). Replaces the default choice."""
         ...
 
 
@@ -351,9 +352,11 @@ class Rule(enum.Enum):
 class Scope(enum.Enum):
     """Where an extension point may be asked."""
 
-    JOB = "for one job, inside its boundary: a hook that raises fails that job only"
+    JOB = (
+        "inside a boundary (a job's, or a queue's for its share): a hook that raises fails "
+        "that job (or queue) only"
+    )
     CYCLE = "for the whole cycle (an order of jobs or queues): a hook that raises fails it"
-    ANY = "either (a queue's share: per job in reclaim, for every queue after the actions)"
 
     __hash__ = object.__hash__
 
@@ -378,7 +381,7 @@ FilterGroups = list[tuple[str, Sequence[Rejection]]]
 """Every node filter's rejections, grouped by plugin in registration order."""
 
 
-_J, _C, _A = Scope.JOB, Scope.CYCLE, Scope.ANY
+_J, _C = Scope.JOB, Scope.CYCLE
 
 JOB_ORDER: Point[JobOrder, OrderKey] = Point("jobOrder", Rule.LEXICOGRAPHIC, _C)
 TASK_ORDER: Point[TaskOrder, OrderKey] = Point("taskOrder", Rule.LEXICOGRAPHIC)
@@ -398,7 +401,7 @@ QUEUE_BORROWABLE: Point[QueueBorrowable, bool] = Point(
     "queueBorrowable", Rule.ALL_AGREE, _J, default=False
 )
 QUEUE_OVERUSED: Point[QueueOverused, bool] = Point("queueOverused", Rule.ANY)
-QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER, _A)
+QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER)
 VICTIMS: Point[VictimFilter, list[TaskInfo]] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
 RECLAIMABLE: Point[ReclaimFilter, list[TaskInfo]] = Point("reclaimable", Rule.CHAIN)
 ON_ENQUEUE: Point[JobHandler, None] = Point("onEnqueue", Rule.NOTIFY)

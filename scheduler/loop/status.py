@@ -249,9 +249,10 @@ class StatusReporter:
                 if job.uid in session.deferred:
                     unschedulable.add(task.uid)  # not tried this cycle: its backoff holds
                     continue
-                msg = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
-                if not msg:
+                told = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
+                if told is None or not told.message:
                     continue
+                msg = told.message
                 unschedulable.add(task.uid)
                 if self._event_backoff.due(task.uid, msg, clock_now):
                     event = Event(ObjectRef.of_pod(task), "Warning", "FailedScheduling", msg)
@@ -259,7 +260,7 @@ class StatusReporter:
                 if self._pod_messages.get(task.uid) == msg:
                     continue
                 self._pod_messages[task.uid] = msg
-                error = job.uid in session.error_jobs
+                error = job.uid in session.failing_jobs
                 self._unschedulable(task, msg, now, error=error)
         self._event_backoff.retain(unschedulable)
 
@@ -292,8 +293,9 @@ class StatusReporter:
             if not job.has_pod_group or job.problem or job.uid in session.deferred:
                 continue  # a job deferred to the next cycle keeps the status it has
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
-            reason = session.job_reasons.get(job.uid)
-            error = job.uid in session.error_jobs
+            told = session.job_reasons.get(job.uid)
+            reason = told.message if told is not None else None
+            error = job.uid in session.failing_jobs
             api = api_of_job(job.uid)
             if api is VOLCANO:
                 status, phase = volcano.pod_group_status(job, reason, now, observed, error=error)
@@ -343,10 +345,10 @@ class StatusReporter:
                 if job.uid in session.deferred:
                     break  # a member deferred to the next cycle: the status waits for it
                 tasks.append(task)
-                reason = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
-                if reason:
-                    reasons[uid] = reason
-                    error = error or job.uid in session.error_jobs
+                told = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
+                if told is not None and told.message:
+                    reasons[uid] = told.message
+                    error = error or job.uid in session.failing_jobs
             else:
                 status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
                 self._write_basic_group(obj, job_id, status, observed)

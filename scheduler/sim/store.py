@@ -13,8 +13,9 @@ and name, and applies writes with the semantics of the Kubernetes API server:
 * the status subresource: status is written only through it, and only status through it;
 * graceful deletion of bound pods (``deletionTimestamp``), finalizers, ``bind`` (the
   Binding subresource) and ``evict`` (the Eviction API, refused by PodDisruptionBudgets);
-* watch: synchronous fan-out to subscribers in commit order, a bounded history for
-  resuming (GoneError when too old), and an async iterator with bookmarks.
+* watch: every write's event recorded and delivered by its :class:`~scheduler.sim.
+  watch_hub.WatchHub` (synchronous fan-out to subscribers in commit order, a bounded
+  history for resuming, GoneError when too old, an async iterator with bookmarks).
 
 Objects are copy-on-write. The store never mutates a dict after handing it out: every
 write builds new dicts along the changed path and shares the rest. Callers must treat
@@ -31,20 +32,14 @@ thread-safe and is used from one event loop (or no loop at all: every method exc
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import logging
-import math
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from scheduler.api.errors import (
     AlreadyExistsError,
     ConflictError,
     FieldCause,
-    GoneError,
     InvalidObjectError,
     NotFoundError,
 )
@@ -54,6 +49,7 @@ from scheduler.sim.budgets import check_budgets
 from scheduler.sim.dra import CLAIM_KINDS, check_claim_status, default_object
 from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
+from scheduler.sim.watch_hub import ApiObject, EventType, WatchEvent, WatchHub
 
 __all__ = [
     "DEFAULT_CLUSTER_SCOPED",
@@ -65,11 +61,6 @@ __all__ = [
     "WatchEvent",
 ]
 
-log = logging.getLogger(__name__)
-
-#: An API object: a JSON dict in Kubernetes shape. Read-only once the store returned it.
-ApiObject = dict[str, Any]
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 PatchType = Literal["merge", "strategic"]
 
 #: Kinds without a namespace, unless the store is told otherwise (by kind key:
@@ -123,60 +114,11 @@ _NAME_ALPHABET: Final[str] = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: Final[Mapping[Any, Any]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One change, as a watch delivers it.
-
-    ``obj`` is the object after the change; for DELETED, its last state with the
-    resourceVersion of the deletion; for BOOKMARK, only ``kind`` and
-    ``metadata.resourceVersion``. ``resource_version`` is the revision of the change.
-    """
-
-    type: EventType
-    kind: str
-    obj: ApiObject
-    resource_version: int
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-class _Subscriber:
-    __slots__ = ("callback", "kinds")
-
-    def __init__(self, callback: Callable[[WatchEvent], None], kinds: frozenset[str] | None):
-        self.callback = callback
-        self.kinds = kinds
-
-
-class _Waker:
-    """Wakes one waiting watch generator: a bare asyncio future per wait, optionally with a
-    deadline (cheaper than a cancel scope, which matters for watches of busy kinds)."""
-
-    __slots__ = ("future",)
-
-    def __init__(self) -> None:
-        self.future: asyncio.Future[None] | None = None
-
-    def set(self) -> None:
-        future = self.future
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    async def wait(self, deadline: float | None) -> None:
-        """Until :meth:`set` or the loop time ``deadline``, whichever comes first."""
-        loop = asyncio.get_running_loop()
-        future = self.future = loop.create_future()
-        handle = loop.call_at(deadline, self.set) if deadline is not None else None
-        try:
-            await future
-        finally:
-            self.future = None
-            if handle is not None:
-                handle.cancel()
-
-
 # --------------------------------------------------------------------------- the store
+
+
+RESTORED = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+"""Metadata a restored object keeps (:meth:`ObjectStore.create` with ``restore``)."""
 
 
 class ObjectStore:
@@ -206,8 +148,6 @@ class ObjectStore:
         cluster_scoped: Collection[str] = DEFAULT_CLUSTER_SCOPED,
         status_subresource: Collection[str] = DEFAULT_STATUS_SUBRESOURCE,
     ) -> None:
-        if history < 0:
-            raise ValueError("history must not be negative")
         self._wall = wall
         self._validator = validator
         self._cluster_scoped = frozenset(cluster_scoped)
@@ -216,12 +156,7 @@ class ObjectStore:
         self._rv = 0
         self._uids = 0
         self._names = 0
-        self._history: deque[WatchEvent] = deque(maxlen=history)
-        self._compacted = 0
-        self._subscribers: list[_Subscriber] = []
-        self._fanout: dict[str, tuple[Callable[[WatchEvent], None], ...]] = {}
-        self._queue: deque[WatchEvent] = deque()
-        self._dispatching = False
+        self._watches = WatchHub(history)
 
     # ----------------------------------------------------------------- reads
 
@@ -270,7 +205,7 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- writes
 
-    def create(self, obj: Mapping[str, Any]) -> ApiObject:
+    def create(self, obj: Mapping[str, Any], *, restore: bool = False) -> ApiObject:
         """Store a new object; returns it as stored. Not idempotent.
 
         Copies ``obj`` (the caller keeps its own). Sets ``metadata.uid`` (deterministic),
@@ -279,6 +214,13 @@ class ObjectStore:
         ``generateName`` if there is no name, and ``status.phase: Pending`` for a Pod
         without a phase. Raises InvalidObjectError (no kind or name, or the validator
         refuses) and AlreadyExistsError.
+
+        ``restore``: the object comes back as it was in a cluster (a scenario, which may
+        be a cluster's snapshot: ``sluice simulate``), so the ``uid``,
+        ``creationTimestamp``, ``deletionTimestamp`` and ``deletionGracePeriodSeconds`` it
+        carries are kept (the scheduler orders jobs by creation, DRA claims name their
+        pods by uid, a pod being deleted is still going); an API client's create never
+        restores (the API server sets them itself).
         """
         new: ApiObject = clone(obj)
         kind = new.get("kind")
@@ -312,6 +254,7 @@ class ObjectStore:
         else:
             namespace = meta.get("namespace") or "default"
             meta["namespace"] = namespace
+        kept = {f: meta[f] for f in RESTORED if restore and meta.get(f)}
         for f in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(f, None)
         new["metadata"] = meta
@@ -339,6 +282,7 @@ class ObjectStore:
         meta["uid"] = f"00000000-0000-4000-8000-{n:012x}"
         meta["creationTimestamp"] = rfc3339(self._wall())
         meta["generation"] = 1
+        meta.update(kept)
         return self._commit("ADDED", kind, key, bucket, new)
 
     def replace(self, obj: Mapping[str, Any], *, subresource: str | None = None) -> ApiObject:
@@ -627,47 +571,18 @@ class ObjectStore:
     def subscribe(
         self, callback: Callable[[WatchEvent], None], kinds: Collection[str] | None = None
     ) -> Callable[[], None]:
-        """Call ``callback`` with every later event (of ``kinds``, or all); returns the
-        unsubscribe function (idempotent).
-
-        Delivery is synchronous, after the write committed, in commit order. A callback
-        must not block; it may write to the store (that event is delivered after the
-        current one has reached every subscriber). An exception in a callback is logged
-        and does not undo the write nor stop delivery to the other subscribers.
-        """
-        if isinstance(kinds, str):
-            kinds = (kinds,)
-        sub = _Subscriber(callback, frozenset(kinds) if kinds is not None else None)
-        self._subscribers = [*self._subscribers, sub]
-        self._fanout = {}
-
-        def unsubscribe() -> None:
-            if any(s is sub for s in self._subscribers):
-                self._subscribers = [s for s in self._subscribers if s is not sub]
-                self._fanout = {}
-
-        return unsubscribe
+        """:meth:`WatchHub.subscribe <scheduler.sim.watch_hub.WatchHub.subscribe>`."""
+        return self._watches.subscribe(callback, kinds)
 
     def events_since(
         self, kind: str, resource_version: int, namespace: str | None = None
     ) -> builtins.list[WatchEvent]:
         """Events of ``kind`` (in ``namespace``) with a revision above ``resource_version``,
         oldest first, from the bounded history. GoneError if older events were dropped."""
-        if resource_version < self._compacted:
-            raise GoneError(
-                f"too old resource version: {resource_version} ({self._compacted})", kind=kind
-            )
         ns = None if namespace is None else self._ns(kind, namespace)
-        out: builtins.list[WatchEvent] = []
-        for ev in reversed(self._history):
-            if ev.resource_version <= resource_version:
-                break
-            if ev.kind == kind and (ns is None or ev.obj["metadata"].get("namespace", "") == ns):
-                out.append(ev)
-        out.reverse()
-        return out
+        return self._watches.events_since(kind, resource_version, ns)
 
-    async def watch(
+    def watch(
         self,
         kind: str,
         *,
@@ -679,51 +594,22 @@ class ObjectStore:
 
         With ``resource_version``, first the events after it from history (GoneError,
         raised at the first iteration, if it is too old); without it, an ADDED event
-        for every current object (a watch without resourceVersion). Then live events.
-        With ``bookmark_interval``, a BOOKMARK carrying the current resourceVersion is
-        sent every that many seconds of the running (asyncio) loop's clock whenever no
-        event is waiting. Nothing happens until the first iteration. The consumer must
-        close the iterator (``contextlib.aclosing``), or let it be garbage collected, to
-        unsubscribe. Buffering is unbounded.
+        for every current object (a watch without resourceVersion). Then live events,
+        and bookmarks (:meth:`WatchHub.stream <scheduler.sim.watch_hub.WatchHub.stream>`).
         """
         ns = None if namespace is None else self._ns(kind, namespace)
-        if resource_version is None:
-            initial = [
-                WatchEvent("ADDED", kind, o, int(o["metadata"]["resourceVersion"]))
-                for o in self.list(kind, ns)[0]
-            ]
-        else:
-            initial = self.events_since(kind, resource_version, ns)
-        buffer: deque[WatchEvent] = deque(initial)
-        waker = _Waker()
 
-        def on_event(ev: WatchEvent) -> None:
-            if ns is None or ev.obj["metadata"].get("namespace", "") == ns:
-                buffer.append(ev)
-                waker.set()
+        def initial() -> builtins.list[WatchEvent]:
+            if resource_version is None:
+                return [
+                    WatchEvent("ADDED", kind, o, int(o["metadata"]["resourceVersion"]))
+                    for o in self.list(kind, ns)[0]
+                ]
+            return self._watches.events_since(kind, resource_version, ns)
 
-        unsubscribe = self.subscribe(on_event, (kind,))
-        try:
-            loop = asyncio.get_running_loop()
-            next_bookmark = loop.time() + bookmark_interval if bookmark_interval else math.inf
-            while True:
-                while buffer:
-                    yield buffer.popleft()
-                if bookmark_interval and loop.time() >= next_bookmark:
-                    now = loop.time()
-                    while next_bookmark <= now:
-                        next_bookmark += bookmark_interval
-                    rv = self._rv
-                    yield WatchEvent(
-                        "BOOKMARK",
-                        kind,
-                        {"kind": kind, "metadata": {"resourceVersion": str(rv)}},
-                        rv,
-                    )
-                    continue
-                await waker.wait(next_bookmark if bookmark_interval else None)
-        finally:
-            unsubscribe()
+        return self._watches.stream(
+            kind, ns, initial, lambda: self._rv, bookmark_interval=bookmark_interval
+        )
 
     # ----------------------------------------------------------------- internals
 
@@ -920,37 +806,5 @@ class ObjectStore:
             del bucket[key]
         else:
             bucket[key] = obj
-        ev = WatchEvent(type_, kind, obj, rv)
-        history = self._history
-        if len(history) == history.maxlen:
-            self._compacted = history[0].resource_version if history else rv
-        history.append(ev)
-        self._deliver(ev)
+        self._watches.record(WatchEvent(type_, kind, obj, rv))
         return obj
-
-    def _deliver(self, ev: WatchEvent) -> None:
-        self._queue.append(ev)
-        if self._dispatching:
-            return
-        self._dispatching = True
-        try:
-            queue = self._queue
-            while queue:
-                ev = queue.popleft()
-                callbacks = self._fanout.get(ev.kind)
-                if callbacks is None:
-                    callbacks = tuple(
-                        s.callback
-                        for s in self._subscribers
-                        if s.kinds is None or ev.kind in s.kinds
-                    )
-                    self._fanout[ev.kind] = callbacks
-                for callback in callbacks:
-                    try:
-                        callback(ev)
-                    except Exception:
-                        log.exception(
-                            "watch subscriber %r failed on %s %s", callback, ev.type, ev.kind
-                        )
-        finally:
-            self._dispatching = False

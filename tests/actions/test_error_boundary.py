@@ -16,9 +16,11 @@ import pytest
 
 from scheduler import app
 from scheduler.api.errors import PluginError, SessionCorruptedError
+from scheduler.api.reasons import ReasonCode
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Bind
+from scheduler.framework.extension_points import POINTS, Scope
 from scheduler.framework.session import Session, open_session
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
@@ -79,9 +81,10 @@ def test_a_plugin_raising_for_one_job_fails_that_job_only(point: str) -> None:
     assert isinstance(exc, PluginError)
     assert (exc.plugin, exc.point) == ("faulty", point)
     assert isinstance(exc.__cause__, faulty.Boom)
-    reason = session.job_reasons[bad.job_id]
+    reason = session.job_reasons[bad.job_id].message
+    assert session.job_reasons[bad.job_id].code is ReasonCode.SCHEDULER_ERROR
     assert reason == f"SchedulerError: plugin 'faulty' failed in {point}: boom in {point}"
-    assert bad.job_id in session.error_jobs
+    assert bad.job_id in session.failing_jobs
     # the session is consistent after the rollback: the node table counts the two binds
     used = {n.name: n.used.to_dict().get("cpu", 0) for n in session.nodes.values()}
     assert sum(used.values()) == 2000
@@ -174,3 +177,121 @@ def test_a_cycle_that_fails_whole_is_thrown_away_and_the_loop_goes_on() -> None:
     assert sim.result.cycles == 5
     assert sim.result.bindings == {}
     assert sample(sim, "sluice_cycle_failures_total", where="open") == 5
+
+
+# Every extension point (issue 24 point 2) ---------------------------------------------------
+
+Q = {"labels": {"scheduling.sluice.dev/queue": "bad-q"}}
+
+
+def _in(q: str, obj: Obj) -> Obj:
+    """``obj`` (a pod) in queue ``q``."""
+    obj["metadata"].setdefault("labels", {})["scheduling.sluice.dev/queue"] = q
+    return obj
+
+
+ALLOCATE = cluster()
+"""Two free nodes and three lone pods, the middle one bad: placing, scoring, binding."""
+IN_A_BAD_QUEUE = [
+    queue("bad-q"),
+    node("n1", cpu="4"),
+    node("n2", cpu="4"),
+    _in("bad-q", pod("p", cpu="1", memory=None)),
+    pod("good", cpu="1", memory=None),
+]
+"""A pod of a bad queue: questions about the queue."""
+PREEMPT = [
+    node("n1", cpu="2"),
+    pod("bad-low", cpu="2", memory=None, node="n1", priority=1),
+    pod("bad", cpu="2", memory=None, priority=100),
+]
+"""A full node and a bad preemptor, whose victim is bad too (its removal is simulated)."""
+GANG_PREEMPT = [
+    node("n1", cpu="2"),
+    node("n2", cpu="2"),
+    pod("low-1", cpu="2", memory=None, node="n1", priority=1),
+    pod("low-2", cpu="2", memory=None, node="n2", priority=1),
+    pod_group("bad-g", min_member=2),
+    pod("bad-1", cpu="2", memory=None, priority=100, group="bad-g"),
+    pod("bad-2", cpu="2", memory=None, priority=100, group="bad-g"),
+]
+"""A gang that must preempt, domain-wide."""
+RECLAIM = [
+    queue("good-q"),
+    queue("bad-q"),
+    node("n1", cpu="2"),
+    _in("good-q", pod("g-1", cpu="1", memory=None, node="n1")),
+    _in("good-q", pod("g-2", cpu="1", memory=None, node="n1")),
+    _in("bad-q", pod("bad", cpu="1", memory=None)),
+]
+"""A queue above its share and a bad pod of a queue at zero: reclaim."""
+ENQUEUE = [node("n1", cpu="4"), pod_group("bad-g", min_member=1, min_resources={"cpu": "1"})]
+"""A PodGroup waiting to be admitted."""
+BORROW = [
+    queue("bad-q"),
+    queue("a"),
+    queue("b"),
+    *(node(f"n{i}", cpu="4") for i in range(4)),
+    *(_in(q, pod(f"{q}-{i}", cpu="1", memory=None)) for q in ("a", "b") for i in range(6)),
+    *(_in("bad-q", pod(f"bad-{i}", cpu="1", memory=None)) for i in range(6)),
+]
+"""Three queues asking 18 CPU of 16: the 16th pod borrows beyond a share."""
+
+WORLDS: dict[str, list[Obj]] = {
+    "taskOrder": ALLOCATE,
+    "jobValid": ALLOCATE,
+    "jobReady": ALLOCATE,
+    "jobPipelined": PREEMPT,
+    "jobStarving": PREEMPT,
+    "jobEnqueueable": ENQUEUE,
+    "filter": ALLOCATE,
+    "rowFilter": PREEMPT,
+    "shortfall": PREEMPT,
+    "score": ALLOCATE,
+    "queueAllocatable": IN_A_BAD_QUEUE,
+    "queueBorrowable": BORROW,
+    "queueOverused": IN_A_BAD_QUEUE,
+    "queueShare": RECLAIM,
+    "preemptable": PREEMPT,
+    "reclaimable": RECLAIM,
+    "onEnqueue": ENQUEUE,
+    "onPlace": ALLOCATE,
+    "onUnplace": PREEMPT,
+    "bindAnnotations": ALLOCATE,
+    "bindClaims": ALLOCATE,
+    "subsetNodes": ALLOCATE,
+    "gangVictimSelector": GANG_PREEMPT,
+    "jobOrder": ALLOCATE,
+    "queueOrder": IN_A_BAD_QUEUE,
+}
+"""For each extension point, a cluster whose cycle asks it about something bad."""
+
+
+def test_every_declared_extension_point_has_a_fault_test() -> None:
+    assert set(WORLDS) == {p.name for p in POINTS}
+    assert set(faulty.POINT_NAMES) == {"open", *WORLDS}
+
+
+@pytest.mark.parametrize("point", [p for p in POINTS if p.scope is Scope.JOB], ids=lambda p: p.name)
+def test_a_fault_at_any_job_point_fails_that_job_only(point: Any) -> None:
+    session = decide(point.name, WORLDS[point.name])
+    assert faulty.FIRED[point.name] > 0, f"no fault was injected at {point.name}"
+    failed = {
+        uid: exc
+        for uid, exc in session.job_errors.items()
+        if isinstance(exc, PluginError) and (exc.plugin, exc.point) == ("faulty", point.name)
+    }
+    queue_failed = any(e.point == point.name for e in session.queue_errors.values())
+    assert failed or queue_failed, (point.name, session.job_errors)
+    for uid in failed:
+        assert session.job_reasons[uid].message.startswith("SchedulerError: plugin 'faulty'")
+
+
+@pytest.mark.parametrize(
+    "point", [p for p in POINTS if p.scope is Scope.CYCLE], ids=lambda p: p.name
+)
+def test_a_fault_at_a_cycle_point_fails_the_cycle(point: Any) -> None:
+    with pytest.raises(PluginError) as raised:
+        decide(point.name, WORLDS[point.name])
+    assert raised.value.point == point.name
+    assert faulty.FIRED[point.name] > 0

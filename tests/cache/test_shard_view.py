@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler import app
+from scheduler.api.reasons import ReasonCode
 from scheduler.api.shards import POOL_LABEL, Sharding, ShardSpec
 from scheduler.framework.effects import Bind
 from scheduler.framework.session import open_session
@@ -69,7 +70,9 @@ def test_a_pool_no_shard_serves_is_said_by_the_first_shard_only() -> None:
     session = open_session(a.snapshot(), app.resolve())
     for action in session.resolved.actions:
         session.run_action(action)
-    reason = session.job_reasons["default/stray"]
+    told = session.job_reasons["default/stray"]
+    assert told.code is ReasonCode.JOB_UNRESOLVED
+    reason = told.message
     assert "node pool 'pool-z'" in reason and "no shard of this scheduler serves" in reason
     b = cache_with(*CLUSTER, sharding=SHARD_B)
     assert "stray" not in scheduled(b) and "default/stray" not in b.snapshot().jobs

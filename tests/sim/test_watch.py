@@ -254,7 +254,7 @@ def test_async_watch_unsubscribes_when_closed() -> None:
             async for ev in events:
                 assert ev.obj["metadata"]["name"] == "a"
                 break
-        return len(store._subscribers)
+        return store._watches.subscribers
 
     assert run_virtual(main) == 0
 

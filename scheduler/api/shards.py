@@ -21,7 +21,8 @@ objects, so every shard draws the same borders):
   and jobs; its status is written by one shard: the shard of the queue's own pool label,
   or, for a queue without one, the first shard listed (see :attr:`Sharding.writes_queue`).
 * **A pod of a pool no shard serves** is said to be so, in its reason, by the first shard
-  listed (:meth:`Sharding.orphan_reason`); every other shard leaves it alone.
+  listed (:meth:`Sharding.orphan_reason`); every other shard leaves it alone. A shard
+  started without the list (:attr:`Sharding.listed`) cannot tell, and says nothing.
 
 A shard treats the pods of other shards as it treats other schedulers' pods: they use
 room where they run (on its nodes: none, since the nodes are partitioned), it never
@@ -72,6 +73,10 @@ class Sharding:
     label: str
     shards: tuple[ShardSpec, ...]
     mine: ShardSpec
+    listed: bool = True
+    """The shards were listed (the configuration's ``shards``). A shard started alone
+    (``sluice run --shard NAME``, no list) knows no other shard: it says nothing of the
+    pods outside its pool and writes the status of its pool's queues only."""
 
     def __post_init__(self) -> None:
         if self.mine not in self.shards:
@@ -125,8 +130,9 @@ class Sharding:
 
     @property
     def reports_orphans(self) -> bool:
-        """Does this shard say so of the gangs of pools no shard serves (the first)?"""
-        return self.mine == self.shards[0]
+        """Does this shard say so of the gangs of pools no shard serves (the first
+        listed)?"""
+        return self.listed and self.mine == self.shards[0]
 
     def orphan_reason(self, pool: Pool) -> str:
         """What the pods of a gang of ``pool`` (served by no shard) say."""
@@ -141,10 +147,11 @@ class Sharding:
 
     def writes_queue(self, labels: Mapping[str, str] | None) -> bool:
         """Does this shard write the status of a queue with ``labels``? The shard of the
-        queue's pool; for a queue without the label, the first shard listed."""
+        queue's pool; for a queue without the label, the first shard listed (none when
+        the shards are not listed)."""
         if labels and self.label in labels:
             return str(labels[self.label]) == self.mine.pool
-        return self.mine == self.shards[0]
+        return self.listed and self.mine == self.shards[0]
 
     # Devices -------------------------------------------------------------------------
 

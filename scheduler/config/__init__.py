@@ -110,7 +110,8 @@ class SchedulerConfiguration:
     shard: str = ""
     """This process's shard, one of :attr:`shards` (``sluice run --shard`` sets it); ""
     when the scheduler is not sharded. With no :attr:`shards` listed, the one shard of
-    that name owning the pool of that name."""
+    that name owning the pool of that name, which knows no other shard (it says nothing
+    of the pods of other pools, and writes the status of its pool's queues only)."""
     shard_label: str = POOL_LABEL
     """The label key whose value names a node's (a queue's, a pod's) pool."""
 
@@ -120,7 +121,7 @@ class SchedulerConfiguration:
             return None
         shards = self.shards or (ShardSpec(self.shard, self.shard),)
         mine = next(s for s in shards if s.name == self.shard)
-        return Sharding(self.shard_label, shards, mine)
+        return Sharding(self.shard_label, shards, mine, listed=bool(self.shards))
 
     def gate(self, name: str) -> bool:
         return self.feature_gates.get(name, FEATURE_GATES.get(name, False))
@@ -422,14 +423,7 @@ def _shard_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(
                     KIND, f"{where}.{unknown[0]}", "unknown field; known: name, nodePool"
                 )
-            name = _check_type(item.get("name"), str, f"{where}.name")
-            assert isinstance(name, str)
-            if not SHARD_NAME.match(name):
-                raise ConfigError(
-                    KIND,
-                    f"{where}.name",
-                    f"must be a DNS label of at most 40 characters, got {name!r}",
-                )
+            name = _shard_name(item.get("name"), f"{where}.name")
             pool = _check_type(item.get("nodePool", ""), str, f"{where}.nodePool")
             assert isinstance(pool, str)
             if any(s.name == name for s in shards):
@@ -441,9 +435,19 @@ def _shard_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
             shards.append(ShardSpec(name, pool))
         out["shards"] = tuple(shards)
     if "shard" in doc:
-        name = _check_type(doc["shard"], str, "shard")
-        out["shard"] = name
+        out["shard"] = _check_type(doc["shard"], str, "shard")
     return check_shard(out.get("shard", ""), tuple(shards), "shard") | out
+
+
+def _shard_name(value: Any, where: str) -> str:
+    """``value`` as a shard's name (named at ``where``), checked."""
+    name = _check_type(value, str, where)
+    assert isinstance(name, str)
+    if not SHARD_NAME.match(name):
+        raise ConfigError(
+            KIND, where, f"must be a DNS label of at most 40 characters, got {name!r}"
+        )
+    return name
 
 
 def check_shard(shard: str, shards: tuple[ShardSpec, ...], where: str) -> dict[str, Any]:
@@ -451,10 +455,7 @@ def check_shard(shard: str, shards: tuple[ShardSpec, ...], where: str) -> dict[s
     listed) or not a shard's name."""
     if not shard:
         return {}
-    if not SHARD_NAME.match(shard):
-        raise ConfigError(
-            KIND, where, f"must be a DNS label of at most 40 characters, got {shard!r}"
-        )
+    _shard_name(shard, where)
     if shards and all(s.name != shard for s in shards):
         known = ", ".join(s.name for s in shards)
         raise ConfigError(KIND, where, f"no shard {shard!r} is listed in shards ({known})")

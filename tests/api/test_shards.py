@@ -101,6 +101,9 @@ def test_one_shard_writes_a_queue_s_status(
 def test_pods_of_a_pool_no_shard_serves_are_reported_by_the_first_shard_only() -> None:
     first, second = sharding(A), sharding(B)
     assert first.reports_orphans and not second.reports_orphans
+    alone = Sharding(POOL_LABEL, (A,), A, listed=False)  # knows no other shard
+    assert not alone.reports_orphans and not alone.writes_queue({})
+    assert alone.writes_queue(pool("pool-a"))
     assert first.serving("pool-z") is None
     reason = first.orphan_reason(Pool("pool-z", f"its label {POOL_LABEL}"))
     assert "node pool 'pool-z'" in reason and "a (pool-a), b (pool-b)" in reason

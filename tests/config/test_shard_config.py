@@ -30,6 +30,7 @@ def test_a_shard_of_the_list() -> None:
     sharding = config.sharding()
     assert sharding is not None
     assert sharding.mine == ShardSpec("b", "pool-b") and sharding.label == "example.com/pool"
+    assert sharding.listed
     assert parse_configuration(configuration_document(config)) == config
 
 
@@ -37,6 +38,7 @@ def test_no_shard_no_sharding_and_a_shard_alone_owns_its_namesake_pool() -> None
     assert parse().sharding() is None
     alone = with_shard(parse(), "gpu").sharding()
     assert alone is not None and alone.shards == (ShardSpec("gpu", "gpu"),)
+    assert not alone.listed and not alone.reports_orphans
     assert alone.label == POOL_LABEL
 
 

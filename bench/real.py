@@ -332,6 +332,9 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 _, text = await _get(port, "/metrics")
                 figures["events_dropped"] = _metric_sum(text, "scheduler_events_dropped_total")
+                figures["max_cycle_seconds"] = _metric_sum(
+                    text, "sluice_cycle_longest_hold_seconds"
+                )
         if proc is not None:
             figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":

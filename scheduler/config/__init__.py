@@ -92,11 +92,13 @@ class SchedulerConfiguration:
     bind_concurrency: int = 64
     """Bind calls in flight at once."""
     action_time_budget: float = 0.25
-    """Seconds of wall time an action may spend on the jobs of one cycle before it leaves
-    the rest to the next cycle, which then runs at once (0: no limit). Bounds how long a
-    cycle holds the loop's one thread, so binds, watch events and other jobs are not held
-    up behind a long search. Applies on the real clock only (a simulation's virtual clock
-    stops while a cycle runs)."""
+    """Seconds of wall time an action may spend at a stretch on the jobs of one cycle
+    (0: no limit). Then allocate, preempt and reclaim keep their place: what was decided
+    is handed on (binds and evictions go out), the loop runs its background calls and
+    watch events, and the action goes on in the same cycle; backfill leaves the rest to
+    the next cycle, which runs at once. Bounds how long a cycle holds the loop's one
+    thread. Applies on the real clock only (a simulation's virtual clock stops while a
+    cycle runs)."""
     wait_for_pod_grouper: bool = True
     """A pod made by a controller that names no group waits until the pod grouper of
     ``sluice controller`` has grouped it by its owner (or left it alone), so that no

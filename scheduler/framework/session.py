@@ -414,13 +414,31 @@ class Session:
             self._scopes.pop()
 
     def for_each_job(
-        self, jobs: Iterable[JobInfo], attempt: Callable[[Session, JobInfo], None]
+        self,
+        jobs: Iterable[JobInfo],
+        attempt: Callable[[Session, JobInfo], None],
+        *,
+        keep_place: bool = False,
     ) -> None:
         """``attempt(session, job)`` for each job in order, each inside its boundary. Jobs
         that failed earlier in the cycle are skipped, and so are the jobs deferred
-        (:meth:`try_job`: once the action is out of time, the rest)."""
-        for job in jobs:
-            if job.uid in self.job_errors or not self.try_job(job):
+        (:meth:`try_job`: once the action is out of time, the rest).
+
+        With ``keep_place`` the running action keeps its place instead of deferring: once
+        it is out of time, the jobs left (a list, in order) are carried (:meth:`carry`)
+        and the loop runs the action again on this session after handing on what was
+        decided; the action then takes them from :meth:`resume` and calls this again with
+        them. The other actions' work of the cycle is not done again, as it would be for
+        jobs deferred to the next cycle."""
+        ordered = list(jobs) if keep_place else jobs
+        for i, job in enumerate(ordered):
+            if job.uid in self.job_errors or job.uid in self.deferred:
+                continue
+            if keep_place and self.out_of_time():
+                assert isinstance(ordered, list)
+                self.carry(self._acting, ordered[i:])
+                return
+            if not self.try_job(job):
                 continue
             with self.job_scope(job):
                 attempt(self, job)

@@ -192,6 +192,9 @@ class SchedulingLoop:
         see ``actionTimeBudget``). On the virtual clock of a simulation a cycle takes no
         time, so no budget applies there and its decisions do not depend on the
         machine's speed."""
+        self.longest_hold = 0.0
+        """The longest :attr:`CycleReport.longest_hold` of any cycle so far (the metric
+        ``sluice_cycle_longest_hold_seconds``)."""
         self.freeze_heap = False
         """After the first cycle that deferred nothing (the first round: every pending
         job tried once), collect and :func:`gc.freeze` what is alive (see
@@ -357,6 +360,9 @@ class SchedulingLoop:
                 unschedulable=unschedulable,
             )
         report.longest_hold = max(report.longest_hold, time.perf_counter() - report.slice_started)
+        if report.longest_hold > self.longest_hold:
+            self.longest_hold = report.longest_hold
+            self.metrics.cycle_longest_hold.set(report.longest_hold)
         for observer in self.observers:
             observer(report)
         return report

@@ -2,8 +2,9 @@
 
 allocate keeps its place when its budget is spent (``Session.carry``) and goes on, on the
 same session, in the next slice of the cycle, after the loop has handed on what was
-decided so far; the actions that go through ``Session.for_each_job`` (preempt, reclaim,
-backfill) defer the jobs left to the next cycle instead (``Session.try_job``). Either way
+decided so far, and so do preempt and reclaim (``Session.for_each_job(keep_place=True)``:
+the jobs left are carried); backfill defers the jobs left to the next cycle instead
+(``Session.try_job``). Either way
 a cut is a pause: the jobs left are the last of the action's order, a gang is placed
 whole in the slice that tries it, later actions do not try deferred jobs, which say
 nothing new, and every guarantee holds (nothing over-allocated).
@@ -30,7 +31,7 @@ from scheduler.loop.status import StatusReporter
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
-from tests.builders import cache_with, cached_session, node, pod, pod_group
+from tests.builders import cache_with, cached_session, node, pod, pod_group, queue
 from tests.fakes import FakeCluster
 from tests.test_properties import (
     Cluster,
@@ -102,25 +103,80 @@ def test_allocate_goes_on_where_it_stopped(budget: int | None, first: int) -> No
     assert not session.deferred
 
 
-def test_later_actions_do_not_try_deferred_jobs() -> None:
-    """preempt may try one preemptor: it makes room for the first and defers the other,
-    which then says nothing (it is tried next cycle), and reclaim and backfill leave it."""
+PREEMPTORS = [
+    node("n1", cpu="2"),
+    pod("low-0", cpu="1", node="n1"),
+    pod("low-1", cpu="1", node="n1"),
+    pod("high-0", cpu="1", priority=100, creationTimestamp="1"),
+    pod("high-1", cpu="1", priority=100, creationTimestamp="2"),
+]
+
+
+def nominated(session: Session) -> set[str]:
+    return {e.task.name for e in session.effects if not isinstance(e, (Evict, SetPhase))}
+
+
+def test_preempt_keeps_its_place() -> None:
+    """preempt may try one preemptor per run: it makes room for the first and carries the
+    other, for which it makes room when run again on the same session (the next slice),
+    before any later action; nothing is deferred to the next cycle."""
+    session = cached_session(PREEMPTORS, config=SchedulerConfiguration())
+    preempt = next(a for a in session.resolved.actions if a.name == "preempt")
+    for action in session.resolved.actions:
+        session.run_action(action, JobsThenOut(1) if action is preempt else None)
+        if action is preempt:
+            assert nominated(session) == {"high-0"} and session.unfinished
+            while session.unfinished:
+                session.run_action(preempt, JobsThenOut(1))
+    assert nominated(session) == {"high-0", "high-1"}
+    assert len([e for e in session.effects if isinstance(e, Evict)]) == 2
+    assert not session.deferred
+
+
+def test_reclaim_keeps_its_place() -> None:
+    """Queue a holds the node; queue b (the same weight) asks for half. reclaim may try
+    one of b's pods per run: it evicts for the first and carries the second, for which
+    it evicts when run again on the same session; nothing is deferred."""
+    in_a = {L.QUEUE_LABEL: "a"}
     objects = [
-        node("n1", cpu="2"),
-        pod("low-0", cpu="1", node="n1"),
-        pod("low-1", cpu="1", node="n1"),
-        pod("high-0", cpu="1", priority=100, creationTimestamp="1"),
-        pod("high-1", cpu="1", priority=100, creationTimestamp="2"),
+        queue("a"),
+        queue("b"),
+        node("n1", cpu="4"),
+        *(pod(f"a-{i}", cpu="1", node="n1", labels=in_a) for i in range(4)),
+        *(
+            pod(f"b-{i}", cpu="1", labels={L.QUEUE_LABEL: "b"}, creationTimestamp=str(i))
+            for i in range(2)
+        ),
     ]
     session = cached_session(objects, config=SchedulerConfiguration())
+    reclaim = next(a for a in session.resolved.actions if a.name == "reclaim")
     for action in session.resolved.actions:
-        session.run_action(action, JobsThenOut(1) if action.name == "preempt" else None)
-    nominated = {e.task.name for e in session.effects if not isinstance(e, (Evict, SetPhase))}
-    assert nominated == {"high-0"}
-    assert len([e for e in session.effects if isinstance(e, Evict)]) == 1
+        session.run_action(action, JobsThenOut(1) if action is reclaim else None)
+        if action is reclaim:
+            assert nominated(session) == {"b-0"} and session.unfinished
+            while session.unfinished:
+                session.run_action(reclaim, JobsThenOut(1))
+    assert nominated(session) == {"b-0", "b-1"}
+    assert len([e for e in session.effects if isinstance(e, Evict)]) == 2
+    assert not session.deferred
+
+
+def test_later_actions_do_not_try_deferred_jobs() -> None:
+    """backfill, run first here, may try one pod: it places the first and defers the
+    other, which then says nothing (it is tried next cycle), and allocate leaves it."""
+    objects = [
+        node("n1", cpu="2"),
+        pod("be-0", cpu=None, memory=None, creationTimestamp="1"),
+        pod("be-1", cpu=None, memory=None, creationTimestamp="2"),
+    ]
+    config = SchedulerConfiguration(actions=("enqueue", "backfill", "allocate"))
+    session = cached_session(objects, config=config)
+    for action in session.resolved.actions:
+        session.run_action(action, JobsThenOut(1) if action.name == "backfill" else None)
+    assert binds(session) == ["be-0"]
     (deferred,) = session.deferred
     job = session.jobs[deferred]
-    assert [t.name for t in job.tasks.values()] == ["high-1"]
+    assert [t.name for t in job.tasks.values()] == ["be-1"]
     assert deferred not in session.job_reasons
     assert not any(t.uid in session.task_reasons for t in job.tasks.values())
 
@@ -187,6 +243,8 @@ def test_a_long_cycle_hands_its_binds_on_slice_by_slice() -> None:
     anyio.run(main, backend_options={"loop_factory": VirtualTimeLoop})
     (report,) = reports
     assert (report.slices, report.handed_on, report.deferred) == (6, 5, 0)
+    held = loop.metrics.registry.get_sample_value("sluice_cycle_longest_hold_seconds")
+    assert held == report.longest_hold > 0  # the metric: the longest stretch so far
     assert landed_before == [0, 1, 2, 3, 4, 5]  # each slice's bind out before the next
     assert [name for call, name, _ in cluster.landed if call == "bind"] == [
         f"p{i}" for i in range(6)

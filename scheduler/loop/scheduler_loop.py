@@ -142,6 +142,11 @@ class PreemptionHandler(Protocol):
     @property
     def calls_in_flight(self) -> int: ...
 
+    @property
+    def async_enabled(self) -> bool:
+        """Run the calls in the background (else :meth:`handle` awaits them)."""
+        ...
+
     async def calls_drained(self) -> None: ...
 
     def attach(self, tg: TaskGroup, /) -> None: ...
@@ -333,7 +338,7 @@ class SchedulingLoop:
         report.deferred = len(session.deferred)
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
-        await self._apply(report.effects[report.handed_on :])
+        await self._apply(report.effects[report.handed_on :], report)
         if self._real_time and report.effects:
             # Let the binds just submitted send their requests before the cycle's own
             # bookkeeping (status, metrics) holds the thread again: the server works on
@@ -427,7 +432,7 @@ class SchedulingLoop:
         slice, then leave the event loop to the background calls (see :meth:`_decide`)."""
         fresh = session.effects[report.handed_on :]
         report.handed_on = len(session.effects)
-        await self._apply(fresh)
+        await self._apply(fresh, report)
         held = time.perf_counter() - report.slice_started
         report.longest_hold = max(report.longest_hold, held)
         report.slices += 1
@@ -490,9 +495,11 @@ class SchedulingLoop:
             self.metrics.queue_allocated.remove(*gone)
         self._share_series = series
 
-    async def _apply(self, effects: Sequence[Effect]) -> None:
-        """Assume ``effects`` (of the cycle, or of a slice of it), in decision order, and
-        hand the calls on."""
+    async def _apply(self, effects: Sequence[Effect], report: CycleReport) -> None:
+        """Assume ``effects`` (of ``report``'s cycle, or of a slice of it), in decision
+        order, and hand the calls on. Awaiting the preemption calls (asynchronous
+        preemption off) lets the event loop run: that wait ends the stretch the cycle
+        holds the loop (``report.longest_hold``), and a new one starts after it."""
         preemption: list[Effect] = []
         displaced: dict[str, Sequence[TaskInfo]] = {}
         if self.preemption is None and any(
@@ -508,7 +515,14 @@ class SchedulingLoop:
                 if withdrawn:
                     displaced[effect.task.uid] = withdrawn
         if preemption and self.preemption is not None:
+            waits = not self.preemption.async_enabled
+            if waits:
+                report.longest_hold = max(
+                    report.longest_hold, time.perf_counter() - report.slice_started
+                )
             await self.preemption.handle(preemption, displaced)
+            if waits:
+                report.slice_started = time.perf_counter()
 
     def _bind(self, effect: Bind) -> None:
         """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is

@@ -21,7 +21,7 @@ from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import SchedulingLoop
+from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, PodState
 from scheduler.preemption.outcomes import RetryPolicy
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
@@ -119,7 +119,7 @@ def test_bind_outcomes(case: Case) -> None:
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             loop.binds.attach(tg)
-            await loop._apply([Bind(task, "n1")])
+            await loop._apply([Bind(task, "n1")], CycleReport(1, 0.0))
             await anyio.sleep(0.1)  # the call has failed; no read yet
             during.append(cache.tasks["default/p"].status)
             if case.event_at is not None:

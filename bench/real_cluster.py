@@ -80,6 +80,16 @@ SHAPES: Final[dict[str, Shape]] = {
             description="5,000 nodes, 1,000 running pods, 10,000 pending pods of 100m / 500Mi",
         ),
         Shape(
+            "scheduling-15k",
+            nodes=15000,
+            running=30000,
+            pods=10000,
+            description=(
+                "15,000 nodes (scheduler_perf's largest shape), 30,000 running pods, "
+                "10,000 pending pods of 100m / 500Mi"
+            ),
+        ),
+        Shape(
             "preemption-basic",
             nodes=1000,
             running=4000,

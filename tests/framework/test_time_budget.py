@@ -103,6 +103,7 @@ def test_allocate_goes_on_where_it_stopped(budget: int | None, first: int) -> No
     assert not session.deferred
 
 
+IN_B = {L.QUEUE_LABEL: "b"}
 PREEMPTORS = [
     node("n1", cpu="2"),
     pod("low-0", cpu="1", node="n1"),
@@ -110,53 +111,41 @@ PREEMPTORS = [
     pod("high-0", cpu="1", priority=100, creationTimestamp="1"),
     pod("high-1", cpu="1", priority=100, creationTimestamp="2"),
 ]
+RECLAIMERS = [  # queue a holds the node; queue b (the same weight) asks for half
+    queue("a"),
+    queue("b"),
+    node("n1", cpu="4"),
+    *(pod(f"a-{i}", cpu="1", node="n1", labels={L.QUEUE_LABEL: "a"}) for i in range(4)),
+    *(pod(f"b-{i}", cpu="1", labels=IN_B, creationTimestamp=str(i)) for i in range(2)),
+]
 
 
 def nominated(session: Session) -> set[str]:
     return {e.task.name for e in session.effects if not isinstance(e, (Evict, SetPhase))}
 
 
-def test_preempt_keeps_its_place() -> None:
-    """preempt may try one preemptor per run: it makes room for the first and carries the
-    other, for which it makes room when run again on the same session (the next slice),
-    before any later action; nothing is deferred to the next cycle."""
-    session = cached_session(PREEMPTORS, config=SchedulerConfiguration())
-    preempt = next(a for a in session.resolved.actions if a.name == "preempt")
-    for action in session.resolved.actions:
-        session.run_action(action, JobsThenOut(1) if action is preempt else None)
-        if action is preempt:
-            assert nominated(session) == {"high-0"} and session.unfinished
-            while session.unfinished:
-                session.run_action(preempt, JobsThenOut(1))
-    assert nominated(session) == {"high-0", "high-1"}
-    assert len([e for e in session.effects if isinstance(e, Evict)]) == 2
-    assert not session.deferred
-
-
-def test_reclaim_keeps_its_place() -> None:
-    """Queue a holds the node; queue b (the same weight) asks for half. reclaim may try
-    one of b's pods per run: it evicts for the first and carries the second, for which
-    it evicts when run again on the same session; nothing is deferred."""
-    in_a = {L.QUEUE_LABEL: "a"}
-    objects = [
-        queue("a"),
-        queue("b"),
-        node("n1", cpu="4"),
-        *(pod(f"a-{i}", cpu="1", node="n1", labels=in_a) for i in range(4)),
-        *(
-            pod(f"b-{i}", cpu="1", labels={L.QUEUE_LABEL: "b"}, creationTimestamp=str(i))
-            for i in range(2)
-        ),
-    ]
+@pytest.mark.parametrize(
+    ("action_name", "objects", "first", "second"),
+    [
+        pytest.param("preempt", PREEMPTORS, "high-0", "high-1", id="preempt"),
+        pytest.param("reclaim", RECLAIMERS, "b-0", "b-1", id="reclaim"),
+    ],
+)
+def test_evicting_actions_keep_their_place(
+    action_name: str, objects: list[Obj], first: str, second: str
+) -> None:
+    """The action may try one job per run: it evicts for the first and carries the other,
+    for which it evicts when run again on the same session (the next slice), before any
+    later action; nothing is deferred to the next cycle."""
     session = cached_session(objects, config=SchedulerConfiguration())
-    reclaim = next(a for a in session.resolved.actions if a.name == "reclaim")
+    evicting = next(a for a in session.resolved.actions if a.name == action_name)
     for action in session.resolved.actions:
-        session.run_action(action, JobsThenOut(1) if action is reclaim else None)
-        if action is reclaim:
-            assert nominated(session) == {"b-0"} and session.unfinished
+        session.run_action(action, JobsThenOut(1) if action is evicting else None)
+        if action is evicting:
+            assert nominated(session) == {first} and session.unfinished
             while session.unfinished:
-                session.run_action(reclaim, JobsThenOut(1))
-    assert nominated(session) == {"b-0", "b-1"}
+                session.run_action(evicting, JobsThenOut(1))
+    assert nominated(session) == {first, second}
     assert len([e for e in session.effects if isinstance(e, Evict)]) == 2
     assert not session.deferred
 

@@ -335,6 +335,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 figures["max_cycle_seconds"] = _metric_sum(
                     text, "sluice_cycle_longest_hold_seconds"
                 )
+                figures["idle_cycle_cpu_ms"] = await _idle_cycle_cpu_ms(port, scheduler)
         if proc is not None:
             figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":
@@ -397,6 +398,35 @@ def start_phases(log_path: Path, t0: float) -> dict[str, float]:
             when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
             out[phase] = round(when - t0, 2)
     return out
+
+
+IDLE_SETTLE: Final = 3.0
+IDLE_WINDOW: Final = 10.0
+"""Seconds Sluice is left to settle once every pod is bound, and then measured idle."""
+
+
+async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None:
+    """Sluice's CPU per cycle with nothing pending (issue 25's idle cycle): after
+    :data:`IDLE_SETTLE` seconds, the process's CPU over :data:`IDLE_WINDOW` seconds over
+    the cycles that ran in them (``scheduler_cycle_duration_seconds_count{action="all"}``),
+    in milliseconds. Everything the process does meanwhile counts (its watches, its
+    writes), as it would in a quiet cluster."""
+    await anyio.sleep(IDLE_SETTLE)
+    cpu0 = scheduler.cpu()
+    cycles0 = _cycles(await _get(port, "/metrics"))
+    await anyio.sleep(IDLE_WINDOW)
+    cycles1 = _cycles(await _get(port, "/metrics"))
+    cpu1 = scheduler.cpu()
+    if cpu0 is None or cpu1 is None or cycles1 <= cycles0:
+        return None
+    return round(1000 * (cpu1 - cpu0) / (cycles1 - cycles0), 1)
+
+
+def _cycles(reply: tuple[int, str]) -> float:
+    """The cycles Sluice ran, from its /metrics."""
+    sample = 'scheduler_cycle_duration_seconds_count{action="all"} '
+    line = next((x for x in reply[1].splitlines() if x.startswith(sample)), "")
+    return float(line[len(sample) :] or 0)
 
 
 def _metric_sum(text: str, name: str) -> float:

@@ -248,3 +248,19 @@ def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
         "synced": 1.25,
         "scheduling": 1.3,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "cycles"),
+    [
+        pytest.param(
+            'scheduler_cycle_duration_seconds_count{action="allocate"} 9.0\n'
+            'scheduler_cycle_duration_seconds_count{action="all"} 7.0\n',
+            7.0,
+            id="the cycles, not an action's runs",
+        ),
+        pytest.param("# no cycle yet\n", 0.0, id="none"),
+    ],
+)
+def test_the_cycles_from_metrics(text: str, cycles: float) -> None:
+    assert real._cycles((200, text)) == cycles

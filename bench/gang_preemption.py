@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from bench.common import NODE, HoldingSimulation, cpu_node, machine, run_driven
-from bench.workloads import NAMESPACE, _r, peak_rss_mb
+from bench.workloads import NAMESPACE, _r, cycle_holds, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.framework.effects import Evict
@@ -239,7 +239,7 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
         "cycles": len(during),
         "deciding_cycles": sum(1 for _, r in during if r.decided),
         "decision_seconds": _r(sum(r.seconds for _, r in during)),
-        "max_cycle_seconds": _r(max((r.seconds for _, r in during), default=0.0)),
+        **cycle_holds(r for _, r in during),
         "action_seconds": {
             a.name: _r(
                 registry.get_sample_value(

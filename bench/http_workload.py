@@ -349,6 +349,7 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
             if cycles_after is not None and cycles_before is not None
             else None
         ),
+        "max_cycle_seconds": _r(_metric(text, "sluice_cycle_longest_hold_seconds")),
         "bound_by_seconds": _quantiles(meter.bind_times, t_start, w.pods),
         "create_seconds": _r(t_start - t_first),
         "setup_seconds": _r(setup_seconds),

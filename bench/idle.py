@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from bench.common import HoldingSimulation, cpu_node, machine, run_driven
-from bench.workloads import NAMESPACE, _r, peak_rss_mb
+from bench.workloads import NAMESPACE, _r, cycle_holds, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.logging import quiet
@@ -162,6 +162,7 @@ def run(w: IdleWorkload, *, wrap: Any = None) -> dict[str, Any]:
         "mean_cycle_seconds": _r(sum(r.seconds for _, r in steady) / len(steady))
         if steady
         else None,
+        **cycle_holds(r for _, r in steady),
         "parked_jobs": sim.loop.queue.parked,
         "preempt_seconds_total": _r(
             registry.get_sample_value("scheduler_cycle_duration_seconds_sum", {"action": "preempt"})

@@ -59,6 +59,7 @@ from bench.workloads import (
     Meter,
     _quantiles,
     _r,
+    cycle_holds,
     node,
     peak_rss_mb,
     source_revision,
@@ -518,7 +519,7 @@ def _figures(
         "cycles_total": sim.loop.cycles,
         "decision_seconds": _r(sum(r.seconds for _, r in during)),
         "snapshot_seconds": _r(sum(snaps)),
-        "max_cycle_seconds": _r(max((r.seconds for _, r in during), default=0.0)),
+        **cycle_holds(r for _, r in during),
         "actions": [a.name for a in resolved.actions],
         "action_seconds": {
             a.name: _r(sample("scheduler_cycle_duration_seconds_sum", {"action": a.name}))

@@ -46,17 +46,18 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
 import anyio
 
+from bench.failover import FAILOVER, run_failover
 from bench.http_workload import _free_port, _get, sluice_command
 from bench.real_cluster import (
     KUBE_SCHEDULER,
     RAW_SCHEDULER,
-    SHAPES,
     ControlPlane,
     ProcessMeter,
     Shape,
@@ -77,6 +78,9 @@ from bench.real_cluster import (
     stop_control_plane,
     throughput,
 )
+from bench.real_cluster import (
+    SHAPES as REAL_SHAPES,
+)
 from bench.workloads import source_revision
 from scheduler.api import labels as L
 from scheduler.api.errors import (
@@ -86,6 +90,9 @@ from scheduler.kube import KubeClient
 
 SETTLE_SECONDS: Final = 1.0
 RUNNERS: Final = ("kube-scheduler", "raw", "sluice", "sluice-event-qps")
+FAILOVER_RUNNERS: Final = ("kube-scheduler", "sluice")
+"""The runners of the failover shape (two replicas each; no raw binds to fail over)."""
+SHAPES = {**REAL_SHAPES, FAILOVER.name: FAILOVER}
 
 
 @dataclass(slots=True)
@@ -244,6 +251,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             apiserver.start()
             etcd.start()
             t_start = time.monotonic()
+            t_start_wall = time.time()
             if live:
                 scheduler = ProcessMeter(plane.external_kube_scheduler)
                 scheduler.start(reset_peak=True)
@@ -318,10 +326,16 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             scheduler_cpu_seconds_to_last_event=cpu_at_last_event.get("scheduler"),
             watch_restarts=watch.restarts + (events.restarts if events is not None else 0),
         )
+        if is_sluice:
+            figures["start_phases"] = start_phases(log_path, t_start_wall)
         if is_sluice and proc is not None:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 _, text = await _get(port, "/metrics")
                 figures["events_dropped"] = _metric_sum(text, "scheduler_events_dropped_total")
+                figures["max_cycle_seconds"] = _metric_sum(
+                    text, "sluice_cycle_longest_hold_seconds"
+                )
+                figures["idle_cycle_cpu_ms"] = await _idle_cycle_cpu_ms(port, scheduler)
         if proc is not None:
             figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
         if runner != "raw":
@@ -330,7 +344,11 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             used, twice = await dra_devices_used_twice(api, run)
             figures.update(dra_devices_allocated=used, dra_devices_used_twice=twice)
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
-        if figures["unbound"] or (is_sluice and figures.get("scheduler_exit_code") != 0):
+        if (
+            figures["unbound"]
+            or opts.profile
+            or (is_sluice and figures.get("scheduler_exit_code") != 0)
+        ):
             figures["scheduler_log"] = str(log_path)
         else:
             log_path.unlink(missing_ok=True)
@@ -350,6 +368,67 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
     return figures
 
 
+START_EVENTS: Final = {
+    "serving metrics and probes": "imported",
+    "caches synced": "synced",
+    "scheduling": "scheduling",
+}
+"""Lines of ``sluice run``'s log that mark its start, and the phase each one ends."""
+
+
+def start_phases(log_path: Path, t0: float) -> dict[str, float]:
+    """Seconds from ``t0`` (wall clock, the process's start) to each phase of Sluice's
+    start, read from its log: ``imported`` (its modules loaded, probes served),
+    ``nodes_listed`` and ``pods_listed`` (their informers synced), ``synced`` (every
+    informer), ``scheduling`` (the loop starts; with leader election, when it leads)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            event = entry.get("event")
+            phase = START_EVENTS.get(event)
+            if event == "informer synced" and entry.get("kind") in ("Node", "Pod"):
+                phase = f"{entry['kind'].lower()}s_listed"
+            stamp = entry.get("timestamp")
+            if phase is None or phase in out or not isinstance(stamp, str):
+                continue
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            out[phase] = round(when - t0, 2)
+    return out
+
+
+IDLE_SETTLE: Final = 3.0
+IDLE_WINDOW: Final = 10.0
+"""Seconds Sluice is left to settle once every pod is bound, and then measured idle."""
+
+
+async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None:
+    """Sluice's CPU per cycle with nothing pending (issue 25's idle cycle): after
+    :data:`IDLE_SETTLE` seconds, the process's CPU over :data:`IDLE_WINDOW` seconds over
+    the cycles that ran in them (``scheduler_cycle_duration_seconds_count{action="all"}``),
+    in milliseconds. Everything the process does meanwhile counts (its watches, its
+    writes), as it would in a quiet cluster."""
+    await anyio.sleep(IDLE_SETTLE)
+    cpu0 = scheduler.cpu()
+    cycles0 = _cycles(await _get(port, "/metrics"))
+    await anyio.sleep(IDLE_WINDOW)
+    cycles1 = _cycles(await _get(port, "/metrics"))
+    cpu1 = scheduler.cpu()
+    if cpu0 is None or cpu1 is None or cycles1 <= cycles0:
+        return None
+    return round(1000 * (cpu1 - cpu0) / (cycles1 - cycles0), 1)
+
+
+def _cycles(reply: tuple[int, str]) -> float:
+    """The cycles Sluice ran, from its /metrics."""
+    sample = 'scheduler_cycle_duration_seconds_count{action="all"} '
+    line = next((x for x in reply[1].splitlines() if x.startswith(sample)), "")
+    return float(line[len(sample) :] or 0)
+
+
 def _metric_sum(text: str, name: str) -> float:
     total = 0.0
     for line in text.splitlines():
@@ -360,37 +439,71 @@ def _metric_sum(text: str, name: str) -> float:
     return total
 
 
+SUMMARY_FIGURES: Final = (
+    "binds_per_second_10_90",
+    "pods_per_second",
+    "seconds_to_last_bind",
+    "seconds_to_last_event",
+    "first_bind_after",
+    "scheduler_cpu_seconds",
+    "scheduler_cpu_seconds_to_last_event",
+    "scheduler_peak_rss_mb",
+    "idle_cycle_cpu_ms",
+    "takeover_after",
+    "failover_seconds",
+    "load_average",
+)
+"""The figures of each run the comparison line repeats (a list per runner: one value
+per run, in the order the runs were made)."""
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    nums = [float(v) for v in values if isinstance(v, int | float)]
+    return sum(nums) / len(nums) if nums else None
+
+
 def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One shape's runners side by side, and Sluice's ratios to kube-scheduler and raw:
     ``_vs_`` on the bind rate between 10 and 90 % (first to last when missing), and
     ``_vs_..._overall`` on ``pods_per_second`` (pods over the time from the start to the
-    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end)."""
-    by = {r["runner"]: r for r in runs if r["shape"] == shape}
+    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end),
+    ``_vs_..._to_last_event`` on the time to the last Scheduled event (theirs over ours:
+    above 1 is faster). A runner that ran several times (``--order abba``) has each of
+    its figures as a list, one value per run, and its ratios are of the means."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["shape"] == shape:
+            by.setdefault(r["runner"], []).append(r)
 
-    def rate(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else (r.get("binds_per_second_10_90") or r.get("binds_per_second"))
+    def rate(r: dict[str, Any]) -> float | None:
+        value = r.get("binds_per_second_10_90") or r.get("binds_per_second")
+        return float(value) if value is not None else None
 
-    def overall(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else r.get("pods_per_second")
+    def figure(runner: str, fn: Any) -> float | None:
+        return _mean([fn(r) for r in by.get(runner, ())])
 
     out: dict[str, Any] = {"shape": shape, "summary": True}
     for runner in RUNNERS:
-        if runner in by:
-            out[runner] = {
-                "binds_per_second_10_90": rate(runner),
-                "pods_per_second": overall(runner),
-                "seconds_to_last_bind": by[runner].get("seconds_to_last_bind"),
-                "scheduler_cpu_seconds": by[runner].get("scheduler_cpu_seconds"),
-                "scheduler_peak_rss_mb": by[runner].get("scheduler_peak_rss_mb"),
-            }
+        if runner not in by:
+            continue
+        mine = by[runner]
+        row: dict[str, Any] = {}
+        for key in SUMMARY_FIGURES:
+            values = [rate(r) if key == "binds_per_second_10_90" else r.get(key) for r in mine]
+            if any(v is not None for v in values):
+                row[key] = values if len(mine) > 1 else values[0]
+        out[runner] = row
     for runner in ("sluice", "sluice-event-qps"):
         for other, key in (("kube-scheduler", "kube_scheduler"), ("raw", "raw")):
-            for suffix, fn in (("", rate), ("_overall", overall)):
-                mine, theirs = fn(runner), fn(other)
-                if mine is not None and theirs:
-                    out[f"{runner}_vs_{key}{suffix}"] = round(mine / theirs, 2)
+            for suffix, fn, theirs_over_mine in (
+                ("", rate, False),
+                ("_overall", lambda r: r.get("pods_per_second"), False),
+                ("_to_last_event", lambda r: r.get("seconds_to_last_event"), True),
+            ):
+                mine, theirs = figure(runner, fn), figure(other, fn)
+                if mine and theirs:
+                    ratio = theirs / mine if theirs_over_mine else mine / theirs
+                    out[f"{runner}_vs_{key}{suffix}"] = round(ratio, 2)
     return out
 
 
@@ -434,6 +547,12 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="multiply every shape's nodes and pods by this (e.g. 0.1 for a quick look)",
     )
+    p.add_argument(
+        "--order",
+        choices=("fixed", "abba"),
+        default="fixed",
+        help="abba: every runner twice, in the fixed order then the reverse (A B B A)",
+    )
     p.add_argument("--kube-api-qps", type=float, default=5000.0)
     p.add_argument("--kube-api-burst", type=int, default=5000)
     p.add_argument("--event-qps", type=float, default=50.0, help="of the sluice-event-qps runs")
@@ -473,11 +592,15 @@ def _shapes(args: argparse.Namespace) -> list[Shape]:
 
 
 def _runners(args: argparse.Namespace) -> list[str]:
+    """The runners in the order they run: their fixed order, or with ``--order abba``
+    that order and then the reverse (kube-scheduler, Sluice, Sluice, kube-scheduler), so
+    that what drifts on a shared machine over the runs weighs on every runner alike."""
     names = [r.strip() for r in args.runners.split(",") if r.strip()]
     for name in names:
         if name not in RUNNERS:
             raise SystemExit(f"--runners: unknown runner {name!r} (known: {', '.join(RUNNERS)})")
-    return [r for r in RUNNERS if r in names]
+    order = [r for r in RUNNERS if r in names]
+    return [*order, *reversed(order)] if getattr(args, "order", "fixed") == "abba" else order
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -506,13 +629,18 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
         ctx = RunContext(api, plane, opts, workdir)
         for runner in runners:
             for shape in shapes:
-                figures = await run_one(ctx, shape, runner)
+                if shape.name == FAILOVER.name:
+                    if runner not in FAILOVER_RUNNERS:
+                        continue
+                    figures = await run_failover(ctx, shape, runner)
+                else:
+                    figures = await run_one(ctx, shape, runner)
                 ks = plane.external_kube_scheduler
                 figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
                 figures.update(common)
                 results.append(figures)
                 _emit(figures)
-                if figures["unbound"]:
+                if figures.get("unbound"):
                     status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))

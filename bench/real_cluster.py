@@ -80,6 +80,16 @@ SHAPES: Final[dict[str, Shape]] = {
             description="5,000 nodes, 1,000 running pods, 10,000 pending pods of 100m / 500Mi",
         ),
         Shape(
+            "scheduling-15k",
+            nodes=15000,
+            running=30000,
+            pods=10000,
+            description=(
+                "15,000 nodes (scheduler_perf's largest shape), 30,000 running pods, "
+                "10,000 pending pods of 100m / 500Mi"
+            ),
+        ),
+        Shape(
             "preemption-basic",
             nodes=1000,
             running=4000,
@@ -394,16 +404,19 @@ def start_control_plane(state: Path) -> ControlPlane:
     return ControlPlane(state / "kubeconfig", state, started=True)
 
 
-def kube_scheduler_argv(kubeconfig: Path, qps: float, burst: int) -> list[str]:
+def kube_scheduler_argv(
+    kubeconfig: Path, qps: float, burst: int, *, port: int | None = None
+) -> list[str]:
     """The stock kube-scheduler as ``up --kube-scheduler`` starts it, but at Sluice's QPS
-    (``up`` leaves it at its default 50, which would cap it at 50 binds a second)."""
+    (``up`` leaves it at its default 50, which would cap it at 50 binds a second);
+    ``port``: its secure port (/readyz), a free one by default."""
     return [
         str(_kube_bin("kube-scheduler")),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--secure-port={_free_port()}",
+        f"--secure-port={port or _free_port()}",
         "--leader-elect=false",
         f"--kube-api-qps={qps:g}",
         f"--kube-api-burst={burst}",

@@ -33,7 +33,7 @@ from bench.preemption import (
     high_pod,
     low_pod,
 )
-from bench.workloads import _r, node, peak_rss_mb
+from bench.workloads import _r, cycle_holds, node, peak_rss_mb
 from scheduler import app
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict
@@ -188,7 +188,7 @@ def run(w: StormWorkload, *, wrap: Any = None) -> dict[str, Any]:
         "target": f"default p99 async on <= 1/{TARGET_RATIO:g} of off, and < {TARGET_P99:g} s",
         "unbound": unbound[:10],
         "cycles": len(cycles),
-        "max_cycle_seconds": _r(max((c.seconds for c in cycles), default=0.0)),
+        **cycle_holds(cycles),
         "failed_calls": failed[:10],
         "run_seconds": _r(times.get("end", 0.0) - times.get("start", 0.0)),
         "peak_rss_mb": peak_rss_mb(),

@@ -353,12 +353,13 @@ KIND_ORDER = (
 )
 
 
-def cache_with(*objects: Obj, scheduler_name: str = L.SCHEDULER_NAME) -> Any:
+def cache_with(*objects: Obj, scheduler_name: str = L.SCHEDULER_NAME, sharding: Any = None) -> Any:
     """A SchedulerCache fed an ADDED event per object, in the order given, with queue
-    ``default`` added first unless one of the objects is that queue."""
+    ``default`` added first unless one of the objects is that queue. ``sharding``: the
+    cache of that shard (:class:`~scheduler.api.shards.Sharding`)."""
     from scheduler.cache import SchedulerCache
 
-    cache = SchedulerCache(scheduler_name)
+    cache = SchedulerCache(scheduler_name, sharding=sharding)
     if not any(o["kind"] == "Queue" and o["metadata"]["name"] == L.DEFAULT_QUEUE for o in objects):
         cache.handle("Queue", "ADDED", queue(L.DEFAULT_QUEUE))
     for obj in objects:

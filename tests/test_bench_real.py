@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -127,6 +128,46 @@ def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
 def test_runners_run_in_their_fixed_order() -> None:
     args = real._parser().parse_args(["--runners", "sluice,raw,kube-scheduler"])
     assert real._runners(args) == ["kube-scheduler", "raw", "sluice"]
+    abba = real._parser().parse_args(["--runners", "sluice,kube-scheduler", "--order", "abba"])
+    assert real._runners(abba) == ["kube-scheduler", "sluice", "sluice", "kube-scheduler"]
+
+
+def test_compare_keeps_every_run_of_a_runner_and_takes_ratios_of_means() -> None:
+    runs = [
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "first_bind_after": 2.0,
+            "seconds_to_last_event": 60.0,
+        },
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 300.0,
+            "first_bind_after": 1.0,
+            "seconds_to_last_event": 40.0,
+        },
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 500.0,
+            "first_bind_after": 1.4,
+            "seconds_to_last_event": 60.0,
+        },
+        {
+            "shape": "s",
+            "runner": "kube-scheduler",
+            "binds_per_second_10_90": 200.0,
+            "first_bind_after": 2.2,
+            "seconds_to_last_event": 40.0,
+        },
+    ]
+    out = real.compare("s", runs)
+    assert out["sluice"]["binds_per_second_10_90"] == [300.0, 500.0]
+    assert out["kube-scheduler"]["first_bind_after"] == [2.0, 2.2]
+    assert out["sluice_vs_kube_scheduler"] == 2.0
+    assert out["sluice_vs_kube_scheduler_to_last_event"] == 1.0
 
 
 def test_compare_gives_ratios_to_kube_scheduler_and_raw() -> None:
@@ -184,3 +225,42 @@ def test_metric_sum_adds_every_label_set() -> None:
 )
 def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str | None) -> None:
     assert key_of(obj) == expected
+
+
+def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
+    lines = [
+        '{"event": "serving metrics and probes", "timestamp": "2026-11-26T05:00:00.400000Z"}',
+        '{"kind": "Node", "event": "informer synced", "timestamp": "2026-11-26T05:00:00.900000Z"}',
+        "not json",
+        '{"kind": "Pod", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.100000Z"}',
+        '{"kind": "Queue", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.200000Z"}',
+        '{"event": "caches synced", "timestamp": "2026-11-26T05:00:01.250000Z"}',
+        '{"event": "scheduling", "timestamp": "2026-11-26T05:00:01.300000Z"}',
+        '{"event": "scheduling", "timestamp": "2026-11-26T05:00:09.000000Z"}',
+    ]
+    log = tmp_path / "sluice.log"
+    log.write_text("\n".join(lines))
+    t0 = datetime(2026, 11, 26, 5, 0, 0, tzinfo=UTC).timestamp()
+    assert real.start_phases(log, t0) == {
+        "imported": 0.4,
+        "nodes_listed": 0.9,
+        "pods_listed": 1.1,
+        "synced": 1.25,
+        "scheduling": 1.3,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "cycles"),
+    [
+        pytest.param(
+            'scheduler_cycle_duration_seconds_count{action="allocate"} 9.0\n'
+            'scheduler_cycle_duration_seconds_count{action="all"} 7.0\n',
+            7.0,
+            id="the cycles, not an action's runs",
+        ),
+        pytest.param("# no cycle yet\n", 0.0, id="none"),
+    ],
+)
+def test_the_cycles_from_metrics(text: str, cycles: float) -> None:
+    assert real._cycles((200, text)) == cycles

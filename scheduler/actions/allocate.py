@@ -11,12 +11,16 @@ beyond its share is the first to be reclaimed.
 
 A gang is committed only when it is ready, otherwise its statement is rolled back and
 nothing of it is bound. Jobs whose waiting tasks all request nothing are left to
-``backfill``.
+``backfill``. Once the action has spent its time budget it stops between two jobs and
+leaves where it is in the session (:meth:`~scheduler.framework.session.Session.carry`):
+the loop hands on what was decided so far, lets the binds go out, and runs the action
+again on the same session, which goes on from there.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 
 from scheduler.actions.common import Placed, eligible, place_job, waiting_tasks
 from scheduler.api import reasons
@@ -27,6 +31,18 @@ from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
 
+@dataclass(slots=True)
+class _Progress:
+    """Where allocate is in a session: the round, the jobs left per queue (in job
+    order), and the jobs the first round left short of their queue's share. Kept in the
+    session (:meth:`Session.carry`) when the action's time budget runs out, so that the
+    next slice of the same session goes on from here."""
+
+    borrow: bool
+    pending: dict[str, deque[JobInfo]]
+    short: list[JobInfo] = field(default_factory=list)
+
+
 class AllocateAction:
     name = "allocate"
 
@@ -34,37 +50,54 @@ class AllocateAction:
         del arguments
 
     def execute(self, session: Session) -> None:
-        jobs = []
-        for job in session.jobs.values():
-            tasks = waiting_tasks(job)
-            if not tasks or all(t.spec.best_effort for t in tasks):
-                continue
-            if eligible(session, job):
-                jobs.append(job)
-        short = self._round(session, jobs, borrow=False)
-        if short:
-            self._round(session, short, borrow=True)
+        progress = session.resume(self.name)
+        if not isinstance(progress, _Progress):
+            jobs = []
+            for job in session.jobs.values():
+                tasks = waiting_tasks(job)
+                if not tasks or all(t.spec.best_effort for t in tasks):
+                    continue
+                if eligible(session, job):
+                    jobs.append(job)
+            progress = _Progress(False, self._queues(session, jobs))
+        if not self._round(session, progress):
+            session.carry(self.name, progress)  # out of time: the next slice goes on
+            return
+        if not progress.borrow and progress.short:
+            progress = _Progress(True, self._queues(session, progress.short))
+            if not self._round(session, progress):
+                session.carry(self.name, progress)
 
-    def _round(self, session: Session, jobs: list[JobInfo], *, borrow: bool) -> list[JobInfo]:
-        """Try ``jobs`` queue by queue; return those that lacked only their queue's share."""
+    @staticmethod
+    def _queues(session: Session, jobs: list[JobInfo]) -> dict[str, deque[JobInfo]]:
         by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
-        pending = {q: deque(session.order_jobs(js)) for q, js in sorted(by_queue.items())}
-        short: list[JobInfo] = []
+        return {q: deque(session.order_jobs(js)) for q, js in sorted(by_queue.items())}
+
+    def _round(self, session: Session, progress: _Progress) -> bool:
+        """Try the jobs of ``progress`` queue by queue (the first round within each
+        queue's share, the second beyond it); the first round notes in it the jobs that
+        lacked only their queue's share. False when the time budget ran out first
+        (``progress`` then holds what is left)."""
+        pending = progress.pending
         while pending:
             name = min(pending, key=lambda q: session.queue_key(session.queues[q]))
+            if session.out_of_time():
+                return False
             queue = session.queues[name]
             queued = pending[name]
             job = queued.popleft()
             if not queued:
                 del pending[name]
-            if job.uid in session.job_errors:
+            if job.uid in session.job_errors or job.uid in session.deferred:
                 continue
+            session.note_try()
             with session.job_scope(job):
-                if self._allocate(session, queue, job, borrow=borrow) is Placed.SHORT_OF_SHARE:
-                    short.append(job)
-        return short
+                placed = self._allocate(session, queue, job, borrow=progress.borrow)
+                if placed is Placed.SHORT_OF_SHARE and not progress.borrow:
+                    progress.short.append(job)
+        return True
 
     @staticmethod
     def _allocate(session: Session, queue: QueueInfo, job: JobInfo, *, borrow: bool) -> Placed:

@@ -86,7 +86,7 @@ def eligible(
     ``valid_too=False`` leaves out the plugins' validity check (enqueue admits a PodGroup
     whose pods do not exist yet: Volcano's Job controller creates them once it is
     Inqueue)."""
-    if job.uid in session.job_errors:
+    if job.uid in session.job_errors or job.uid in session.deferred:
         return False
     hold = session.hold(job)
     if (

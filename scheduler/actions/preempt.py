@@ -45,9 +45,16 @@ class PreemptAction:
         self.gang_search = GangSearch(policy)
 
     def execute(self, session: Session) -> None:
+        """Preempt for the starving jobs in order. Out of time, the action keeps its
+        place (``for_each_job(keep_place=True)``): the next slice of the cycle goes on
+        with the jobs left, after the evictions decided so far are handed on."""
+        left = session.resume(self.name)
+        if isinstance(left, list):
+            session.for_each_job(left, self._preempt_for, keep_place=True)
+            return
         self._withdraw_stale(session)
         jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
-        session.for_each_job(session.order_jobs(jobs), self._preempt_for)
+        session.for_each_job(session.order_jobs(jobs), self._preempt_for, keep_place=True)
 
     @classmethod
     def _wants(cls, session: Session, job: JobInfo) -> bool:

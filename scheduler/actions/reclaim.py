@@ -42,6 +42,13 @@ class ReclaimAction:
         self.gang_search = GangSearch(policy, arguments.roiThreshold)
 
     def execute(self, session: Session) -> None:
+        """Reclaim for the starving jobs in order. Out of time, the action keeps its place
+        (``for_each_job(keep_place=True)``): the next slice of the cycle goes on with
+        the jobs left, after the evictions decided so far are handed on."""
+        left = session.resume(self.name)
+        if isinstance(left, list):
+            session.for_each_job(left, self._reclaim_for, keep_place=True)
+            return
         if not self._any_queue_above_share(session):
             return  # nothing to take back from anyone: no search, no reason added
         jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
@@ -50,7 +57,7 @@ class ReclaimAction:
             by_queue.setdefault(job.queue, []).append(job)
         queues = sorted(by_queue, key=lambda q: session.queue_key(session.queues[q]))
         ordered = [job for q in queues for job in session.order_jobs(by_queue[q])]
-        session.for_each_job(ordered, self._reclaim_for)
+        session.for_each_job(ordered, self._reclaim_for, keep_place=True)
 
     @classmethod
     def _wants(cls, session: Session, job: JobInfo) -> bool:

@@ -7,7 +7,7 @@ Every function raises :class:`InvalidInputError` naming the object and the field
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import pod_group_ref, pod_preemptable, pod_role, resolve_job_id
 from scheduler.api.node import NodeInfo
-from scheduler.api.pod import Taint, parse_pod_spec
+from scheduler.api.pod import PodSpecView, Taint, parse_pod_spec
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import MAX_AMOUNT, Resource, over_max, parse_limits
 from scheduler.api.selectors import parse_label_selector
@@ -86,11 +86,22 @@ def scheduling_gates(pod: Obj) -> tuple[str, ...]:
     return tuple(str(g.get("name", "")) if isinstance(g, Mapping) else str(g) for g in gates)
 
 
+def parse_pod_spec_of(spec: Obj, where: str) -> PodSpecView:
+    """:func:`~scheduler.api.pod.parse_pod_spec` of ``spec``, errors naming ``where``."""
+    return parse_pod_spec(spec, obj=where)
+
+
 def task_from_pod(
-    pod: Obj, *, scheduler_name: str = L.SCHEDULER_NAME, job_id: str | None = None
+    pod: Obj,
+    *,
+    scheduler_name: str = L.SCHEDULER_NAME,
+    job_id: str | None = None,
+    parse: Callable[[Obj, str], PodSpecView] = parse_pod_spec_of,
 ) -> TaskInfo:
     """A TaskInfo for ``pod``. ``spec.priority`` must already be resolved (API server does).
-    ``job_id``: its job, when the caller resolved it (else :func:`job_id_of_pod`)."""
+    ``job_id``: its job, when the caller resolved it (else :func:`job_id_of_pod`).
+    ``parse(spec, where)``: the parse of its spec (the cache shares one among equal
+    specs: :mod:`scheduler.cache.specs`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     where = ref({"kind": "Pod", "metadata": meta})
@@ -105,7 +116,7 @@ def task_from_pod(
         namespace=str(meta.get("namespace", "default")),
         name=str(meta["name"]),
         job_id=job_id if job_id is not None else job_id_of_pod(pod),
-        spec=parse_pod_spec(spec, obj=where),
+        spec=parse(spec, where),
         priority=priority,
         creation=parse_time(meta.get("creationTimestamp")),
         role=pod_role(labels, annotations),

@@ -39,7 +39,8 @@ class ReasonCode(enum.StrEnum):
     gates, a topology constraint that names nothing)."""
     JOB_UNRESOLVED = "JobUnresolved"
     """The job cannot be built as it is (its PodGroup missing, a pod waiting for the pod
-    grouper, a DRA claim not there yet)."""
+    grouper, a DRA claim not there yet, a node pool that no shard of the scheduler
+    serves)."""
     QUEUE_MISSING = "QueueMissing"
     QUEUE_CLOSED = "QueueClosed"
     QUEUE_NOT_LEAF = "QueueNotLeaf"

@@ -56,18 +56,22 @@ from scheduler.api.group_apis import (
     kind_key,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase
-from scheduler.api.membership import pod_preemptable, pod_role
+from scheduler.api.membership import pod_preemptable, pod_queue, pod_role
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait
+from scheduler.api.pod import parse_pod_spec
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import MAX_AMOUNT
+from scheduler.api.shards import Sharding
 from scheduler.api.snapshot import Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.cache.dra import KINDS as DRA_KINDS
 from scheduler.cache.dra import DraStore
 from scheduler.cache.membership import Membership
+from scheduler.cache.shard_view import ShardView
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
+from scheduler.cache.specs import SpecMemo
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
@@ -118,20 +122,6 @@ class ObjectNotice:
     reason: str
 
 
-_SPEC_FIELDS = (
-    "containers",
-    "initContainers",
-    "overhead",
-    "nodeSelector",
-    "affinity",
-    "tolerations",
-    "priority",
-    "schedulerName",
-    "preemptionPolicy",
-    "resourceClaims",
-)
-
-
 def _same_metadata(task: TaskInfo, pod: Obj) -> bool:
     """Are the pod's labels and annotations those ``task`` was made from?"""
     meta = pod["metadata"]
@@ -144,6 +134,10 @@ def _queue_where(name: str, api: GroupApi) -> str:
     return f"Queue {name}" if api is SLUICE else f"Queue {name} ({api.api_version})"
 
 
+def _labels_of(obj: Obj | None) -> Mapping[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
 def _key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
@@ -152,9 +146,16 @@ def _key(obj: Obj) -> str:
 
 class SchedulerCache:
     def __init__(
-        self, scheduler_name: str = L.SCHEDULER_NAME, *, wait_for_pod_grouper: bool = True
+        self,
+        scheduler_name: str = L.SCHEDULER_NAME,
+        *,
+        wait_for_pod_grouper: bool = True,
+        sharding: Sharding | None = None,
     ) -> None:
         self.scheduler_name = scheduler_name
+        self.shards = ShardView(sharding)
+        """What this shard of the scheduler takes (everything when not sharded):
+        :mod:`scheduler.cache.shard_view`."""
         self.wait_for_pod_grouper = wait_for_pod_grouper
         """Pods made by a controller wait until the pod grouper has grouped them
         (:func:`~scheduler.api.owners.grouper_wait`; the configuration's
@@ -199,7 +200,10 @@ class SchedulerCache:
         self.on_pod_deleted: list[Callable[[str], None]] = []
         """Called with the uid of every pod whose deletion is seen (the preemption gates of
         the loop's scheduling queue)."""
-        self._spec_src: dict[str, tuple[object, ...]] = {}
+        self._spec_src: dict[str, bytes | tuple[object, ...]] = {}
+        """The key (:meth:`SpecMemo.key`) of the spec each task was made from."""
+        self._specs = SpecMemo()
+        """Parsed specs, one per distinct spec (:mod:`scheduler.cache.specs`)."""
         self._assumed_annotations: dict[str, tuple[str, ...]] = {}
         """Annotation keys assumed written on a binding pod, to drop if the bind fails."""
         self._evicting: set[str] = set()
@@ -212,6 +216,11 @@ class SchedulerCache:
         """Called with the uid of a pod that no allocated ResourceClaim is reserved for any
         more (the preemption gate waits for its victims' devices)."""
         self.dra.on_released = self._devices_released
+        self._named: set[str] = set()
+        """Pods of this scheduler's ``schedulerName`` (scheduled if their shard is this)."""
+        self._off_node: dict[str, set[str]] = {}
+        """Tasks whose node is not in :attr:`nodes` (not listed yet, gone, another
+        shard's), by node name: attached when it comes."""
         self._copies = Copies()
         """The last snapshot's copies, and what changed since (told at each change)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
@@ -330,6 +339,8 @@ class SchedulerCache:
                 self._detach(old)
                 del self.tasks[uid]
                 self._spec_src.pop(uid, None)
+                self.shards.forget(old.job_id)
+            self._named.discard(uid)
             self._membership.forget(uid)
             self._evicting.discard(uid)
             self._nominating.pop(uid, None)
@@ -338,18 +349,26 @@ class SchedulerCache:
                 listener(uid)
             return True
         spec = pod.get("spec") or {}
-        src = tuple(spec.get(f) for f in _SPEC_FIELDS)
+        src = self._specs.key(spec)
         if old is not None and _same_metadata(old, pod):  # the usual event: a status change
             job_id = old.job_id  # which groups exist changes it through _rekey
         else:
             job_id = self._membership.job_of(uid, pod, self)
         task = (
-            task_from_pod(pod, scheduler_name=self.scheduler_name, job_id=job_id)
+            task_from_pod(
+                pod,
+                scheduler_name=self.scheduler_name,
+                job_id=job_id,
+                parse=lambda spec, where: self._specs.view(
+                    src, lambda: parse_pod_spec(spec, obj=where)
+                ),
+            )
             if (old is None or self._spec_src.get(uid) != src)
             else self._refresh(old, pod)
         )
         task.job_id = job_id
         self._spec_src[uid] = src
+        task.sluice = self._schedules(task, spec)
         if task.sluice and self.wait_for_pod_grouper:
             task.awaits_grouper = grouper_wait(pod)
         if not task.sluice and task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
@@ -445,28 +464,38 @@ class SchedulerCache:
             return
         self._copies.node_changed(task.node_name)
         node = self.nodes.get(task.node_name)
-        if node is not None and (task.status in USES_NODE or task.status is TaskStatus.PIPELINED):
+        if node is None:  # not known (yet): attached when it comes (_on_node)
+            self._off_node.setdefault(task.node_name, set()).add(task.uid)
+        elif task.status in USES_NODE or task.status is TaskStatus.PIPELINED:
             node.add_task(task)
 
     def _detach(self, task: TaskInfo) -> None:
-        if task.node_name:
-            self._copies.node_changed(task.node_name)
-        node = self.nodes.get(task.node_name) if task.node_name else None
+        if not task.node_name:
+            return
+        self._copies.node_changed(task.node_name)
+        node = self.nodes.get(task.node_name)
         if node is not None and task.uid in node.tasks:
             node.remove_task(task)
+        waiting = self._off_node.get(task.node_name)
+        if waiting is not None:
+            waiting.discard(task.uid)
+            if not waiting:
+                del self._off_node[task.node_name]
 
     def _on_node(self, event: str, obj: Obj) -> bool:
         name = str(obj["metadata"]["name"])
         where = f"Node {name}"
         old = self.nodes.pop(name, None)
         self._copies.node_changed(name)
-        if event == "DELETED":
+        if event == "DELETED" or not self._owns_node(obj):
             self.adjusted.pop(where, None)
             # A nomination to a node that is gone holds nothing: the pods are pending.
             for task in list(old.tasks.values()) if old is not None else ():
                 if task.status is TaskStatus.PIPELINED:
                     self._move(task.uid, TaskStatus.PENDING, "")
-            return True
+                else:  # still there by their events: counted again if the node comes back
+                    self._off_node.setdefault(name, set()).add(task.uid)
+            return old is not None or event == "DELETED"
         node = node_from_object(obj)
         if node.capped:
             self._note(
@@ -478,16 +507,76 @@ class SchedulerCache:
             )
         else:
             self.adjusted.pop(where, None)
+        self.nodes[name] = node
         if old is not None:
             node.tasks, node.held = old.tasks, old.held
             node.used, node.releasing, node.nominated = old.used, old.releasing, old.nominated
         else:
-            for task in self.tasks.values():
-                if task.node_name == name:
-                    self.nodes[name] = node
-                    self._attach(task)
-        self.nodes[name] = node
+            for uid in sorted(self._off_node.pop(name, ())):
+                waiting = self.tasks.get(uid)
+                if waiting is not None and waiting.node_name == name:
+                    self._attach(waiting)
         return True
+
+    # Shards ---------------------------------------------------------------------------
+
+    def _owns_node(self, obj: Obj) -> bool:
+        return self.shards.owns_node(obj)
+
+    def _schedules(self, task: TaskInfo, spec: Obj) -> bool:
+        """Does this scheduler (this shard of it) schedule ``task``: its schedulerName,
+        and its gang's pool (:mod:`scheduler.cache.shard_view`)?"""
+        named = spec.get("schedulerName", "default-scheduler") == self.scheduler_name
+        if named:
+            self._named.add(task.uid)
+        else:
+            self._named.discard(task.uid)
+        in_group = task.job_id in self.pod_group_objects and task.job_id not in self.basic_groups
+        queue = None if in_group else self._queue_of_lone(task)
+        return self.shards.schedules(task, named, in_group, queue)
+
+    def _queue_of_lone(self, task: TaskInfo) -> Obj | None:
+        return self.queue_objects.get(pod_queue(task.labels or {}, task.annotations or {}))
+
+    def _classify_group(self, job_id: str) -> bool:
+        """(Re)classify the PodGroup of ``job_id`` by pool, and its pods with it; True
+        when it changed shard (news for every cycle: generation)."""
+        if self.shards.sharding is None:
+            return False
+        obj = self.pod_group_objects.get(job_id)
+        job = self.pod_groups.get(job_id)
+        queue = job.queue if job is not None else ""
+        moved = self.shards.classify_group(job_id, obj, queue, self.queue_objects.get(queue))
+        if moved:
+            for uid in self._membership.members(job_id):
+                self._reclassify_task(uid)
+        return moved
+
+    def _reclassify_task(self, uid: str) -> None:
+        task = self.tasks.get(uid)
+        if task is None:
+            return
+        named = uid in self._named
+        was = task.sluice
+        in_group = task.job_id in self.pod_group_objects and task.job_id not in self.basic_groups
+        queue = None if in_group else self._queue_of_lone(task)
+        task.sluice = self.shards.schedules(task, named, in_group, queue)
+        if task.sluice != was:
+            self._copies.task_changed(uid)
+            if task.sluice and task.status is TaskStatus.PENDING:
+                self._fresh_jobs.add(task.job_id)
+
+    def _reclassify_queue(self, name: str) -> None:
+        """Queue ``name`` changed pool (or came, or went): its PodGroups and the pods of no
+        PodGroup that name it are classified again."""
+        for job_id, job in list(self.pod_groups.items()):
+            if job.queue == name:
+                self._classify_group(job_id)
+        for task in list(self.tasks.values()):
+            if task.job_id not in self.pod_group_objects and (
+                pod_queue(task.labels or {}, task.annotations or {}) == name
+            ):
+                self._reclassify_task(task.uid)
 
     # PodGroups of every API, and which job each pod joins ------------------------------
 
@@ -519,6 +608,7 @@ class SchedulerCache:
             self.pod_group_objects.pop(job_id, None)
             self.basic_groups.discard(job_id)
             self.adjusted.pop(where, None)
+            self.shards.classify_group(job_id, None, "", None)
             self._rekey(ns, name)
             return True
         self.pod_group_objects[job_id] = obj  # kept even if it does not convert (yet)
@@ -534,8 +624,9 @@ class SchedulerCache:
         self._note_all(where, converted.notes)
         if was_basic != (converted.value is None):
             self._rekey(ns, name)
+        moved = self._classify_group(job_id)
         # Status-only updates (most are the scheduler's own writes) change no decision.
-        return old is None or old.get("spec") != obj.get("spec")
+        return moved or old is None or old.get("spec") != obj.get("spec")
 
     def _rekey(self, namespace: str, name: str) -> None:
         """A PodGroup ``namespace/name`` of some API appeared or went: the pods that name
@@ -581,10 +672,14 @@ class SchedulerCache:
                 del self._queue_sources[name]
             self.queues.pop(name, None)
             self._queue_specs.pop(name, None)
-            self.queue_objects.pop(name, None)
+            if self.queue_objects.pop(name, None) is not None and self.shards.sharding:
+                self._reclassify_queue(name)
             return True
         self.queues[name] = chosen
+        before = self.queue_objects.get(name)
         self.queue_objects[name] = sources[winner]
+        if self.shards.sharding is not None and _labels_of(before) != _labels_of(sources[winner]):
+            self._reclassify_queue(name)
         spec = sources[winner].get("spec")
         self._queue_specs[name] = spec
         state_changed = (sources[winner].get("status") or {}).get("state", "Open") != "Open"
@@ -624,6 +719,8 @@ class SchedulerCache:
 
     def _dra_handler(self, kind: str) -> Callable[[str, Obj], bool]:
         def handle(event: str, obj: Obj) -> bool:
+            if kind == "ResourceSlice" and not self.shards.keeps_slice(obj):
+                event = "DELETED"  # another shard's devices could be these: not ours
             return self.dra.handle(kind, event, obj)
 
         return handle
@@ -826,9 +923,17 @@ class SchedulerCache:
     ) -> Snapshot:
         """The snapshot of ``tasks`` and ``nodes`` (copies) with its jobs (gangs of one
         reused from ``last_jobs`` where their task is) and fresh queues."""
+        groups = self.pod_groups
+        if self.shards.foreign_groups:
+            groups = {u: j for u, j in groups.items() if u not in self.shards.foreign_groups}
+        jobs = jobs_of(tasks, groups, last_jobs, self._membership.grouped)
+        for job_id, reason in self.shards.orphans.items():
+            job = jobs.get(job_id)
+            if job is not None:
+                job.problem = reason  # a pool no shard serves: said, never tried
         return Snapshot(
             nodes=nodes,
-            jobs=jobs_of(tasks, self.pod_groups, last_jobs, self._membership.grouped),
+            jobs=jobs,
             queues={name: q.clone() for name, q in sorted(self.queues.items())},
             budgets=budgets_of(self.budgets, tasks.values()),
             topologies=dict(self.topologies),

@@ -24,7 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run only while holding the Lease (for several replicas)",
     )
-    parser.add_argument("--leader-elect-resource-name", default="sluice-scheduler")
+    parser.add_argument(
+        "--leader-elect-resource-name",
+        default=None,
+        help="the Lease (default sluice-scheduler, or sluice-scheduler-SHARD with --shard)",
+    )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="NAME",
+        help="run as the shard NAME: one of the configuration's shards (or, with none "
+        "listed, the shard of the node pool NAME), with a Lease of its own",
+    )
     parser.add_argument(
         "--leader-elect-resource-namespace",
         default=os.environ.get("POD_NAMESPACE", "sluice-system"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ import yaml
 
 from scheduler.api.errors import ConfigError
 from scheduler.api.labels import API_VERSION, SCHEDULER_NAME
+from scheduler.api.shards import POOL_LABEL, Sharding, ShardSpec
 
 KIND = "SchedulerConfiguration"
 T = typing.TypeVar("T")
@@ -89,11 +91,39 @@ class SchedulerConfiguration:
     """Share of feasible nodes scored per pod; 0 is kube-scheduler's adaptive rule."""
     bind_concurrency: int = 64
     """Bind calls in flight at once."""
+    action_time_budget: float = 0.25
+    """Seconds of wall time an action may spend at a stretch on the jobs of one cycle
+    (0: no limit). Then allocate, preempt and reclaim keep their place: what was decided
+    is handed on (binds and evictions go out), the loop runs its background calls and
+    watch events, and the action goes on in the same cycle; backfill leaves the rest to
+    the next cycle, which runs at once. Bounds how long a cycle holds the loop's one
+    thread. Applies on the real clock only (a simulation's virtual clock stops while a
+    cycle runs)."""
     wait_for_pod_grouper: bool = True
     """A pod made by a controller that names no group waits until the pod grouper of
     ``sluice controller`` has grouped it by its owner (or left it alone), so that no
     gang starts one pod at a time before its PodGroup exists. False for a cluster that
     runs no controller: such pods are then gangs of one at once."""
+
+    shards: tuple[ShardSpec, ...] = ()
+    """Every shard of the scheduler, in order (the first reports pods no shard serves and
+    the status of queues of no pool): each a name and the node pool it owns. The same
+    list in every shard's configuration (one ConfigMap)."""
+    shard: str = ""
+    """This process's shard, one of :attr:`shards` (``sluice run --shard`` sets it); ""
+    when the scheduler is not sharded. With no :attr:`shards` listed, the one shard of
+    that name owning the pool of that name, which knows no other shard (it says nothing
+    of the pods of other pools, and writes the status of its pool's queues only)."""
+    shard_label: str = POOL_LABEL
+    """The label key whose value names a node's (a queue's, a pod's) pool."""
+
+    def sharding(self) -> Sharding | None:
+        """The shards and this process's, or None when it is not sharded."""
+        if not self.shard:
+            return None
+        shards = self.shards or (ShardSpec(self.shard, self.shard),)
+        mine = next(s for s in shards if s.name == self.shard)
+        return Sharding(self.shard_label, shards, mine, listed=bool(self.shards))
 
     def gate(self, name: str) -> bool:
         return self.feature_gates.get(name, FEATURE_GATES.get(name, False))
@@ -301,7 +331,11 @@ _FIELDS = {
     "schedulePeriod",
     "percentageOfNodesToScore",
     "bindConcurrency",
+    "actionTimeBudget",
     "waitForPodGrouper",
+    "shards",
+    "shard",
+    "shardLabel",
 }
 
 
@@ -352,11 +386,82 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
         if n < 1:
             raise ConfigError(KIND, "bindConcurrency", "must be at least 1")
         kwargs["bind_concurrency"] = n
+    if "actionTimeBudget" in doc:
+        budget = _duration(doc["actionTimeBudget"], "actionTimeBudget")
+        if budget < 0:
+            raise ConfigError(KIND, "actionTimeBudget", "must be 0 (no limit) or positive")
+        kwargs["action_time_budget"] = budget
     if "waitForPodGrouper" in doc:
         kwargs["wait_for_pod_grouper"] = _check_type(
             doc["waitForPodGrouper"], bool, "waitForPodGrouper"
         )
+    kwargs.update(_shard_fields(doc))
     return SchedulerConfiguration(**kwargs)
+
+
+SHARD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+"""A shard's name: part of its Lease's name, so a DNS label of at most 40 characters."""
+
+
+def _shard_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``shards``, ``shard`` and ``shardLabel`` of ``doc``, checked."""
+    out: dict[str, Any] = {}
+    if "shardLabel" in doc:
+        label = _check_type(doc["shardLabel"], str, "shardLabel")
+        if not label:
+            raise ConfigError(KIND, "shardLabel", "must be a label key")
+        out["shard_label"] = label
+    shards: list[ShardSpec] = []
+    raw = doc.get("shards")
+    if raw is not None:
+        if not isinstance(raw, list) or not raw:
+            raise ConfigError(KIND, "shards", "expected a list of {name, nodePool}")
+        for i, item in enumerate(raw):
+            where = f"shards[{i}]"
+            if not isinstance(item, Mapping):
+                raise ConfigError(KIND, where, "expected a map with name and nodePool")
+            unknown = sorted(set(item) - {"name", "nodePool"})
+            if unknown:
+                raise ConfigError(
+                    KIND, f"{where}.{unknown[0]}", "unknown field; known: name, nodePool"
+                )
+            name = _shard_name(item.get("name"), f"{where}.name")
+            pool = _check_type(item.get("nodePool", ""), str, f"{where}.nodePool")
+            assert isinstance(pool, str)
+            if any(s.name == name for s in shards):
+                raise ConfigError(KIND, f"{where}.name", f"shard {name!r} is listed twice")
+            if any(s.pool == pool for s in shards):
+                raise ConfigError(
+                    KIND, f"{where}.nodePool", f"node pool {pool!r} has another shard already"
+                )
+            shards.append(ShardSpec(name, pool))
+        out["shards"] = tuple(shards)
+    if "shard" in doc:
+        out["shard"] = _check_type(doc["shard"], str, "shard")
+    return check_shard(out.get("shard", ""), tuple(shards), "shard") | out
+
+
+def _shard_name(value: Any, where: str) -> str:
+    """``value`` as a shard's name (named at ``where``), checked."""
+    name = _check_type(value, str, where)
+    assert isinstance(name, str)
+    if not SHARD_NAME.match(name):
+        raise ConfigError(
+            KIND, where, f"must be a DNS label of at most 40 characters, got {name!r}"
+        )
+    return name
+
+
+def check_shard(shard: str, shards: tuple[ShardSpec, ...], where: str) -> dict[str, Any]:
+    """Refuse a ``shard`` (named at ``where``) that is not one of ``shards`` (when any are
+    listed) or not a shard's name."""
+    if not shard:
+        return {}
+    _shard_name(shard, where)
+    if shards and all(s.name != shard for s in shards):
+        known = ", ".join(s.name for s in shards)
+        raise ConfigError(KIND, where, f"no shard {shard!r} is listed in shards ({known})")
+    return {}
 
 
 def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
@@ -406,10 +511,25 @@ def configuration_document(config: SchedulerConfiguration) -> dict[str, Any]:
         ("schedulePeriod", "schedule_period"),
         ("percentageOfNodesToScore", "percentage_of_nodes_to_score"),
         ("bindConcurrency", "bind_concurrency"),
+        ("actionTimeBudget", "action_time_budget"),
     ):
         if getattr(config, attr) != getattr(default, attr):
             doc[name] = getattr(config, attr)
+    if config.shards:
+        doc["shards"] = [{"name": s.name, "nodePool": s.pool} for s in config.shards]
+    if config.shard:
+        doc["shard"] = config.shard
+    if config.shard_label != default.shard_label:
+        doc["shardLabel"] = config.shard_label
     return doc
+
+
+def with_shard(config: SchedulerConfiguration, shard: str | None) -> SchedulerConfiguration:
+    """``sluice run --shard NAME`` overrides the configuration's ``shard``."""
+    if not shard:
+        return config
+    check_shard(shard, config.shards, "--shard")
+    return dataclasses.replace(config, shard=shard)
 
 
 def with_feature_gates(

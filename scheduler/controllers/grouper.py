@@ -41,6 +41,7 @@ import aiohttp
 
 from scheduler.api import labels as L
 from scheduler.api.owners import OwnerRef, controller_ref, grouper_wait
+from scheduler.api.shards import POOL_LABEL
 from scheduler.controllers.client import ApiStatusError
 from scheduler.controllers.gang_rules import Alone, Gang, plan
 from scheduler.controllers.workqueue import WorkQueue
@@ -200,15 +201,20 @@ class OwnerReader:
         return value if isinstance(value, str) else ""
 
 
-def pod_group_body(namespace: str, gang: Gang) -> dict[str, Any]:
-    """The PodGroup made for ``gang``."""
+def pod_group_body(namespace: str, gang: Gang, pool: str | None = None) -> dict[str, Any]:
+    """The PodGroup made for ``gang``; ``pool``: the node pool its first pod names (label
+    ``scheduling.sluice.dev/node-pool``), which the PodGroup then carries, so that the
+    shard of that pool schedules the whole gang (:mod:`scheduler.api.shards`)."""
+    labels = {MANAGED_BY: CONTROLLER_NAME}
+    if pool is not None:
+        labels[POOL_LABEL] = pool
     return {
         "apiVersion": L.API_VERSION,
         "kind": "PodGroup",
         "metadata": {
             "name": gang.name,
             "namespace": namespace,
-            "labels": {MANAGED_BY: CONTROLLER_NAME},
+            "labels": labels,
             "annotations": {L.MINIMUM_ANNOTATION: gang.minimum},
             "ownerReferences": [gang.owner.as_reference()],
         },
@@ -314,7 +320,8 @@ class PodGrouper:
         verdict = plan(pod, chain, cut, namespace_queue)
         path = object_path("", "v1", "pods", namespace, str(meta.get("name") or ""))
         if isinstance(verdict, Gang):
-            await self._ensure_pod_group(api, namespace, verdict)
+            pool = (meta.get("labels") or {}).get(POOL_LABEL)
+            await self._ensure_pod_group(api, namespace, verdict, pool)
             patch: dict[str, Any] = {"metadata": {"labels": {L.POD_GROUP_LABEL: verdict.name}}}
             said = f"joins PodGroup {namespace}/{verdict.name} (minMember {verdict.min_member})"
         else:
@@ -331,7 +338,9 @@ class PodGrouper:
         log.info(f"Pod {_key(pod)} {said}")
         return verdict
 
-    async def _ensure_pod_group(self, api: GrouperApi, namespace: str, gang: Gang) -> None:
+    async def _ensure_pod_group(
+        self, api: GrouperApi, namespace: str, gang: Gang, pool: str | None = None
+    ) -> None:
         """The PodGroup of ``gang`` exists, with its minimum, before any pod names it."""
         key = (namespace, gang.name)
         wanted: tuple[object, ...] = (gang.min_member, gang.minimum, gang.owner.uid)
@@ -340,7 +349,7 @@ class PodGrouper:
         if made is not None and made[0] > now and made[1] == wanted:
             return
         collection = POD_GROUPS.format(ns=_q(namespace))
-        created = await api.create(collection, pod_group_body(namespace, gang))
+        created = await api.create(collection, pod_group_body(namespace, gang, pool))
         if created is None:  # made before: by this controller for another pod, or by someone
             path = f"{collection}/{_q(gang.name)}"
             existing = await api.get(path)

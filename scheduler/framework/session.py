@@ -236,6 +236,14 @@ class Session:
         """The jobs whose boundaries the cycle is inside, innermost last."""
         self._acting = ""
         """The action running (:meth:`run_action`), while one does."""
+        self.deferred: set[str] = set()
+        """Jobs not tried this cycle because an action ran out of its time budget
+        (:meth:`try_job`): no later action tries them, they say nothing new, and the next
+        cycle tries them first (the loop runs it at once)."""
+        self._out_of_time: Callable[[], bool] = _never
+        self._tried = 0
+        self._carried: dict[str, object] = {}
+        """What actions that ran out of time left to go on with (:meth:`carry`)."""
         self._subset_points = bool(h[SUBSET_NODES])
         self._scorers = bool(h[NODE_SCORER])
 
@@ -312,14 +320,71 @@ class Session:
 
     # Boundaries ----------------------------------------------------------------------
 
-    def run_action(self, action: Action) -> None:
+    def run_action(self, action: Action, out_of_time: Callable[[], bool] | None = None) -> None:
         """Run ``action`` on this session. While it runs, every question about one job
-        (a JOB-scoped extension point) must be asked inside that job's boundary."""
+        (a JOB-scoped extension point) must be asked inside that job's boundary.
+
+        ``out_of_time`` (the loop's clock against the action's time budget; None: no
+        budget) is asked before each job the action tries (:meth:`try_job`): once it says
+        yes, the jobs left are deferred to the next cycle."""
         self._acting = action.name
+        self._out_of_time = out_of_time or _never
+        self._tried = 0
         try:
             action.execute(self)
         finally:
             self._acting = ""
+            self._out_of_time = _never
+
+    def out_of_time(self) -> bool:
+        """Has the running action spent its time budget? Never before it tried a job in
+        this run (:meth:`note_try`), so every run of an action makes progress."""
+        return self._tried > 0 and self._out_of_time()
+
+    def note_try(self) -> None:
+        """The running action is about to try a job (what :meth:`try_job` counts)."""
+        self._tried += 1
+
+    def carry(self, action: str, progress: object) -> None:
+        """``action`` ran out of time and will go on from ``progress`` when run again on
+        this session (:meth:`resume`). The loop then hands on what the session decided so
+        far, lets background calls run for a while, and runs ``action`` again before any
+        later action: one cycle in several slices, none holding the loop longer than the
+        budget. Only an action that keeps its own place this way may call it."""
+        self._carried[action] = progress
+
+    def resume(self, action: str) -> object | None:
+        """What ``action`` carried (:meth:`carry`) when it ran out of time, taken; None
+        when it starts afresh."""
+        return self._carried.pop(action, None)
+
+    @property
+    def unfinished(self) -> bool:
+        """An action carried work to go on with in this session (:meth:`carry`)."""
+        return bool(self._carried)
+
+    def try_job(self, job: JobInfo) -> bool:
+        """May the running action try ``job`` now? Called by an action just before it
+        tries a job, in its order. False for a job deferred earlier in the cycle, and for
+        every job once the action has used its time budget (then ``job`` is deferred:
+        see :attr:`deferred`). The first job an action tries is always allowed, so every
+        action makes progress each cycle; the jobs deferred are the last in the action's
+        order, so job order holds across cycles: a cut is a pause, not a reordering."""
+        if job.uid in self.deferred:
+            return False
+        if self.out_of_time():
+            self.defer(job)
+            return False
+        self._tried += 1
+        return True
+
+    def defer(self, job: JobInfo) -> None:
+        """Leave ``job`` to the next cycle: what this cycle recorded about it is dropped,
+        so it is neither reported nor parked as if it had been tried."""
+        self.deferred.add(job.uid)
+        self.job_reasons.pop(job.uid, None)
+        for t in job.tasks.values():
+            self.task_reasons.pop(t.uid, None)
 
     @contextmanager
     def job_scope(self, job: JobInfo) -> Iterator[None]:
@@ -349,12 +414,31 @@ class Session:
             self._scopes.pop()
 
     def for_each_job(
-        self, jobs: Iterable[JobInfo], attempt: Callable[[Session, JobInfo], None]
+        self,
+        jobs: Iterable[JobInfo],
+        attempt: Callable[[Session, JobInfo], None],
+        *,
+        keep_place: bool = False,
     ) -> None:
         """``attempt(session, job)`` for each job in order, each inside its boundary. Jobs
-        that failed earlier in the cycle are skipped."""
-        for job in jobs:
-            if job.uid in self.job_errors:
+        that failed earlier in the cycle are skipped, and so are the jobs deferred
+        (:meth:`try_job`: once the action is out of time, the rest).
+
+        With ``keep_place`` the running action keeps its place instead of deferring: once
+        it is out of time, the jobs left (a list, in order) are carried (:meth:`carry`)
+        and the loop runs the action again on this session after handing on what was
+        decided; the action then takes them from :meth:`resume` and calls this again with
+        them. The other actions' work of the cycle is not done again, as it would be for
+        jobs deferred to the next cycle."""
+        ordered = list(jobs) if keep_place else jobs
+        for i, job in enumerate(ordered):
+            if job.uid in self.job_errors or job.uid in self.deferred:
+                continue
+            if keep_place and self.out_of_time():
+                assert isinstance(ordered, list)
+                self.carry(self._acting, ordered[i:])
+                return
+            if not self.try_job(job):
                 continue
             with self.job_scope(job):
                 attempt(self, job)
@@ -364,10 +448,10 @@ class Session:
     ) -> list[JobInfo]:
         """The jobs for which ``wanted(job)`` holds, each asked inside its boundary (a job
         whose question raised fails, and is not selected). Jobs that failed earlier in the
-        cycle are left out."""
+        cycle, and jobs deferred to the next one, are left out."""
         out: list[JobInfo] = []
         for job in jobs:
-            if job.uid in self.job_errors:
+            if job.uid in self.job_errors or job.uid in self.deferred:
                 continue
             keep = False
             with self.job_scope(job):
@@ -642,6 +726,10 @@ class Session:
             table.idle_total -= vec
             if status is TaskStatus.RELEASING:
                 table.releasing[row] += vec
+
+
+def _never() -> bool:
+    return False
 
 
 def open_session(snapshot: Snapshot, resolved: ResolvedConfiguration) -> Session:

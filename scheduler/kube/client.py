@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -66,11 +66,20 @@ class JsonLineReader:
 
     :meth:`read` returns the next object, or None at the end of the stream. Read errors
     and malformed lines raise ServerError (chained). Lines may be of any length.
+    ``decode`` turns one line into its object (default: ``json.loads``, checked to be an
+    object); it raises ServerError on a malformed line.
     """
 
-    def __init__(self, response: aiohttp.ClientResponse, *, kind: str = "") -> None:
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        kind: str = "",
+        decode: Callable[[bytes], dict[str, Any]] | None = None,
+    ) -> None:
         self._response = response
         self._kind = kind
+        self._decode_line = decode
         self._buffer = bytearray()
         self._eof = False
 
@@ -95,6 +104,8 @@ class JsonLineReader:
                 self._eof = True
 
     def _decode(self, line: bytes) -> dict[str, Any]:
+        if self._decode_line is not None:
+            return self._decode_line(line)
         with api_errors(self._kind):
             value = json.loads(line)
         if not isinstance(value, dict):
@@ -251,6 +262,38 @@ class KubeClient:
         ``decode=False``: the caller has no use for a successful reply (an event write),
         which is then read but not decoded, and ``{}`` is returned.
         """
+        data = await self.request_bytes(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=timeout,
+            kind=kind,
+            name=name,
+        )
+        if not decode or not data.strip():
+            return {}
+        with api_errors(kind, name):
+            value = json.loads(data)
+        if not isinstance(value, dict):
+            raise ServerError(f"expected a JSON object from {method} {path}", kind=kind, name=name)
+        return value
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+        kind: str = "",
+        name: str = "",
+    ) -> bytes:
+        """:meth:`request`, the reply's body left undecoded (the informers decode list
+        pages themselves: :mod:`scheduler.kube.decode`)."""
         with api_errors(kind, name):
             response = await self._send(
                 method, path, query=query, body=body, content_type=content_type, timeout=timeout
@@ -261,12 +304,7 @@ class KubeClient:
                 response.release()
             if not 200 <= response.status < 300:
                 raise error_from_status(response.status, data, kind=kind, name=name)
-            if not decode or not data.strip():
-                return {}
-            value = json.loads(data)
-        if not isinstance(value, dict):
-            raise ServerError(f"expected a JSON object from {method} {path}", kind=kind, name=name)
-        return value
+        return data
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -276,8 +314,10 @@ class KubeClient:
         query: Sequence[tuple[str, str]] = (),
         timeout: float | aiohttp.ClientTimeout | None = None,
         kind: str = "",
+        decode: Callable[[bytes], dict[str, Any]] | None = None,
     ) -> AsyncIterator[JsonLineReader]:
-        """A GET whose reply is read as newline-delimited JSON (a watch).
+        """A GET whose reply is read as newline-delimited JSON (a watch), each line
+        decoded by ``decode`` (see :class:`JsonLineReader`).
 
         A status other than 200 raises its ApiError before the block is entered. The
         connection is closed when the block is left, however it is left.
@@ -291,6 +331,6 @@ class KubeClient:
                 with api_errors(kind):
                     data = await response.read()
                 raise error_from_status(response.status, data, kind=kind)
-            yield JsonLineReader(response, kind=kind)
+            yield JsonLineReader(response, kind=kind, decode=decode)
         finally:
             response.close()

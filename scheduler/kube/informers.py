@@ -44,6 +44,7 @@ from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, GoneError, ServerError
 from scheduler.kube.client import KubeClient
+from scheduler.kube.decode import decode_event, decode_list, list_continue
 from scheduler.kube.errors import error_from_status
 from scheduler.kube.resources import (
     DEVICE_CLASSES,
@@ -222,12 +223,17 @@ class Informer:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         field_selector: str = "",
+        label_selector: str = "",
     ) -> None:
         self.client = client
         self.resource = resource
         self.sink = sink
         self.field_selector = field_selector
         """Lists and watches only the objects it selects (``metadata.name=x``)."""
+        self.label_selector = label_selector
+        """Lists and watches only the objects whose labels it selects (``pool=a``)."""
+        self._touched = False
+        """Objects of this informer reached the sink (a list after that replaces)."""
         self.settings = settings or InformerSettings()
         self.clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
@@ -289,41 +295,84 @@ class Informer:
                 await self.clock.sleep(delay)
 
     async def _list(self) -> None:
-        """One full (paged) list; replaces the sink's state and sets the resourceVersion."""
+        """One full (paged) list; its objects reach the sink and the resourceVersion is
+        set.
+
+        Pages are asked for one after the other (``limit``/``continue``), the next one
+        before this one is decoded (:func:`~scheduler.kube.decode.decode_list`), so the
+        server makes it meanwhile. A list of one page replaces the kind's state in the
+        sink (``sink.replace``: what is gone is deleted), and so does every relist. But the
+        first list of a kind, when it has several pages (a large kind: pods, nodes), hands
+        each page on as it comes (``handle(kind, "ADDED", obj)``), so that its objects are
+        converted while the server makes the next page; the sink holds nothing of the
+        kind yet. A first list that fails midway is followed by a replacing one."""
         res = self.resource
+        incremental = not self._touched
         items: list[dict[str, Any]] = []
-        resource_version = ""
-        token = ""
-        while True:
-            query: list[tuple[str, str]] = []
-            if self.settings.page_size:
-                query.append(("limit", str(self.settings.page_size)))
-            if token:
-                query.append(("continue", token))
-            if self.field_selector:
-                query.append(("fieldSelector", self.field_selector))
-            doc = await self.client.request(
-                "GET", res.path(), query=query, timeout=self.settings.list_timeout, kind=res.kind
-            )
-            meta = doc.get("metadata") or {}
-            resource_version = resource_version or str(meta.get("resourceVersion") or "")
-            for item in doc.get("items") or ():
-                if isinstance(item, dict):
-                    item.setdefault("apiVersion", res.api_version)
-                    item.setdefault("kind", res.kind)
-                    items.append(item)
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
-        self.sink.replace(res.key, items)
-        self.resource_version = resource_version
+        version = ""
+        count = 0
+        failed: ApiError | None = None
+        async with anyio.create_task_group() as tg:  # the page asked for ahead runs here
+            first = _PageFetch(self, "")
+            tg.start_soon(first.run)
+            fetch: _PageFetch | None = first
+            try:
+                while fetch is not None:
+                    data = await fetch.result()
+                    token = list_continue(data)
+                    fetch = None
+                    if token:
+                        fetch = _PageFetch(self, token)
+                        tg.start_soon(fetch.run)
+                        await anyio.sleep(0)  # let it send its request before decoding this
+                    page, meta = decode_list(data, res.kind)
+                    if token is None and meta.get("continue"):
+                        fetch = _PageFetch(self, str(meta["continue"]))
+                        tg.start_soon(fetch.run)
+                    version = version or str(meta.get("resourceVersion") or "")
+                    count += len(page)
+                    for item in page:
+                        item.setdefault("apiVersion", res.api_version)
+                        item.setdefault("kind", res.kind)
+                    if incremental and (fetch is not None or self._touched):
+                        self._touched = True  # a first list of several pages: page by page
+                        for item in page:
+                            self.sink.handle(res.key, "ADDED", item)
+                    else:
+                        items.extend(page)
+                        incremental = False
+            except ApiError as exc:  # raised out of the task group, not in a group of one
+                failed = exc
+                tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        if not incremental:
+            self.sink.replace(res.key, items)
+        self._touched = True
+        self.resource_version = version
         if self.stats.lists:
             self.stats.relists += 1
         self.stats.lists += 1
         self._backoff.reset()
         if not self.synced.is_set():
-            log.info("informer synced", kind=res.key, objects=len(items))
+            log.info("informer synced", kind=res.key, objects=count)
             self.synced.set()
+
+    async def _fetch_page(self, token: str) -> bytes:
+        """The bytes of one list page (``token``: its ``continue``; "" for the first)."""
+        res = self.resource
+        query: list[tuple[str, str]] = []
+        if self.settings.page_size:
+            query.append(("limit", str(self.settings.page_size)))
+        if token:
+            query.append(("continue", token))
+        if self.field_selector:
+            query.append(("fieldSelector", self.field_selector))
+        if self.label_selector:
+            query.append(("labelSelector", self.label_selector))
+        return await self.client.request_bytes(
+            "GET", res.path(), query=query, timeout=self.settings.list_timeout, kind=res.kind
+        )
 
     async def _watch(self) -> bool:
         """One watch from :attr:`resource_version` until the server ends it, or its
@@ -350,13 +399,15 @@ class Informer:
         ]
         if self.field_selector:
             query.append(("fieldSelector", self.field_selector))
+        if self.label_selector:
+            query.append(("labelSelector", self.label_selector))
         timeout = aiohttp.ClientTimeout(
             total=seconds + s.watch_slack, sock_connect=s.connect_timeout
         )
         received = False
         broken: ApiError | None = None
         async with self.client.stream(
-            res.path(), query=query, timeout=timeout, kind=res.kind
+            res.path(), query=query, timeout=timeout, kind=res.kind, decode=self._decode_event
         ) as reader:
             opened_at = self.clock.now()
             self.stats.watches += 1
@@ -387,6 +438,9 @@ class Informer:
             self._backoff.reset()
         return healthy
 
+    def _decode_event(self, line: bytes) -> dict[str, Any]:
+        return decode_event(line, self.resource.kind)
+
     def _apply(self, line: Mapping[str, Any]) -> None:
         res = self.resource
         event = line.get("type")
@@ -414,6 +468,32 @@ class Informer:
             self.resource_version = version
 
 
+class _PageFetch:
+    """One list page asked for in the background (:meth:`Informer._pages`): its bytes,
+    or the error of asking."""
+
+    def __init__(self, informer: Informer, token: str) -> None:
+        self._informer = informer
+        self._token = token
+        self._done = anyio.Event()
+        self._data = b""
+        self._error: BaseException | None = None
+
+    async def run(self) -> None:
+        try:
+            self._data = await self._informer._fetch_page(self._token)
+        except ApiError as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+
+    async def result(self) -> bytes:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._data
+
+
 @dataclass
 class InformerSet:
     """One informer per resource, all feeding ``sink``; run them with :meth:`run`.
@@ -426,6 +506,8 @@ class InformerSet:
     resources: Sequence[Resource] = SCHEDULER_RESOURCES
     settings: InformerSettings = field(default_factory=InformerSettings)
     clock: Clock | None = None
+    label_selectors: Mapping[str, str] = field(default_factory=dict)
+    """A label selector per kind key (a shard's nodes: ``pool=a``); the others: all."""
     informers: dict[str, Informer] = field(init=False)
     ready: anyio.Event = field(init=False, default_factory=anyio.Event)
 
@@ -434,7 +516,14 @@ class InformerSet:
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"one informer per kind: {kinds}")
         self.informers = {
-            r.key: Informer(self.client, r, self.sink, settings=self.settings, clock=self.clock)
+            r.key: Informer(
+                self.client,
+                r,
+                self.sink,
+                settings=self.settings,
+                clock=self.clock,
+                label_selector=self.label_selectors.get(r.key, ""),
+            )
             for r in self.resources
         }
 

@@ -60,6 +60,7 @@ from scheduler.framework.effects import (
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
+from scheduler.loop.clock import SystemClock
 from scheduler.loop.errors import JobErrorLog, cycle_failed
 from scheduler.loop.queue import JobQueue, ReservationChange
 from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
@@ -108,6 +109,19 @@ class CycleReport:
     queue_shares: Mapping[str, QueueShare] = field(default_factory=dict)
     """Each queue's deserved share and allocation as the cycle ended (empty when it
     failed)."""
+    deferred: int = 0
+    """Jobs left to the next cycle because an action spent its time budget (the loop
+    then runs the next cycle at once)."""
+    slices: int = 1
+    """Stretches the cycle held the loop in (more than one when an action went on in the
+    same session after the background calls ran: see ``SchedulingLoop._decide``)."""
+    handed_on: int = 0
+    """Effects handed on (assumed, submitted) between slices, before the cycle's end."""
+    longest_hold: float = 0.0
+    """The longest stretch (seconds of wall time) the cycle held the loop without
+    letting a background call or a watch event run: what ``max_cycle_seconds`` of the
+    benchmarks reports."""
+    slice_started: float = 0.0
 
     @property
     def decided(self) -> bool:
@@ -128,6 +142,11 @@ class PreemptionHandler(Protocol):
 
     @property
     def calls_in_flight(self) -> int: ...
+
+    @property
+    def async_enabled(self) -> bool:
+        """Run the calls in the background (else :meth:`handle` awaits them)."""
+        ...
 
     async def calls_drained(self) -> None: ...
 
@@ -173,10 +192,21 @@ class SchedulingLoop:
         self._share_series: set[tuple[str, str]] = set()
         """(queue, resource) with a ``scheduler_queue_deserved``/``_allocated`` series."""
         """Queues with a ``scheduler_pending_pods`` series."""
+        self._real_time = isinstance(ports.clock, SystemClock)
+        self.action_budget = self.config.action_time_budget if self._real_time else 0.0
+        """Seconds of wall time each action may spend on one cycle's jobs (0: no limit;
+        see ``actionTimeBudget``). On the virtual clock of a simulation a cycle takes no
+        time, so no budget applies there and its decisions do not depend on the
+        machine's speed."""
+        self.longest_hold = 0.0
+        """The longest :attr:`CycleReport.longest_hold` of any cycle so far (the metric
+        ``sluice_cycle_longest_hold_seconds``)."""
         self.freeze_heap = False
-        """After the first cycle, collect and :func:`gc.freeze` what is alive (see
+        """After the first cycle that deferred nothing (the first round: every pending
+        job tried once), collect and :func:`gc.freeze` what is alive (see
         :meth:`_freeze_heap`). ``sluice run`` and the benchmarks set it; tests do not,
         as they run many loops in one process."""
+        self._frozen = False
         self._wake = anyio.Event()
         self._stopping = False
         cache.on_change = self.wake
@@ -236,8 +266,11 @@ class SchedulingLoop:
                 started = self.ports.clock.now()
                 report = await self.run_cycle()
                 spent = self.ports.clock.now() - started
-                if report.number == 1 and self.freeze_heap:
+                if self.freeze_heap and not self._frozen and not report.deferred:
                     self._freeze_heap()
+                    self._frozen = True
+                if report.deferred:
+                    self.wake()  # jobs were left for the next cycle: run it at once
                 if should_stop is not None:
                     await anyio.sleep(0)  # let the calls this cycle submitted start
                     if should_stop(report):
@@ -278,8 +311,8 @@ class SchedulingLoop:
         now = self.ports.clock.now()
         report = CycleReport(self.cycles, now)
         self._report_notices()
-        t0 = time.perf_counter()
-        session = self._decide(report)
+        t0 = report.slice_started = time.perf_counter()
+        session = await self._decide(report)
         report.seconds = time.perf_counter() - t0
         if session is None:
             self.cache.drop_copies()
@@ -303,9 +336,20 @@ class SchedulingLoop:
             uid: told.message if (told := session.job_reasons.get(uid)) is not None else ""
             for uid in session.job_errors
         }
+        report.deferred = len(session.deferred)
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
-        await self._apply(report)
+        await self._apply(report.effects[report.handed_on :], report)
+        if self._real_time and report.effects:
+            # Let the binds just submitted send their requests before the cycle's own
+            # bookkeeping (status, metrics) holds the thread again: the server works on
+            # them meanwhile. (On the virtual clock nothing is gained, and the embedded
+            # cluster would answer them inside the cycle.)
+            report.longest_hold = max(
+                report.longest_hold, time.perf_counter() - report.slice_started
+            )
+            await anyio.sleep(0)
+            report.slice_started = time.perf_counter()
         self._deallocate_stale_claims(session)
         self.status.report(session)
         self._report_pending()
@@ -321,6 +365,10 @@ class SchedulingLoop:
                 effects=len(report.effects),
                 unschedulable=unschedulable,
             )
+        report.longest_hold = max(report.longest_hold, time.perf_counter() - report.slice_started)
+        if report.longest_hold > self.longest_hold:
+            self.longest_hold = report.longest_hold
+            self.metrics.cycle_longest_hold.set(report.longest_hold)
         for observer in self.observers:
             observer(report)
         return report
@@ -332,9 +380,18 @@ class SchedulingLoop:
             message = "object set aside" if notice.what == "rejected" else "object adjusted"
             log.warning(message, object=notice.object, reason=notice.reason)
 
-    def _decide(self, report: CycleReport) -> Session | None:
+    async def _decide(self, report: CycleReport) -> Session | None:
         """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,
-        ``report.failed`` set) when something raised outside any one job."""
+        ``report.failed`` set) when something raised outside any one job.
+
+        An action that runs out of its time budget and carries its place in the session
+        (:meth:`Session.carry`: allocate does) makes the cycle go on in slices: what the
+        session decided so far is handed on (:meth:`_apply`: assumed, binds submitted),
+        the event loop is left to the background calls for up to as long as the slice
+        took (as between cycles), then the action goes on, on the same session. So the
+        first binds of a long cycle go out while it still decides, and no slice holds
+        the loop much longer than the budget. What earlier slices handed on stands if a
+        later one fails."""
         self._generation = self.cache.generation
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
@@ -349,9 +406,15 @@ class SchedulingLoop:
         try:
             for action in self.resolved.actions:
                 where = action.name
-                ta = time.perf_counter()
-                session.run_action(action)
-                self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
+                while True:
+                    ta = time.perf_counter()
+                    session.run_action(action, self._out_of_time(ta))
+                    self.metrics.cycle_duration.labels(action.name).observe(
+                        time.perf_counter() - ta
+                    )
+                    if not session.unfinished:
+                        break
+                    await self._hand_on(session, report)
             where = "queue shares"
             session.record_queue_shares()
             where = "close"
@@ -365,10 +428,33 @@ class SchedulingLoop:
             return None
         return session
 
+    async def _hand_on(self, session: Session, report: CycleReport) -> None:
+        """Between two slices of a cycle: hand on the effects decided since the last
+        slice, then leave the event loop to the background calls (see :meth:`_decide`)."""
+        fresh = session.effects[report.handed_on :]
+        report.handed_on = len(session.effects)
+        await self._apply(fresh, report)
+        held = time.perf_counter() - report.slice_started
+        report.longest_hold = max(report.longest_hold, held)
+        report.slices += 1
+        share = min(BACKGROUND_SHARE * held, self.config.schedule_period)
+        with anyio.move_on_after(share):
+            await anyio.sleep(0)  # the binds just submitted send their requests
+            await self._calls_drained()
+        report.slice_started = time.perf_counter()
+
+    def _out_of_time(self, started: float) -> Callable[[], bool] | None:
+        """Whether an action begun at ``started`` (``perf_counter``) has spent its time
+        budget; None without a budget."""
+        if self.action_budget <= 0:
+            return None
+        deadline = started + self.action_budget
+        return lambda: time.perf_counter() > deadline
+
     @staticmethod
     def _freeze_heap() -> None:
         """Collect, then leave every object alive now out of the cyclic collector's
-        scans (:func:`gc.freeze`). After the first cycle that is mostly the caches as the
+        scans (:func:`gc.freeze`). After the first round that is mostly the caches as the
         first sync filled them: long-lived, and without reference cycles (they are freed
         by reference counting when they go), yet a full collection would scan them all,
         every few cycles (about 0.3 s at 30,000 pods). Objects created later are scanned
@@ -377,7 +463,7 @@ class SchedulingLoop:
         gc.collect()
         gc.freeze()
         log.info(
-            "heap frozen after the first cycle",
+            "heap frozen after the first round",
             objects=gc.get_freeze_count(),
             seconds=round(time.perf_counter() - t0, 3),
         )
@@ -410,15 +496,18 @@ class SchedulingLoop:
             self.metrics.queue_allocated.remove(*gone)
         self._share_series = series
 
-    async def _apply(self, report: CycleReport) -> None:
-        """Assume every effect of the cycle, in decision order, and hand the calls on."""
+    async def _apply(self, effects: Sequence[Effect], report: CycleReport) -> None:
+        """Assume ``effects`` (of ``report``'s cycle, or of a slice of it), in decision
+        order, and hand the calls on. Awaiting the preemption calls (asynchronous
+        preemption off) lets the event loop run: that wait ends the stretch the cycle
+        holds the loop (``report.longest_hold``), and a new one starts after it."""
         preemption: list[Effect] = []
         displaced: dict[str, Sequence[TaskInfo]] = {}
         if self.preemption is None and any(
-            isinstance(e, (Evict, Nominate, ClearNomination)) for e in report.effects
+            isinstance(e, (Evict, Nominate, ClearNomination)) for e in effects
         ):
             raise InvariantError("evictions were decided but no preemption executor runs")
-        for effect in report.effects:
+        for effect in effects:
             withdrawn = self.ledger.assume(effect)
             if isinstance(effect, Bind):
                 self._bind(effect)
@@ -427,7 +516,14 @@ class SchedulingLoop:
                 if withdrawn:
                     displaced[effect.task.uid] = withdrawn
         if preemption and self.preemption is not None:
+            waits = not self.preemption.async_enabled
+            if waits:
+                report.longest_hold = max(
+                    report.longest_hold, time.perf_counter() - report.slice_started
+                )
             await self.preemption.handle(preemption, displaced)
+            if waits:
+                report.slice_started = time.perf_counter()
 
     def _bind(self, effect: Bind) -> None:
         """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is

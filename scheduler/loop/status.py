@@ -246,6 +246,9 @@ class StatusReporter:
                 if task.status not in WAITING or not task.sluice:
                     self._pod_messages.pop(task.uid, None)
                     continue
+                if job.uid in session.deferred:
+                    unschedulable.add(task.uid)  # not tried this cycle: its backoff holds
+                    continue
                 told = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
                 if told is None or not told.message:
                     continue
@@ -287,8 +290,8 @@ class StatusReporter:
     def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
         r = session.reservation if session.reservation and session.reservation.nodes else None
         for job in session.jobs.values():
-            if not job.has_pod_group or job.problem:
-                continue
+            if not job.has_pod_group or job.problem or job.uid in session.deferred:
+                continue  # a job deferred to the next cycle keeps the status it has
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             told = session.job_reasons.get(job.uid)
             reason = told.message if told is not None else None
@@ -339,25 +342,34 @@ class StatusReporter:
                 task = job.tasks.get(uid) if job is not None else None
                 if job is None or task is None:
                     continue
+                if job.uid in session.deferred:
+                    break  # a member deferred to the next cycle: the status waits for it
                 tasks.append(task)
                 told = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
                 if told is not None and told.message:
                     reasons[uid] = told.message
                     error = error or job.uid in session.failing_jobs
-            status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
-            key = _comparable(status)
-            if not status or self._group_status.get(job_id, _comparable(observed)) == key:
-                continue
-            self._group_status[job_id] = key
-            meta = obj.get("metadata") or {}
-            ref = ObjectRef(
-                "PodGroup",
-                str(meta.get("namespace") or ""),
-                str(meta.get("name") or ""),
-                str(meta.get("uid") or ""),
-                KUBERNETES.api_version,
-            )
-            self._write(ref, status, self._group_status, job_id)
+            else:
+                status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
+                self._write_basic_group(obj, job_id, status, observed)
+
+    def _write_basic_group(
+        self, obj: Mapping[str, Any], job_id: str, status: dict[str, Any], observed: Any
+    ) -> None:
+        """Write the status of the ``basic`` PodGroup ``obj`` when it changed."""
+        key = _comparable(status)
+        if not status or self._group_status.get(job_id, _comparable(observed)) == key:
+            return
+        self._group_status[job_id] = key
+        meta = obj.get("metadata") or {}
+        ref = ObjectRef(
+            "PodGroup",
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+            str(meta.get("uid") or ""),
+            KUBERNETES.api_version,
+        )
+        self._write(ref, status, self._group_status, job_id)
 
     def _report_queues(self, session: Session, phases: dict[str, PodGroupPhase]) -> None:
         pending: dict[str, int] = dict.fromkeys(session.queues, 0)
@@ -372,6 +384,8 @@ class StatusReporter:
         tree = session.queue_tree
         for name, queue in session.queues.items():
             obj = self._cache.queue_objects.get(name) or {}
+            if not self._cache.shards.writes_queue(obj):
+                continue  # another shard writes it (scheduler.api.shards)
             observed = obj.get("status") or {}
             if obj.get("apiVersion") == VOLCANO.api_version:
                 leaves = [name] if name in tree.closed else tree.leaves(name)

@@ -51,6 +51,12 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.cycle_longest_hold = Gauge(
+            "sluice_cycle_longest_hold_seconds",
+            "The longest stretch one scheduling cycle held the event loop (no bind handed "
+            "on, no watch event taken) since the process started, in seconds.",
+            registry=r,
+        )
         self.cycle_failures = Counter(
             "sluice_cycle_failures_total",
             "Scheduling cycles thrown away because something failed outside any one job "

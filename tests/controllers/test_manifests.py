@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -78,7 +79,7 @@ def test_yaml_parses_into_named_objects(path: Path) -> None:
     assert docs
     for doc in docs:
         assert isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)
-        if doc["kind"] == "Kustomization":
+        if doc["kind"] in ("Kustomization", "Component"):
             continue
         meta = doc["metadata"]
         assert meta["name"]
@@ -95,32 +96,79 @@ def test_yaml_parses_into_named_objects(path: Path) -> None:
 )
 def test_kustomization_lists_existing_files(kustomization: Path) -> None:
     doc = yaml.safe_load(kustomization.read_text())
-    assert doc["kind"] == "Kustomization"
+    assert doc["kind"] in ("Kustomization", "Component")
     listed = doc["resources"]
     assert len(set(listed)) == len(listed)
+    root = kustomization.parent
     for entry in listed:
-        target = kustomization.parent / entry
+        target = root / entry
+        if target.is_dir():  # another kustomization (the scheduler's, a shard's)
+            assert (target / "kustomization.yaml").is_file(), entry
+            continue
         assert target.is_file(), f"{entry} listed in {kustomization} does not exist"
-        assert target.resolve().is_relative_to(kustomization.parent.resolve()), entry
+        assert target.resolve().is_relative_to(root.resolve()), entry
     # Nothing forgotten: every manifest beside it is listed, except the optional certificate.
-    beside = {p.name for p in kustomization.parent.glob("*.yaml")} - {"kustomization.yaml"}
+    beside = {p.name for p in root.glob("*.yaml")} - {"kustomization.yaml"}
     assert beside - set(listed) <= {"certificate.yaml"}
+    for component in doc.get("components") or ():
+        assert (root / component / "kustomization.yaml").is_file(), component
 
 
-def test_kustomize_builds() -> None:
+def kustomize(directory: Path) -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d is not None]
+
+
+def test_kustomize_builds() -> None:
     for directory in (MANIFESTS, MANIFESTS / "examples"):
-        out = subprocess.run(
-            [kubectl, "kustomize", str(directory)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
-        assert list(yaml.safe_load_all(out.stdout))
+        assert kustomize(directory)
+
+
+def test_the_shards_component(tmp_path: Path) -> None:
+    """manifests/ with its ``components: [shards]`` uncommented: the one scheduler
+    Deployment gives way to one per shard, each ``--shard NAME`` with pods of its own
+    label and the image of the base; the configuration is the base's with every shard
+    listed (each a Deployment)."""
+    overlay = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, overlay)
+    kustomization = overlay / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "# components:\n# - shards\n" in text
+    kustomization.write_text(text.replace("# components:\n# - shards\n", "components:\n- shards\n"))
+    built = kustomize(overlay)
+    schedulers = {
+        d["metadata"]["name"]: d
+        for d in built
+        if d["kind"] == "Deployment" and d["metadata"]["name"] != "sluice-controller"
+    }
+    text = next(d for d in built if d["kind"] == "ConfigMap")["data"]["config.yaml"]
+    config = parse_configuration(yaml.safe_load(text))
+    assert {f"sluice-scheduler-{s.name}" for s in config.shards} == set(schedulers)
+    default = parse_configuration(
+        yaml.safe_load(one("ConfigMap", "sluice-scheduler-config")["data"]["config.yaml"])
+    )
+    assert dataclasses.replace(config, shards=()) == default
+    selectors: list[dict[str, str]] = []
+    for shard in config.shards:
+        deployment = schedulers[f"sluice-scheduler-{shard.name}"]
+        main = container(deployment)
+        assert main["args"][-4:] == ["--shard", shard.name, "-v", "2"]
+        assert main["image"] == "sluice:0.1.0"
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        assert selector["scheduling.sluice.dev/shard"] == shard.name
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        selectors.append(selector)
+    assert len({tuple(sorted(s.items())) for s in selectors}) == len(selectors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,7 +390,8 @@ def test_leases_only_in_the_own_namespace() -> None:
     role = one("Role", "sluice-scheduler-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert grants(role["rules"]) == {
-        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+        ("coordination.k8s.io", "leases", verb)
+        for verb in ("get", "list", "watch", "create", "update")  # a follower watches it
     }
     assert all(g[1] != "leases" for g in grants(rules("sluice-scheduler")))
 

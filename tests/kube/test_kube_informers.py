@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
@@ -81,6 +82,27 @@ async def test_list_then_watch_reaches_the_cache(tmp_path: Path) -> None:
         await wait_until(lambda: "a" not in pod_names(cache), what="DELETED")
         assert informers.informers["Pod"].stats.relists == 0
         tg.cancel_scope.cancel()
+
+
+async def test_a_first_list_of_several_pages_is_handed_on_page_by_page(tmp_path: Path) -> None:
+    """The first list of a kind with several pages reaches the sink as ADDED events, page
+    by page (each next page asked for before this one is decoded); a relist replaces the
+    kind's state; a list of one page replaces it too."""
+    async with running_cluster(tmp_path) as cluster:
+        store = cluster.store
+        for name in ("a", "b", "c", "d", "e"):
+            store.create(pod(name))
+        sink = Recorder()
+        informer = Informer(cluster.client, PODS, sink, settings=FAST)
+        await informer._list()
+        assert sink.calls == [("Pod", "ADDED", n) for n in ("a", "b", "c", "d", "e")]
+        assert sink.replaced == []
+        store.delete("Pod", "default", "c", grace_period_seconds=0)
+        await informer._list()
+        assert sink.replaced == [("Pod", ["a", "b", "d", "e"])]
+        one_page = Recorder()
+        await Informer(cluster.client, NODES, one_page, settings=FAST)._list()
+        assert one_page.replaced == [("Node", [])] and not one_page.calls
 
 
 async def test_events_of_a_kind_arrive_in_order(tmp_path: Path) -> None:
@@ -215,6 +237,9 @@ class CuttingClient:
 
     async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         return {"metadata": {"resourceVersion": str(self.version)}, "items": []}
+
+    async def request_bytes(self, method: str, path: str, **_: Any) -> bytes:
+        return json.dumps(await self.request(method, path)).encode()
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, **_: Any) -> AsyncIterator[Any]:

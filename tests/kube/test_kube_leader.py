@@ -253,3 +253,39 @@ def test_micro_time_format_round_trips() -> None:
     text = format_micro_time(1_767_225_600.25)
     assert text == "2026-01-01T00:00:00.250000Z"
     assert parse_time(text) == 1_767_225_600.25
+
+
+class HighJitter:
+    """An rng whose every draw is near 1: the longest waits the jitter allows."""
+
+    def random(self) -> float:
+        return 0.99
+
+
+async def test_a_follower_takes_over_at_the_lease_expiry_not_a_poll_later(
+    tmp_path: Path,
+) -> None:
+    """The follower polls every 2.4 s at least (5.2 s with its jitter) but watches the
+    Lease, so it sees a's last renewal when it happens and takes over one lease duration
+    (3 s) after it: judging expiry from its polls alone, it would wait about 5.5 s."""
+    timings = {"lease_duration": 3, "renew_deadline": 2.9, "retry_period": 2.4}
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        a = LeaderElector(cluster.client, config("a", release_on_cancel=False, lease_duration=3))
+        b = LeaderElector(cluster.client, config("b", **timings), rng=HighJitter())  # type: ignore[arg-type]
+        work_a, work_b = Work(), Work()
+        scope_a = anyio.CancelScope()
+
+        async def run_a() -> None:
+            with scope_a:
+                await a.run(work_a)
+
+        tg.start_soon(run_a)
+        await work_a.started.wait()
+        tg.start_soon(b.run, work_b)
+        await anyio.sleep(0.5)  # b has read the Lease once, and waits for its next poll
+        scope_a.cancel()
+        stopped = time.monotonic()
+        with anyio.fail_after(8):
+            await work_b.started.wait()
+        assert time.monotonic() - stopped <= 3.6
+        tg.cancel_scope.cancel()

@@ -119,8 +119,7 @@ def test_bind_outcomes(case: Case) -> None:
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             loop.binds.attach(tg)
-            report = CycleReport(1, 0.0, effects=[Bind(task, "n1")])
-            await loop._apply(report)
+            await loop._apply([Bind(task, "n1")], CycleReport(1, 0.0))
             await anyio.sleep(0.1)  # the call has failed; no read yet
             during.append(cache.tasks["default/p"].status)
             if case.event_at is not None:

@@ -18,6 +18,14 @@ gate (a gang may now be whole), or ``retry_every`` seconds after it was parked
 not try them, and say again what they were told, so pods, PodGroups, ``sluice simulate``
 and the metrics keep the true reasons.
 
+**Rounds.** An action that spends its time budget defers the jobs it has not reached to the
+next cycle (``actionTimeBudget``): the cycles from the first that deferred to the first
+that defers nothing are one *round*, and together they do what one long cycle would. A job
+tried in a round and left unschedulable stays parked until the round ends, even if the
+generation moves meanwhile (in one long cycle it would not have been tried twice either);
+otherwise a cluster that changes every second would have each cut cycle try the same first
+jobs again, and the jobs after them would never be reached.
+
 Owned by the scheduling queue (:mod:`scheduler.loop.queue`); its task only.
 """
 
@@ -40,12 +48,17 @@ class _Entry:
     generation: int
     since: float
     hold: Hold
+    round: int
+    """The round it was parked in (see the module docstring)."""
 
 
 class Parking:
     def __init__(self, retry_every: float = RETRY_EVERY) -> None:
         self.retry_every = retry_every
         self._entries: dict[str, _Entry] = {}
+        self._round = 0
+        self._round_open = False
+        """The last cycle deferred jobs: its round goes on in the next."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -53,10 +66,13 @@ class Parking:
     def holds(self, generation: int, fresh: set[str], now: float) -> dict[str, Hold]:
         """Let go the jobs whose parking ended (see the module docstring); the holds of the
         others, for the snapshot about to be taken at ``generation``."""
+        in_round = self._round if self._round_open else -1
         self._entries = {
             uid: e
             for uid, e in self._entries.items()
-            if e.generation == generation and uid not in fresh and now - e.since < self.retry_every
+            if (e.generation == generation or e.round == in_round)
+            and uid not in fresh
+            and now - e.since < self.retry_every
         }
         return {uid: e.hold for uid, e in self._entries.items()}
 
@@ -65,7 +81,8 @@ class Parking:
     ) -> None:
         """Park the jobs ``session`` tried and could not place (``held``: the other holds
         of the cycle, whose jobs were not tried; ``generation``: the cache's when the
-        cycle's snapshot was taken); forget jobs that are gone."""
+        cycle's snapshot was taken); forget jobs that are gone. A cycle that deferred
+        jobs keeps its round open; one that deferred none ends it."""
         acted = {
             e.task.job_id
             for e in session.effects
@@ -96,5 +113,10 @@ class Parking:
                     until=now + self.retry_every,
                     task_reasons=reasons,
                 )
-                entries[uid] = _Entry(generation, now, hold)
+                entries[uid] = _Entry(generation, now, hold, self._round)
         self._entries = entries
+        if session.deferred:
+            self._round_open = True
+        else:
+            self._round_open = False
+            self._round += 1

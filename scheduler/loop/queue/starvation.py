@@ -93,7 +93,8 @@ class ReservationKeeper:
 
     def _note_waiting(self, session: Session, now: float) -> None:
         """Note since when each job waits, and which waiting jobs were passed this cycle
-        by a job of no higher priority that came later (placed: bound this cycle)."""
+        by a job of no higher priority that came later (placed: bound this cycle); a job
+        an action deferred to the next cycle was not tried, so not passed."""
         waiting: dict[str, float] = {}
         for job in session.jobs.values():
             if _waits(job):
@@ -114,8 +115,8 @@ class ReservationKeeper:
             for _, since in ordered:
                 latest.append(max(since, latest[-1]) if latest else since)
             for uid, since in waiting.items():
-                if uid in overtaken:
-                    continue
+                if uid in overtaken or uid in session.deferred:
+                    continue  # a job deferred to the next cycle was not passed: not tried
                 job = session.jobs[uid]
                 i = bisect.bisect_right(priorities, job.priority)
                 if i and latest[i - 1] > since:

@@ -22,8 +22,10 @@ a dry run of allocate restricted to it:
    ``allowed``: the victim filter, and for reclaim the queue budgets, which cut the list
    where a queue would go below its share). A Whole bundle partly refused is dropped; a
    Safe one shrinks; the bundles are ordered again.
-5. **Select.** When the ways to choose are few (at most :data:`EXACT_CHOICES`: per job,
-   a subset of its candidates that leaves it whole, or all of it), every way is tried,
+5. **Select.** Nothing is tried when the gang does not fit with every candidate gone
+   (its queue's share refuses it, say: no eviction can help). When the ways to choose
+   are few (at most :data:`EXACT_CHOICES`: per job, a subset of its candidates that
+   leaves it whole, or all of it), every way is tried,
    fewest jobs broken first, then fewest victims, then the jobs first in the order of
    step 3: the least that makes room is found, wherever the spare members run. Else
    bundles are evicted in order until the gang fits: a cheap vector check of the room
@@ -467,6 +469,8 @@ class GangSearch:
         need: IntVector,
     ) -> list[Scored] | None:
         """Step 5 and 6 over ``scored``: the bundles evicted (in ``stmt``), or None."""
+        if not self._fits_without_all(session, stmt, pending, domain, rep, scored):
+            return None
         ways = self._ways(session, scored)
         if ways is not None:
             return self._exact(session, stmt, pending, domain, rep, ways, need)
@@ -499,6 +503,28 @@ class GangSearch:
                     return self._trim(session, stmt, pending, domain, rep, [*spared, *combo])
                 stmt.rollback(mark)
         return None
+
+    def _fits_without_all(  # noqa: PLR0917
+        self,
+        session: Session,
+        stmt: Statement,
+        pending: Sequence[TaskInfo],
+        domain: NodeSet,
+        rep: TaskInfo,
+        scored: Sequence[Scored],
+    ) -> bool:
+        """Would the gang fit in ``domain`` with every candidate of ``scored`` gone? An
+        eviction never makes a gang fit that does not fit then (removing pods only frees
+        room on nodes and in queues), so when it does not (its queue has no room for it
+        within its share, say), no choice among them is worth a dry run: there can be
+        thousands. One dry run, rolled back."""
+        mark = stmt.checkpoint()
+        try:
+            for s in scored:
+                self._evict(stmt, s, rep)
+            return self._fits(session, stmt, pending, domain)
+        finally:
+            stmt.rollback(mark)
 
     def _fill(  # noqa: PLR0917
         self,

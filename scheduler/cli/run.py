@@ -41,6 +41,7 @@ from scheduler.kube.optional import OptionalInformers
 from scheduler.logging import configure, get_logger
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.metrics import Metrics
+from scheduler.metrics.runtime import register_runtime_metrics
 
 log = get_logger("sluice.run")
 
@@ -117,6 +118,7 @@ async def _main(
     args: argparse.Namespace, resolved: app.ResolvedConfiguration, events: EventSettings
 ) -> int:
     metrics = Metrics()
+    register_runtime_metrics(metrics.registry)  # memory, tasks, sockets: read on scrape
     health = Health(leader_elect=args.leader_elect)
     runner: web.AppRunner | None = None
     if args.port:

@@ -75,6 +75,10 @@ duration (capped at the period), or until they are done, before the next cycle s
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
 
+SLOW_CYCLE_SECONDS = 2.0
+"""A cycle whose decisions take longer is logged (``slow cycle``) with the time of each
+part: the event loop (lease renewals included) waited that long."""
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -98,6 +102,8 @@ class CycleReport:
     """Wall time the decisions took."""
     reservation_changes: list[ReservationChange] = field(default_factory=list)
     """Nodes reserved for a starving job, or released, this cycle."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
 
     @property
     def decided(self) -> bool:
@@ -299,6 +305,14 @@ class SchedulingLoop:
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
+        if report.seconds > SLOW_CYCLE_SECONDS:
+            log.warning(
+                "slow cycle",
+                seconds=round(report.seconds, 3),
+                parts={k: round(x, 3) for k, x in report.parts.items()},
+                jobs=len(session.jobs),
+                effects=len(report.effects),
+            )
         if v(2) and (report.effects or v(4)):
             log.info(
                 "cycle",
@@ -322,12 +336,16 @@ class SchedulingLoop:
         """Snapshot, session, actions: the cycle's decisions, or None (logged, counted,
         ``report.failed`` set) when something raised outside any one job."""
         self._generation = self.cache.generation
+        t0 = time.perf_counter()
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
         snapshot.queue = view
+        t1 = time.perf_counter()
+        report.parts["snapshot"] = t1 - t0
         where = "open"
         try:
             session = open_session(snapshot, self.resolved)
+            report.parts["open"] = time.perf_counter() - t1
         except Exception as exc:
             report.failed = where
             cycle_failed(self.metrics, report.number, where, exc)
@@ -337,7 +355,8 @@ class SchedulingLoop:
                 where = action.name
                 ta = time.perf_counter()
                 session.run_action(action)
-                self.metrics.cycle_duration.labels(action.name).observe(time.perf_counter() - ta)
+                report.parts[action.name] = time.perf_counter() - ta
+                self.metrics.cycle_duration.labels(action.name).observe(report.parts[action.name])
             where = "queue shares"
             session.record_queue_shares()
             where = "close"

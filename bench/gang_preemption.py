@@ -157,7 +157,7 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
         cycles.append((time.monotonic(), report))
         for e in report.effects:
             if isinstance(e, Evict):
-                kinds[e.bundle or "pod"] += 1
+                kinds[e.bundle.value] += 1
                 if e.preemptor is None or e.task.priority >= e.preemptor.priority:
                     bad_victims.append(e.task.key)
 

@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.api import reasons
 from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
+from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Bind, Evict, Nominate
@@ -43,13 +45,21 @@ def explain(
 ) -> dict[str, Any]:
     """What the next cycle would do for the pod or PodGroup ``key`` (``namespace/name``),
     and why. Raises InvalidInputError naming the object when it is not there."""
+    return explain_snapshot(cache.snapshot(now=now), resolved, kind, key)
+
+
+def explain_snapshot(
+    snapshot: Snapshot, resolved: ResolvedConfiguration, kind: str, key: str
+) -> dict[str, Any]:
+    """:func:`explain` on a snapshot of the caller's (the live page's: a full copy, with
+    the scheduling queue's holds attached). Uses it up: the session changes it."""
     if kind not in KINDS:
         raise InvalidInputError(
             "explain", "kind", f"must be one of {', '.join(KINDS)}, not {kind!r}"
         )
     if "/" not in key:
         key = f"default/{key}"
-    session = open_session(cache.snapshot(now=now), resolved)
+    session = open_session(snapshot, resolved)
     try:
         job, chosen = _find(session, kind, key)
         before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}
@@ -114,24 +124,27 @@ def _describe(  # noqa: PLR0917
     for e in session.effects:
         if isinstance(e, Evict) and e.preemptor is not None and e.preemptor.uid in mine:
             where = evictions.setdefault(
-                e.node, {"node": e.node, "for": e.preemptor.key, "how": e.reason, "victims": []}
+                e.node,
+                {"node": e.node, "for": e.preemptor.key, "how": e.reason.value, "victims": []},
             )
             where["victims"].append(
-                {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle or "pod"}
+                {"pod": e.task.key, "priority": e.task.priority, "bundle": e.bundle.value}
             )
     bind_of = {e.task.uid: e for e in session.effects if isinstance(e, Bind)}
     pods = []
     for t in chosen:
         status, node = before[t.uid]
         entry: dict[str, Any] = {"pod": t.key, "status": status.value, "node": node}
-        reason = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid, "")
+        told = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
         if t.sluice and status in (TaskStatus.PENDING, TaskStatus.PIPELINED):
-            entry["reason"] = reason
+            entry["reason"] = told.message if told is not None else ""
+            entry["reasonCode"] = told.code.value if told is not None else ""
             if t.key not in binds:
                 entry["nodes"] = nodes_by_reason(session, session.fit(t))
         if t.sluice and status is TaskStatus.GATED:
+            gated = reasons.scheduling_gated(t.scheduling_gates)
             entry["schedulingGates"] = list(t.scheduling_gates)
-            entry["reason"] = gated_reason(t)
+            entry["reason"], entry["reasonCode"] = gated.message, gated.code.value
         if t.nominated_node:
             entry["nominatedNode"] = t.nominated_node
         if t.spec.resource_claims:
@@ -141,7 +154,8 @@ def _describe(  # noqa: PLR0917
         "kind": kind,
         "name": key,
         "job": job.uid,
-        "reason": session.job_reasons.get(job.uid, ""),
+        "reason": told.message if (told := session.job_reasons.get(job.uid)) else "",
+        "reasonCode": told.code.value if told else "",
         "next_cycle": {
             "binds": binds,
             "nominations": nominations,
@@ -232,18 +246,11 @@ def _waits(session: Session, job: JobInfo, before: dict[str, tuple[TaskStatus, s
         out.append(what)
     for t in sorted(job.tasks.values(), key=lambda t: t.name):
         if t.sluice and before[t.uid][0] is TaskStatus.GATED:
-            out.append(f"{t.key}: {gated_reason(t)}")
+            out.append(f"{t.key}: {reasons.scheduling_gated(t.scheduling_gates).message}")
     for ctype, status, _, message in job.conditions:
         if ctype == "Reserved" and status == "True":
             out.append(f"starvation protection: {message}")
     return out
-
-
-def gated_reason(task: TaskInfo) -> str:
-    """What a pod held by scheduling gates waits for (``sluice explain`` only: the pod's
-    own condition stays the API server's ``SchedulingGated``)."""
-    gates = ", ".join(task.scheduling_gates)
-    return f"not tried until its scheduling gates are removed: {gates}"
 
 
 def render(e: dict[str, Any], *, verbose: bool = False) -> str:

@@ -50,7 +50,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.config import SchedulerConfiguration, with_feature_gates
-from scheduler.framework.effects import Evict, Nominate
+from scheduler.framework.effects import Evict, EvictReason, Nominate
 from scheduler.logging import quiet
 from scheduler.loop.queue.gates import GATE_TIMEOUT
 from scheduler.loop.scheduler_loop import CycleReport
@@ -309,7 +309,8 @@ def test_preemption_invariants(case: Case) -> None:
     for report in r.reports:
         nominated = {e.task.uid for e in report.effects if isinstance(e, Nominate)}
         for e in report.effects:
-            if isinstance(e, Evict) and e.reason == "preempted":  # reclaim is across queues
+            # reclaim is across queues
+            if isinstance(e, Evict) and e.reason is EvictReason.PREEMPTED:
                 assert e.preemptor is not None, f"cycle {report.number}: {e.task.key}"
                 assert e.task.priority < e.preemptor.priority, (
                     f"cycle {report.number}: {e.task.key} (priority {e.task.priority}) "

@@ -19,6 +19,7 @@ report (the keys are described in scheduler/sim/runner.py and the README)::
       spread: {label: example.com/rack, counts: [2, 2]}   # pods bound per value of the
                                   # label on their nodes (the scenario's Nodes), largest first
       pending: {ns/pod: "substring of the reason"}
+      pendingCodes: {ns/pod: GangNotReady}   # the reason's code (scheduler/api/reasons.py)
       podGroups: {ns/name: Phase}
       evictions: [ns/pod]         # exactly, in order: evictions that took effect (the
                                   # delete or evict call succeeded), in the order the
@@ -98,6 +99,7 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "evictions",
         "nominations",
         "pending",
+        "pendingCodes",
         "podGroups",
         "timeline",
     }
@@ -115,6 +117,8 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for pod, reason in (expect.get("pending") or {}).items():
         assert pod in result["pending"], f"{pod} is not pending"
         assert reason in result["pending"][pod], result["pending"][pod]
+    for pod, code in (expect.get("pendingCodes") or {}).items():
+        assert result["pendingCodes"].get(pod) == code, (pod, result["pendingCodes"].get(pod))
     for pg, phase in (expect.get("podGroups") or {}).items():
         assert result["podGroups"].get(pg) == phase, result["podGroups"]
     if "stoppedBy" in expect:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from scheduler.actions.common import Placed, eligible, place_job, waiting_tasks
+from scheduler.api import reasons
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskStatus
@@ -74,7 +75,7 @@ class AllocateAction:
             and any(t.status is TaskStatus.PENDING for t in tasks)
         ):
             # Nominated tasks are already counted in the queue; new demand is not.
-            reason = f"queue {queue.name!r} has used its deserved share"
+            reason = reasons.queue_deserved_used(queue.name)
             session.record_job_reason(job, reason)
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, reason)

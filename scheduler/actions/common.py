@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
+from scheduler.api import reasons
 from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
+from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU, PODS, Resource
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
+from scheduler.framework.status import Code
 
 
 def waiting_tasks(job: JobInfo) -> list[TaskInfo]:
@@ -22,19 +25,6 @@ def waiting_tasks(job: JobInfo) -> list[TaskInfo]:
         for t in job.tasks.values()
         if t.sluice and t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED)
     ]
-
-
-def waiting_for_victims(nodes: Iterable[str]) -> str:
-    """What a pod (or a job) nominated to ``nodes`` waits for while the pods evicted for
-    it terminate: one sentence for the whole wait.
-
-    The number of victims left is not in it: every new message of a pod is a status
-    patch and a FailedScheduling event, on the client the binds and deletes use, and a
-    countdown (3, 2, 1 victims) wrote three of each per preemptor where kube-scheduler
-    writes one. ``sluice explain`` names the pods still terminating on the node."""
-    names = sorted(set(nodes))
-    where = f"node {names[0]}" if len(names) == 1 else f"nodes {', '.join(names)}"
-    return f"nominated to {where}; waiting for the pods evicted for it to terminate"
 
 
 def _say_gated(session: Session, job: JobInfo, hold: Hold) -> None:
@@ -48,19 +38,19 @@ def _say_gated(session: Session, job: JobInfo, hold: Hold) -> None:
             continue
         node = t.nominated_node or (t.node_name if t.status is TaskStatus.PIPELINED else "")
         if node and (hold.victims or hold.devices):
-            reason = waiting_for_victims([node])
+            reason = reasons.waiting_for_victims([node])
             nodes.add(node)
         elif node and hold.calls_left:
-            reason = f"nominated to node {node}; waiting for the preemption's API calls"
+            reason = reasons.waiting_for_preemption_calls(node)
         elif node:
-            reason = f"nominated to node {node}; its room is free, binding next"
+            reason = reasons.nominated_binding_next(node)
         else:
-            reason = "waiting for its job's preemption to finish"
+            reason = reasons.waiting_for_job_preemption()
         session.record_task_reason(t, reason)
     if nodes:
-        session.record_job_reason(job, waiting_for_victims(nodes))
+        session.record_job_reason(job, reasons.waiting_for_victims(nodes))
     else:
-        session.record_job_reason(job, "waiting for its preemption to finish")
+        session.record_job_reason(job, reasons.waiting_for_preemption())
 
 
 def _say_held(session: Session, job: JobInfo, hold: Hold) -> None:
@@ -69,19 +59,17 @@ def _say_held(session: Session, job: JobInfo, hold: Hold) -> None:
         case HoldKind.EVICTIONS:
             _say_gated(session, job, hold)
         case HoldKind.PARKED:
-            if hold.reason:
-                session.record_job_reason(job, hold.reason)
+            if hold.told is not None:
+                session.record_job_reason(job, hold.told)
             for t in job.tasks.values():
-                reason = hold.task_reasons.get(t.uid)
-                if reason:
-                    session.record_task_reason(t, reason)
+                told = hold.task_reasons.get(t.uid)
+                if told is not None:
+                    session.record_task_reason(t, told)
         case HoldKind.ERROR:
-            session.error_jobs.add(job.uid)
-            # The wait in all, not what is left of it: a reason that changes every cycle
-            # would rewrite the pods' condition (and repeat their event) every cycle.
-            session.record_job_reason(job, f"{hold.reason}; retried after {hold.delay:g}s")
+            session.failing_jobs.add(job.uid)
+            session.record_job_reason(job, reasons.retried_after(hold.reason, hold.delay))
         case HoldKind.NO_PREEMPTION:
-            pass  # placed normally; the evicting actions say it (evictions.backoff_reason)
+            pass  # placed normally; the evicting actions say it (reasons.preemption_backoff)
 
 
 def eligible(
@@ -109,27 +97,22 @@ def eligible(
         _say_held(session, job, hold)
         return False
     if job.problem:
-        session.record_job_reason(job, job.problem)
+        session.record_job_reason(job, reasons.job_unresolved(job.problem))
         return False
     queue = session.queues.get(job.queue)
     if queue is None:
-        session.record_job_reason(job, f"queue {job.queue!r} does not exist")
+        session.record_job_reason(job, reasons.queue_missing(job.queue))
         return False
     tree = session.queue_tree
     closed = tree.closed.get(job.queue)
     if closed is not None:
-        session.record_job_reason(job, f"queue {job.queue!r} is closed: {closed}")
+        session.record_job_reason(job, reasons.queue_closed(job.queue, closed))
         return False
     if not tree.is_leaf(job.queue):
-        children = ", ".join(tree.children[job.queue])
-        session.record_job_reason(
-            job,
-            f"queue {job.queue!r} has child queues ({children}); "
-            "pods and PodGroups must name a leaf queue",
-        )
+        session.record_job_reason(job, reasons.queue_not_leaf(job.queue, tree.children[job.queue]))
         return False
     if queue.state != "Open":
-        session.record_job_reason(job, f"queue {job.queue!r} is {queue.state}")
+        session.record_job_reason(job, reasons.queue_not_open(job.queue, queue.state))
         return False
     if need_inqueue and job.has_pod_group and job.phase is PodGroupPhase.PENDING:
         return False
@@ -138,7 +121,7 @@ def eligible(
     with session.job_scope(job):
         status = session.job_valid(job)
         if not status:
-            session.record_job_reason(job, status.message)
+            session.record_job_reason(job, reasons.job_not_valid(status.message))
             return False
         return True
     return False
@@ -181,10 +164,7 @@ def place_job(
         if left > 1 and not session.gang_could_fit(pending, left):
             asked = {name for t in pending for name in t.request if name != PODS}
             free = {name: n for name, n in session.free_total().items() if name in asked}
-            reason = (
-                f"the cluster has {describe(Resource(free))} free in all, too little for "
-                f"{gang_size(job, pending)}, the least this gang can start with"
-            )
+            reason = reasons.gang_too_large(describe(Resource(free)), gang_size(job, pending))
             session.record_job_reason(job, reason)
             _explain_each(session, pending, reason)
             return Placed.NOT_PLACED
@@ -199,24 +179,25 @@ def place_job(
                 session.placed_in[job.uid] = node_set.name
             return placed
         short |= placed is Placed.SHORT_OF_SHARE
-    reason = f"no {subsets.kind or 'node set'} has room for {gang_size(job, pending)}"
+    reason = reasons.no_node_set_fits(subsets.kind, gang_size(job, pending))
     session.record_job_reason(job, reason)
     _explain_each(session, pending, reason)  # users never see node sets
     return Placed.SHORT_OF_SHARE if short else Placed.NOT_PLACED
 
 
-def _explain_each(session: Session, pending: list[TaskInfo], gang_reason: str) -> None:
+def _explain_each(session: Session, pending: list[TaskInfo], gang_reason: Reason) -> None:
     """Each pod of a gang that was not tried pod by pod says what it would say cluster-wide:
     why no node can take it alone, or else why the gang cannot go (pods alike share the
     one answer)."""
-    said: dict[object, str] = {}
+    said: dict[object, Reason] = {}
     for t in pending:
         shape = (t.request, t.spec.shape)
-        text = said.get(shape)
-        if text is None:
+        told = said.get(shape)
+        if told is None:
             fit = session.fit(t)
-            text = said[shape] = fit.explain() if not fit.any else gang_reason
-        session.record_task_reason(t, text)
+            told = reasons.nodes_unavailable(fit.explain()) if not fit.any else gang_reason
+            said[shape] = told
+        session.record_task_reason(t, told)
 
 
 def gang_size(job: JobInfo, pending: list[TaskInfo]) -> str:
@@ -248,28 +229,31 @@ def _place_in(
 ) -> Placed:
     """:func:`place_job` on the nodes of ``within`` (None: every node)."""
     with session.statement() as stmt:
-        first_reason = ""
+        first_reason: Reason | None = None
+        first_task = ""
         short_of_share = False
         for task in session.order_tasks(tasks):
             reason, share = _place_task(
                 session, stmt.allocate, queue, task, borrow=borrow, within=within
             )
             short_of_share |= share
-            if reason:
-                first_reason = first_reason or f"{task.key}: {reason}"
+            if reason is not None and first_reason is None:
+                first_reason, first_task = reason, task.key
         ready = session.job_ready(job)
         if stmt.operations and ready:
             stmt.commit()
             session.job_reasons.pop(job.uid, None)  # a first round's reason no longer holds
             return Placed.COMMITTED
         if not ready and not session.job_pipelined(job):
-            msg = ready.message or f"gang {job.uid} is not ready"
-            if first_reason:
-                msg += f"; {first_reason}"
+            told = reasons.gang_not_ready(ready.message or f"gang {job.uid} is not ready")
+            if first_reason is not None:
+                told = told.and_then(f"{first_task}: {first_reason.message}")
             stmt.discard()
-            session.record_job_reason(job, msg)
+            if ready.code is Code.UNRESOLVABLE:
+                session.unresolvable.add(job.uid)
+            session.record_job_reason(job, told)
             for t in tasks:
-                session.task_reasons.setdefault(t.uid, msg)
+                session.task_reasons.setdefault(t.uid, told)
         return Placed.SHORT_OF_SHARE if short_of_share else Placed.NOT_PLACED
 
 
@@ -281,18 +265,18 @@ def _place_task(
     *,
     borrow: bool,
     within: NodeSet | None = None,
-) -> tuple[str, bool]:
-    """Place ``task`` in the statement, on a node of ``within`` (None: any): ("", ...)
+) -> tuple[Reason | None, bool]:
+    """Place ``task`` in the statement, on a node of ``within`` (None: any): (None, ...)
     when placed, else (why, whether its queue's share is what lacked)."""
     if not session.queue_allocatable(queue, task) and not (
         borrow and session.queue_borrowable(queue, task)
     ):
         fit = session.fit(task)  # failing path only: say so if no node could take it anyway
         if not fit.any:
-            reason = fit.explain()
+            reason = reasons.nodes_unavailable(fit.explain())
             session.record_task_reason(task, reason)
             return reason, False
-        reason = f"queue {queue.name!r} has no room left within its share"
+        reason = reasons.queue_share_used(queue.name)
         session.record_task_reason(task, reason)
         return reason, True
     rows = session.table.row
@@ -306,14 +290,14 @@ def _place_task(
             and session.fits_on(task, nominated)
         ):
             allocate(task, nominated)
-            return "", False
+            return None, False
     fit = session.fit(task)
     if within is not None:
         fit = fit.restricted(within.rows)
     node = session.select_node(task, fit)
     if node is None:
-        reason = fit.explain()
+        reason = reasons.nodes_unavailable(fit.explain())
         session.record_task_reason(task, reason)
         return reason, False
     allocate(task, node.name)
-    return "", False
+    return None, False

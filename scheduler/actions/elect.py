@@ -51,14 +51,14 @@ class ElectAction:
         target = session.jobs.get(current.job) if current is not None else None
         if current is not None:
             if target is None:
-                session.release("the job was deleted")
+                session.starvation.release("the job was deleted")
             elif started(target):
-                session.release("the job started")
+                session.starvation.release("the job started")
             elif (
                 not session.select_jobs([target], lambda j: bool(still_needed(session, j)))
                 and target.uid not in session.job_errors
             ):
-                session.release("the job has no pods left to place")
+                session.starvation.release("the job has no pods left to place")
         starving = sorted(
             session.select_jobs(session.jobs.values(), lambda j: self._waited_enough(session, j)),
             key=lambda j: (-j.priority, session.waiting_since(j) or 0.0, j.uid),
@@ -70,8 +70,8 @@ class ElectAction:
             if not session.select_jobs([job], lambda j: self._may_be_elected(session, j)):
                 continue
             if holder is not None:
-                session.release(f"job {job.uid} of higher priority starves")
-            session.elect(job)
+                session.starvation.release(f"job {job.uid} of higher priority starves")
+            session.starvation.elect(job)
             return
 
     @staticmethod

@@ -12,9 +12,9 @@ have enough of them (the plugins' validity check). Lone pods need no admission.
 from __future__ import annotations
 
 from scheduler.actions.common import eligible
+from scheduler.api import reasons
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import ZERO, Resource
-from scheduler.framework.effects import SetPhase
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
 
@@ -59,17 +59,16 @@ class EnqueueAction:
                 if not need.fits_in(budget):
                     short = ", ".join(need.insufficient(budget))
                     session.record_job_reason(
-                        job,
-                        f"minResources of {job.uid} exceed the cluster's idle resources ({short})",
+                        job, reasons.min_resources_exceed_idle(job.uid, short)
                     )
                     continue
                 with session.job_scope(job):
                     if not session.job_enqueueable(job):
                         session.record_job_reason(
-                            job, f"queue {name!r} has no room for the minResources of {job.uid}"
+                            job, reasons.queue_no_room_for_min_resources(name, job.uid)
                         )
                         continue
-                    session.job_enqueued(job)  # the plugins first: if one raises, no effect
-                    job.phase = PodGroupPhase.INQUEUE
-                    session.effects.append(SetPhase(job, PodGroupPhase.INQUEUE))
+                    with session.statement() as stmt:
+                        stmt.enqueue(job)  # the plugins first: if one raises, no effect
+                        stmt.commit()
                     budget = budget - need

@@ -21,21 +21,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from scheduler.actions.common import waiting_for_victims, waiting_tasks
-from scheduler.actions.victims import VictimSearch, with_sentence
+from scheduler.actions.common import waiting_tasks
+from scheduler.actions.victims import VictimSearch
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
 from scheduler.actions.victims.gang import GangSearch
-from scheduler.api.holds import Hold, HoldKind
+from scheduler.api import reasons
+from scheduler.api.holds import HoldKind
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTS_FOR_GANG
 from scheduler.framework.node_sets import NodeSet, Purpose
 from scheduler.framework.session import Session
-
-
-def backoff_reason(backoff: Hold) -> str:
-    """What a job backing off after a failed preemption or reclaim says."""
-    return f"{backoff.reason}; preemption retried in {backoff.delay:g}s"
+from scheduler.framework.statement import Recording, Statement
 
 
 def make_room_for_job(
@@ -48,12 +45,15 @@ def make_room_for_job(
 ) -> None:
     """Make room for ``job``'s pending tasks (see the module docstring). Called by an
     evicting action inside its per-job boundary; records reasons when nothing helps."""
+    if job.uid in session.unresolvable:
+        return  # a plugin said no eviction can help it: no victim search (its reason stands)
     backoff = session.hold(job)
     waiting = waiting_tasks(job)
     if backoff is not None and backoff.kind is HoldKind.NO_PREEMPTION:
         for t in waiting:
-            base = session.task_reasons.get(t.uid, "")
-            session.record_task_reason(t, f"{base} {backoff_reason(backoff)}".strip())
+            base = session.task_reasons.get(t.uid)
+            told = reasons.preemption_backoff(base, backoff.reason, backoff.delay)
+            session.record_task_reason(t, told)
         return
     pending = [
         t
@@ -79,17 +79,22 @@ def make_room_for_job(
     else:
         domains = list(subsets.sets[:max_domains])
         found_none = True
-        best: tuple[tuple[int, int, int], NodeSet] | None = None
-        for domain in domains if len(domains) > 1 else ():
-            cost = _trial(session, job, search, pending, domain)
-            if cost is not None and (best is None or cost < best[0]):
-                best = (cost, domain)
-        chosen = best[1] if best is not None else (domains[0] if len(domains) == 1 else None)
-        if chosen is not None:
-            found_none = _attempt(session, job, search, pending, chosen)
+        if len(domains) == 1:
+            found_none = _attempt(session, job, search, pending, domains[0])
+        else:
+            best: tuple[tuple[int, int, int], Recording, NodeSet] | None = None
+            for domain in domains:
+                trial = _trial(session, job, search, pending, domain)
+                if trial is not None and (best is None or trial[0] < best[0]):
+                    best = (trial[0], trial[1], domain)
+            if best is not None:
+                found_none = False
+                with session.statement() as stmt:
+                    stmt.replay(best[1])
+                    _commit_room(session, job, stmt, best[2])
     reason = session.job_reasons.get(job.uid)
     if found_none and reason:  # the PodGroup's condition says it as its pods do
-        session.record_job_reason(job, with_sentence(reason, search.policy.nothing_helps))
+        session.record_job_reason(job, reasons.nothing_helps(reason, search.policy.nothing_helps))
 
 
 def is_gang(job: JobInfo, needed: Sequence[TaskInfo]) -> bool:
@@ -143,44 +148,52 @@ def _gang_in_best_domain(
     domains: Sequence[NodeSet],
 ) -> bool:
     """Clear, for the gang, the domain among ``domains`` where that costs least (fewest
-    gangs broken, then fewest victims), and commit; False when no domain can take it."""
-    best: tuple[tuple[int, ...], NodeSet] | None = None
-    if len(domains) > 1:
-        for domain in domains:
-            with session.statement() as stmt:
-                plan = gang_search.clear(session, stmt, job, pending, domain)
-                key = gang_search.plan_key(plan) if plan is not None else None
-                better = key is not None and (best is None or key < best[0])
-                if key is not None and better and session.job_pipelined(job):
-                    best = (key, domain)
-        if best is None:
-            return False
-    chosen = best[1] if best is not None else domains[0] if domains else None
-    if chosen is None:
+    gangs broken, then fewest victims), and commit; False when no domain can take it.
+    Each domain is searched once: the best search's decisions are replayed
+    (:meth:`Statement.replay`), not searched again."""
+    if len(domains) == 1:
+        with session.statement() as stmt:
+            plan = gang_search.clear(session, stmt, job, pending, domains[0])
+            if plan is None or not session.job_pipelined(job):
+                return False
+            _commit_room(session, job, stmt, domains[0])
+        return True
+    best: tuple[tuple[int, ...], Recording, NodeSet] | None = None
+    for domain in domains:
+        with session.statement() as stmt:
+            plan = gang_search.clear(session, stmt, job, pending, domain)
+            key = gang_search.plan_key(plan) if plan is not None else None
+            better = key is not None and (best is None or key < best[0])
+            if key is not None and better and session.job_pipelined(job):
+                best = (key, stmt.recorded(), domain)
+    if best is None:
         return False
     with session.statement() as stmt:
-        plan = gang_search.clear(session, stmt, job, pending, chosen)
-        if plan is None or not session.job_pipelined(job):
-            return False
-        if stmt.operations:
-            stmt.commit()
-            say_nominated(session, job)
-        if chosen.name:
-            session.placed_in[job.uid] = chosen.name
+        stmt.replay(best[1])
+        _commit_room(session, job, stmt, best[2])
     return True
+
+
+def _commit_room(session: Session, job: JobInfo, stmt: Statement, domain: NodeSet) -> None:
+    """Commit ``stmt`` (the room made for ``job`` in ``domain``) and say so."""
+    if stmt.operations:
+        stmt.commit()
+        say_nominated(session, job)
+    if domain.name:
+        session.placed_in[job.uid] = domain.name
 
 
 def say_nominated(session: Session, job: JobInfo) -> None:
     """Reasons for ``job``'s pods nominated by a preemption or reclaim just committed:
     what they wait for, in the words later cycles keep while the victims go
-    (:func:`~scheduler.actions.common.waiting_for_victims`)."""
+    (:func:`~scheduler.api.reasons.waiting_for_victims`)."""
     nodes: set[str] = set()
     for t in job.tasks.values():
         if t.sluice and t.status is TaskStatus.PIPELINED:
-            session.record_task_reason(t, waiting_for_victims([t.node_name]))
+            session.record_task_reason(t, reasons.waiting_for_victims([t.node_name]))
             nodes.add(t.node_name)
     if nodes:
-        session.record_job_reason(job, waiting_for_victims(nodes))
+        session.record_job_reason(job, reasons.waiting_for_victims(nodes))
 
 
 def _say_nothing_helps(
@@ -190,11 +203,11 @@ def _say_nothing_helps(
     and adds that eviction cannot help; so does the PodGroup."""
     sentence = search.policy.nothing_helps
     for t in pending:
-        base = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid, "")
-        session.record_task_reason(t, with_sentence(base, sentence) if base else sentence)
+        base = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
+        session.record_task_reason(t, reasons.nothing_helps(base, sentence))
     reason = session.job_reasons.get(job.uid)
     if reason:
-        session.record_job_reason(job, with_sentence(reason, sentence))
+        session.record_job_reason(job, reasons.nothing_helps(reason, sentence))
 
 
 def _attempt(
@@ -213,10 +226,7 @@ def _attempt(
                 break  # no longer starving: room for more is not evicted for
             found_none |= not search.make_room(session, stmt, task, within)
         if stmt.operations and session.job_pipelined(job):
-            stmt.commit()
-            say_nominated(session, job)
-            if within is not None and within.name:
-                session.placed_in[job.uid] = within.name
+            _commit_room(session, job, stmt, within or session.all_nodes)
     return found_none
 
 
@@ -226,10 +236,11 @@ def _trial(
     search: VictimSearch,
     pending: Sequence[TaskInfo],
     domain: NodeSet,
-) -> tuple[int, int, int] | None:
+) -> tuple[tuple[int, int, int], Recording] | None:
     """What making room for ``pending`` pod by pod in ``domain`` costs (the highest victim
-    priority, then the number of victims, then the sum of their priorities), or None if
-    the job cannot be pipelined there. Leaves nothing behind."""
+    priority, then the number of victims, then the sum of their priorities) with the
+    decisions that make it (to replay), or None if the job cannot be pipelined there.
+    Leaves nothing behind."""
     with session.statement() as stmt:
         for task in pending:
             if session.job_pipelined(job):
@@ -239,4 +250,5 @@ def _trial(
             return None
         victims = stmt.evicted()
         top = max((v.priority for v in victims), default=-PRIORITY_OFFSET)
-        return (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        cost = (top, len(victims), sum(v.priority + PRIORITY_OFFSET for v in victims))
+        return cost, stmt.recorded()

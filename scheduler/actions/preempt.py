@@ -16,7 +16,7 @@ normally meanwhile).
 from __future__ import annotations
 
 from scheduler.actions.common import eligible, waiting_tasks
-from scheduler.actions.evictions import backoff_reason, make_room_for_job
+from scheduler.actions.evictions import make_room_for_job
 from scheduler.actions.victims import LowerPriority, SearchArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
@@ -32,7 +32,7 @@ and ``maxDomains``. ``roiThreshold`` is reclaim's and refused here: preemption t
 victims of lowest priority first, ROI only breaks ties."""
 
 
-__all__ = ["NO_VICTIMS", "PreemptAction", "PreemptArguments", "backoff_reason"]
+__all__ = ["NO_VICTIMS", "PreemptAction", "PreemptArguments"]
 
 
 class PreemptAction:

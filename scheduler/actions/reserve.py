@@ -31,10 +31,10 @@ class ReserveAction:
             return
         job = session.jobs.get(r.job)
         if job is None:
-            session.release("the job was deleted")
+            session.starvation.release("the job was deleted")
             return
         if started(job):
-            session.release("the job started")
+            session.starvation.release("the job started")
             return
         with session.job_scope(job):
             self._reserve_for(session, job)
@@ -63,4 +63,4 @@ class ReserveAction:
             if best is None or cost < best[0]:
                 best = (cost, frozenset(table.nodes[c.row].name for c in chosen))
         if best is not None and best[1] != r.nodes:
-            session.reserve(best[1])
+            session.starvation.reserve(best[1])

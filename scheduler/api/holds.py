@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.api.reasons import Reason
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
@@ -68,14 +70,16 @@ class Hold:
 
     kind: HoldKind
     reason: str = ""
-    """ERROR and NO_PREEMPTION: what failed. PARKED: what the job was told."""
+    """ERROR and NO_PREEMPTION: what failed."""
+    told: Reason | None = None
+    """PARKED: what the job was told when it was parked."""
     until: float = math.inf
     """When it ends by itself (the loop's clock); ``inf``: only at an event (PARKED ends
     at an event that could help, or after the queue's retry period; EVICTIONS when the
     calls are done and the victims gone)."""
     delay: float = 0.0
     """Backoffs: the wait in all (what users read: it does not count down)."""
-    task_reasons: Mapping[str, str] = field(default_factory=dict)
+    task_reasons: Mapping[str, Reason] = field(default_factory=dict)
     """PARKED: what each pod was told, by uid."""
     victims: frozenset[str] = frozenset()
     """EVICTIONS: the victims (uids) whose deletion has not been seen yet."""
@@ -83,6 +87,13 @@ class Hold:
     """EVICTIONS: the victims (uids) whose DRA claims still hold devices for them."""
     calls_left: int = 0
     """EVICTIONS: preemptions of the job whose API calls have not finished."""
+
+    @property
+    def text(self) -> str:
+        """What the hold says in a sentence: what failed, or what a parked job was told."""
+        if self.told is not None:
+            return self.told.message
+        return self.reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from scheduler.api import labels as L
 from scheduler.api.convert import (
@@ -68,7 +68,14 @@ from scheduler.cache.dra import KINDS as DRA_KINDS
 from scheduler.cache.dra import DraStore
 from scheduler.cache.membership import Membership
 from scheduler.cache.snapshots import Copies, budgets_of, jobs_of
-from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
+from scheduler.framework.effects import (
+    Bind,
+    ClearNomination,
+    Effect,
+    Evict,
+    Nominate,
+    SetPhase,
+)
 
 Obj = Mapping[str, Any]
 
@@ -634,34 +641,43 @@ class SchedulerCache:
     def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
         """:meth:`EffectLedger.assume <scheduler.framework.effects.EffectLedger.assume>`:
         the one entry through which the loop (and what it owns) assumes effects."""
-        if isinstance(effect, Bind):
-            self.assume_bind(effect.task.uid, effect.node, effect.annotations)
-            for binding in effect.claims:
-                self.dra.assume(binding)
-        elif isinstance(effect, Evict):
-            self.assume_evict(effect.task.uid)
-        elif isinstance(effect, Nominate):
-            displaced = self._nominated_below(effect.node, effect.task)
-            for t in displaced:
-                self.forget_nomination(t.uid)
-            self.assume_nomination(effect.task.uid, effect.node)
-            return displaced
-        elif isinstance(effect, ClearNomination):
-            self.forget_nomination(effect.task.uid)
-        else:
-            self.assume_phase(effect.job.uid, effect.phase)
+        match effect:
+            case Bind():
+                self.assume_bind(effect.task.uid, effect.node, effect.annotations)
+                for binding in effect.claims:
+                    self.dra.assume(binding)
+            case Evict():
+                self.assume_evict(effect.task.uid)
+            case Nominate():
+                displaced = self._nominated_below(effect.node, effect.task)
+                for t in displaced:
+                    self.forget_nomination(t.uid)
+                self.assume_nomination(effect.task.uid, effect.node)
+                return displaced
+            case ClearNomination():
+                self.forget_nomination(effect.task.uid)
+            case SetPhase():
+                self.assume_phase(effect.job.uid, effect.phase)
+            case _:
+                assert_never(effect)
         return ()
 
     def forget(self, effect: Effect, /) -> None:
-        """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`."""
-        if isinstance(effect, Bind):
-            for binding in effect.claims:
-                self.dra.forget(binding)
-            self.forget_bind(effect.task.uid)
-        elif isinstance(effect, Evict):
-            self.forget_evict(effect.task.uid)
-        elif isinstance(effect, Nominate):
-            self.forget_nomination(effect.task.uid)
+        """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`.
+        A phase, once written, is not forgotten (the PodGroup's status shows it next)."""
+        match effect:
+            case Bind():
+                for binding in effect.claims:
+                    self.dra.forget(binding)
+                self.forget_bind(effect.task.uid)
+            case Evict():
+                self.forget_evict(effect.task.uid)
+            case Nominate():
+                self.forget_nomination(effect.task.uid)
+            case ClearNomination() | SetPhase():
+                pass
+            case _:
+                assert_never(effect)
 
     def claim_written(self, binding: ClaimBinding, /) -> None:
         """:meth:`EffectLedger.claim_written

@@ -16,6 +16,7 @@ import sys
 from typing import Any, TextIO
 
 import anyio
+import yaml
 
 from scheduler import app
 from scheduler.api import labels as L
@@ -46,9 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="scenario files or directories (instead of a cluster)",
     )
     p.add_argument("--kubeconfig", metavar="PATH", help="the cluster (default: $KUBECONFIG)")
+    p.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
     p.add_argument("--config", metavar="FILE", help="a SchedulerConfiguration file")
     p.add_argument("--feature-gates", default="", metavar="K=V,...")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_argument("--output", "-o", choices=("text", "json", "yaml"), default="text")
     p.add_argument("-v", "--verbose", action="store_true", help="name the nodes of each reason")
 
 
@@ -63,7 +65,7 @@ def run_explain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.filename:
         listed, config = _from_scenario(args.filename)
     else:
-        listed = anyio.run(_from_cluster, args.kubeconfig)
+        listed = anyio.run(_from_cluster, args.kubeconfig, getattr(args, "context", None))
     if args.config:
         config = load_configuration_file(args.config)
     config = with_feature_gates(
@@ -77,6 +79,8 @@ def run_explain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     result = explain(cache, resolved, args.kind, args.name)
     if args.output == "json":
         out.write(json.dumps(result, indent=2) + "\n")
+    elif args.output == "yaml":
+        out.write(yaml.safe_dump(result, sort_keys=False))
     else:
         out.write(render(result, verbose=args.verbose) + "\n")
     return 0
@@ -100,50 +104,14 @@ def _from_scenario(files: list[str]) -> tuple[Listed, SchedulerConfiguration | N
         }
         store.create({**queue, "spec": {"weight": 1}})
     for obj in arrivals:
-        store.create(obj)
+        store.create(obj, restore=True)
     SimClaimController(store).attach()  # claims made from templates, as in a cluster
     return {kind: list(store.list(kind)[0]) for kind in OBJECT_KINDS}, scenario.config
 
 
-async def _from_cluster(kubeconfig: str | None) -> Listed:
+async def _from_cluster(kubeconfig: str | None, context: str | None = None) -> Listed:
     from scheduler.kube import KubeClient
-    from scheduler.kube.resources import (
-        DEVICE_CLASSES,
-        NODES,
-        POD_DISRUPTION_BUDGETS,
-        POD_GROUPS,
-        PODS,
-        PRIORITY_CLASSES,
-        QUEUES,
-        RESOURCE_CLAIM_TEMPLATES,
-        RESOURCE_CLAIMS,
-        RESOURCE_SLICES,
-        TOPOLOGIES,
-    )
+    from scheduler.kube.listing import list_view
 
-    listed: Listed = {}
-    async with await KubeClient.connect(kubeconfig) as client:
-        for resource in (
-            PRIORITY_CLASSES,
-            QUEUES,
-            TOPOLOGIES,
-            NODES,
-            DEVICE_CLASSES,
-            RESOURCE_SLICES,
-            RESOURCE_CLAIM_TEMPLATES,
-            RESOURCE_CLAIMS,
-            POD_GROUPS,
-            POD_DISRUPTION_BUDGETS,
-            PODS,
-        ):
-            items: list[dict[str, Any]] = []
-            token = ""
-            while True:
-                query = [("limit", "500")] + ([("continue", token)] if token else [])
-                doc = await client.request("GET", resource.path(), query=query, kind=resource.kind)
-                items.extend({**item, "kind": resource.kind} for item in doc.get("items") or ())
-                token = str((doc.get("metadata") or {}).get("continue") or "")
-                if not token:
-                    break
-            listed[resource.kind] = items
-    return listed
+    async with await KubeClient.connect(kubeconfig, context=context) as client:
+        return (await list_view(client)).objects

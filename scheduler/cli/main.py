@@ -87,6 +87,14 @@ def _parser() -> argparse.ArgumentParser:
         "run until interrupted",
     )
     sim.add_argument(
+        "--ui-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="with --serve: the port of the live page on 127.0.0.1 (default 0: a free one; "
+        "its address is printed)",
+    )
+    sim.add_argument(
         "--kubeconfig-out",
         default=".sluice/kubeconfig",
         metavar="PATH",
@@ -113,6 +121,18 @@ def _parser() -> argparse.ArgumentParser:
     from scheduler.cli.explain import add_arguments as add_explain_arguments
 
     add_explain_arguments(exp)
+    snap = sub.add_parser(
+        "snapshot",
+        help="write what the scheduler sees of a cluster as a scenario to replay offline",
+        description="List every object the scheduler reads (nodes, pods, the PodGroups and "
+        "Queues of every API, topologies, budgets, priority classes, DRA objects) and the "
+        "scheduler's configuration, and write them as a scenario: `sluice simulate FILE "
+        "--config other.yaml` replays the cluster with another configuration. Writes "
+        "nothing to the cluster.",
+    )
+    from scheduler.cli.snapshot import add_arguments as add_snapshot_arguments
+
+    add_snapshot_arguments(snap)
     cfg = sub.add_parser("config", help="configuration files: convert Volcano's into Sluice's")
     from scheduler.cli.config import add_arguments as add_config_arguments
 
@@ -178,6 +198,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scheduler.cli.explain import run_explain
 
             return run_explain(args)
+        if args.command == "snapshot":
+            from scheduler.cli.snapshot import run_snapshot
+
+            return run_snapshot(args)
         if args.command == "config":
             from scheduler.cli.config import run_config
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -38,6 +39,7 @@ from scheduler.kube import (
     LeadershipLost,
 )
 from scheduler.kube.optional import OptionalInformers
+from scheduler.live import LivePage, add_routes
 from scheduler.logging import configure, get_logger
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.metrics import Metrics
@@ -63,7 +65,9 @@ class Health:
         return True, "ok"
 
 
-def _http_app(metrics: Metrics, health: Health) -> web.Application:
+def _http_app(
+    metrics: Metrics, health: Health, ui: Callable[[], LivePage | None] | None = None
+) -> web.Application:
     async def metrics_handler(_: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -80,6 +84,8 @@ def _http_app(metrics: Metrics, health: Health) -> web.Application:
     http.router.add_get("/healthz", healthz)
     http.router.add_get("/livez", healthz)
     http.router.add_get("/readyz", readyz)
+    if ui is not None:  # the live page, on the same port as /metrics
+        add_routes(http, ui)
     return http
 
 
@@ -121,8 +127,10 @@ async def _main(
     register_runtime_metrics(metrics.registry)  # memory, tasks, sockets: read on scrape
     health = Health(leader_elect=args.leader_elect)
     runner: web.AppRunner | None = None
+    live: list[LivePage] = []
     if args.port:
-        runner = web.AppRunner(_http_app(metrics, health), access_log=None)
+        ui = (lambda: live[0] if live else None) if args.ui else None
+        runner = web.AppRunner(_http_app(metrics, health, ui), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, args.bind_address, args.port).start()
         log.info("serving metrics and probes", port=args.port)
@@ -151,6 +159,7 @@ async def _main(
             log.info("caches synced")
             loop = app.build_loop(resolved, cache, backend.ports(), metrics)
             loop.freeze_heap = True
+            live.append(LivePage(loop))
             tg.start_soon(_stop_on_signal, loop)
             if args.leader_elect:
                 elector = LeaderElector(

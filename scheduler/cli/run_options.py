@@ -61,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bind-address", default="0.0.0.0")
     parser.add_argument(
+        "--ui",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve the live page (/ui: queues, pending jobs and why, nodes, holds, recent "
+        "preemptions) on --port beside /metrics (default: on; --no-ui turns it off)",
+    )
+    parser.add_argument(
         "-v",
         "--v",
         dest="verbosity",

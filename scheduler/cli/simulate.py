@@ -27,6 +27,8 @@ from scheduler.config import (
     parse_feature_gates,
     with_feature_gates,
 )
+from scheduler.live import LivePage
+from scheduler.live.server import serve_page
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
@@ -131,7 +133,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _record(sim: Simulation) -> RunRecorder:
     """A recorder fed by ``sim``'s store and loop, for ``--report``."""
-    recorder = RunRecorder(lambda: sim.origin)
+    recorder = RunRecorder(lambda: sim.origin, now=sim.clock.now)
     sim.store.subscribe(
         recorder.on_store, kinds=("PodGroup", "Pod", "ResourceSlice", "ResourceClaim")
     )
@@ -148,10 +150,15 @@ async def _serve(
     sim: Simulation, args: argparse.Namespace, printer: TextPrinter | None
 ) -> SimulationResult:
     """Run the simulation with its API served; keep serving until interrupted."""
-    async with ApiEmulator(sim.store, port=args.serve, wall=sim.clock.wall) as emu:
+    page = LivePage(sim.loop, title=f"sluice simulate {' '.join(args.files)}: live")
+    async with (
+        ApiEmulator(sim.store, port=args.serve, wall=sim.clock.wall) as emu,
+        serve_page(page, args.ui_port) as ui_url,
+    ):
         path = write_kubeconfig(args.kubeconfig_out, emu.url)
         print(
-            f"serving the simulated cluster at {emu.url}\n  export KUBECONFIG={path}",
+            f"serving the simulated cluster at {emu.url}\n  export KUBECONFIG={path}\n"
+            f"the live page: {ui_url}",
             file=sys.stderr,
             flush=True,
         )

@@ -10,6 +10,7 @@ effects it hands on), the status reporter and the preemption executor use it.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -30,20 +31,41 @@ class Bind:
     claims: tuple[ClaimBinding, ...] = ()
 
 
+class EvictReason(enum.Enum):
+    """Why a pod is evicted."""
+
+    PREEMPTED = "preempted"
+    """For a pod of higher priority of the same queue."""
+    RECLAIMED = "reclaimed"
+    """For a queue below its share: the pod's queue is above its own."""
+
+    __hash__ = object.__hash__
+
+
+class VictimBundle(enum.Enum):
+    """What a victim's eviction does to its gang (the bundles of the victim search)."""
+
+    POD = "pod"
+    """A pod of its own (no PodGroup)."""
+    SAFE = "safe"
+    """A member the gang can spare: it stays whole (above its minimum)."""
+    WHOLE = "whole"
+    """A member of the gang's core: the gang is broken, its other members go too."""
+
+    __hash__ = object.__hash__
+
+
 @dataclass(frozen=True, slots=True)
 class Evict:
-    """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``); ``reason`` is
-    ``preempted`` (a lower-priority pod of the same queue) or ``reclaimed`` (a pod of a
-    queue above its share); ``bundle`` says, for a gang's member, whether its eviction
-    leaves the gang whole (``safe``) or breaks it (``whole``: the gang's other members go
-    too), and is empty for a pod of its own."""
+    """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``), for ``reason``;
+    ``bundle`` says what the eviction does to the victim's gang."""
 
     task: TaskInfo
     node: str
-    reason: str
+    reason: EvictReason
     preemptor: TaskInfo | None = None
     queue: str = ""
-    bundle: str = ""
+    bundle: VictimBundle = VictimBundle.POD
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
+from scheduler.framework.effects import VictimBundle
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import (
     BoolVector,
@@ -294,13 +295,13 @@ class GangVictimSelector(Protocol):
         job: JobInfo,
         tasks: Sequence[TaskInfo],
         nodes: NodeSet,
-        candidates: Sequence[tuple[JobInfo, str, Sequence[TaskInfo]]],
+        candidates: Sequence[tuple[JobInfo, VictimBundle, Sequence[TaskInfo]]],
         /,
     ) -> Sequence[str] | None:
         """The jobs (uids) whose tasks among ``candidates`` to evict so that gang ``job``'s
         ``tasks`` fit in ``nodes``; None to leave the choice to the search. ``candidates``
-        are the bundles the victim search found there, in its order: (job, ``safe`` or
-        ``whole``, its tasks in ``nodes``). Replaces the default choice."""
+        are the bundles the victim search found there, in its order: (job, SAFE or WHOLE,
+        its tasks in ``nodes``). Replaces the default choice."""
         ...
 
 

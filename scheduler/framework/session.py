@@ -24,11 +24,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
+from scheduler.api import reasons
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.view import DraView
 from scheduler.api.errors import (
@@ -42,6 +43,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
+from scheduler.api.reasons import Reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
@@ -83,6 +85,7 @@ from scheduler.framework.fit import Fit
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, everything
 from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable, TableView
 from scheduler.framework.registry import ResolvedConfiguration
+from scheduler.framework.starvation import StarvationDecision
 from scheduler.framework.statement import Statement
 from scheduler.framework.status import Status
 from scheduler.logging import get_logger, v
@@ -153,6 +156,19 @@ class SessionContext:
 class Session:
     """Created by :func:`open_session`; used by the actions of one cycle, then closed.
 
+    It holds what one cycle is given and what it decides, nothing that lives longer:
+
+    - given: the snapshot (nodes, jobs, queues; the scheduling queue's holds), the
+      configuration, the plugins and their hooks, the node table kept in step;
+    - decided: :attr:`effects` (through statements only), the reasons users read
+      (:attr:`task_reasons`, :attr:`job_reasons`), the jobs that failed
+      (:attr:`job_errors`: raised this cycle; :attr:`failing_jobs`: saying SchedulerError,
+      new or backing off), :attr:`placed_in`, the queues' shares, and starvation
+      protection's reservation (:attr:`starvation`).
+
+    What must outlive the cycle (holds, backoffs, the reservation, waiting times) is the
+    loop's scheduling queue's, which reads the decisions after the cycle.
+
     Raises PluginError if a plugin's ``open`` raises (the plugins opened before it are
     closed again): the loop counts the cycle as failed.
     """
@@ -173,9 +189,9 @@ class Session:
         self.hooks = HookSet()
         self.plugins: list[tuple[int, Plugin]] = []
         self.effects: list[Effect] = []
-        self.task_reasons: dict[str, str] = {}
+        self.task_reasons: dict[str, Reason] = {}
         """Why a task is still unscheduled, by task uid (for PodScheduled and events)."""
-        self.job_reasons: dict[str, str] = {}
+        self.job_reasons: dict[str, Reason] = {}
         """Why a job is not scheduled, by job uid (for the PodGroup condition)."""
         self.job_errors: dict[str, Exception] = {}
         """Jobs whose attempt failed this cycle (a plugin raised), with what was raised.
@@ -186,17 +202,20 @@ class Session:
         """Each queue's share at the end of the cycle (:meth:`record_queue_shares`)."""
         self.queue_errors: dict[str, PluginError] = {}
         """Queues whose share a plugin failed to give this cycle (:meth:`each_queue_share`)."""
-        self.error_jobs: set[str] = set()
+        self.unresolvable: set[str] = set()
+        """Jobs a plugin found unschedulable in a way no eviction can change (an
+        UNRESOLVABLE readiness answer): the evicting actions leave them alone this cycle."""
+        self.failing_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
         self.version = 0
         """Moves so far: what a cache of session-derived values is keyed on."""
-        self.reservation: Reservation | None = snapshot.queue.reservation
+        self.starvation = StarvationDecision(
+            snapshot.queue.reservation, snapshot.queue.waiting_since, snapshot.now
+        )
         """Starvation protection: the starving job elected and the nodes reserved for it,
-        as the ``elect`` and ``reserve`` actions leave it (the loop keeps it for the next
-        cycle). Plugins read it through their context."""
-        self.reservation_released = ""
-        """Why the reservation of the cycle's start ended, if it did (for its event)."""
+        as the ``elect`` and ``reserve`` actions leave it (the loop's queue keeps it for
+        the next cycle). Plugins read it through their context."""
         self._next_start = 0
         self._score_count = nodes_to_score(
             len(self.table), self.config.percentage_of_nodes_to_score
@@ -238,6 +257,11 @@ class Session:
         """The loop's clock when this cycle began."""
         return self.snapshot.now
 
+    @property
+    def reservation(self) -> Reservation | None:
+        """The reservation of starvation protection as it stands now (read-only here)."""
+        return self.starvation.reservation
+
     def hold(self, job: JobInfo) -> Hold | None:
         """What holds ``job`` back this cycle (the scheduling queue's view), or None."""
         return self.snapshot.queue.holds.get(job.uid)
@@ -249,24 +273,6 @@ class Session:
     def overtaken(self, job: JobInfo) -> bool:
         """Has a later job of no higher priority been placed while ``job`` waited?"""
         return job.uid in self.snapshot.queue.overtaken
-
-    def elect(self, job: JobInfo) -> None:
-        """Make ``job`` the starving job to reserve nodes for (called by ``elect``); a
-        reservation held by another job ends (say why first, with :meth:`release`)."""
-        since = self.snapshot.queue.waiting_since.get(job.uid, self.now)
-        self.reservation = Reservation(job.uid, job.priority, since)
-
-    def reserve(self, nodes: frozenset[str]) -> None:
-        """Hold ``nodes`` for the elected job (called by ``reserve``)."""
-        if self.reservation is None:
-            raise InvariantError("nodes reserved with no job elected")
-        self.reservation = replace(self.reservation, nodes=nodes, reserved_at=self.now)
-
-    def release(self, why: str) -> None:
-        """End the reservation (``why``: for users, "the job started")."""
-        if self.reservation is not None and not self.reservation_released:
-            self.reservation_released = why
-        self.reservation = None
 
     @functools.cached_property
     def all_nodes(self) -> NodeSet:
@@ -536,10 +542,12 @@ class Session:
         """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
         return self.ask(BIND_CLAIMS, task, self.nodes[node])
 
-    def record_task_reason(self, task: TaskInfo, reason: str) -> None:
+    def record_task_reason(self, task: TaskInfo, reason: Reason) -> None:
+        """Why ``task`` is not placed this cycle (the last one recorded stands)."""
         self.task_reasons[task.uid] = reason
 
-    def record_job_reason(self, job: JobInfo, reason: str) -> None:
+    def record_job_reason(self, job: JobInfo, reason: Reason) -> None:
+        """Why ``job`` is not placed this cycle (the last one recorded stands)."""
         self.job_reasons[job.uid] = reason
 
     def record_job_error(self, job: JobInfo, exc: Exception) -> None:
@@ -547,8 +555,8 @@ class Session:
         plugin raised, and is not tried again this cycle. Called by the actions' per-job
         boundary after the job's statement was rolled back."""
         self.job_errors.setdefault(job.uid, exc)
-        self.error_jobs.add(job.uid)
-        self.job_reasons[job.uid] = error_message(exc)
+        self.failing_jobs.add(job.uid)
+        self.job_reasons[job.uid] = reasons.scheduler_error(error_message(exc))
         for t in job.tasks.values():
             self.task_reasons.pop(t.uid, None)
 

@@ -22,29 +22,86 @@ catches, so the loop throws the whole cycle away.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, assert_never
 
 from scheduler.api.errors import InvariantError, PluginError, SessionCorruptedError
+from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.framework.effects import Bind, ClearNomination, Effect, Evict, Nominate
+from scheduler.framework.effects import (
+    Bind,
+    ClearNomination,
+    Effect,
+    Evict,
+    EvictReason,
+    Nominate,
+    SetPhase,
+    VictimBundle,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
+class _Kind(enum.Enum):
+    """What an operation did to its task."""
+
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"
+    EVICT = "evict"
+    UNPIPELINE = "unpipeline"
+
+    __hash__ = object.__hash__
+
+
 @dataclass(frozen=True, slots=True)
-class _Op:
-    kind: str  # "allocate" | "pipeline" | "evict" | "unpipeline"
+class _Move:
+    """A task moved (placed, nominated, evicted, its nomination withdrawn)."""
+
+    kind: _Kind
     task: TaskInfo
     node: str
     prev_status: TaskStatus
     prev_node: str
-    reason: str = ""
+    reason: EvictReason = EvictReason.PREEMPTED
     preemptor: TaskInfo | None = None
     queue: str = ""
-    bundle: str = ""
+    bundle: VictimBundle = VictimBundle.POD
+
+
+@dataclass(frozen=True, slots=True)
+class _Phase:
+    """A PodGroup's phase changed (admitted: Pending to Inqueue)."""
+
+    job: JobInfo
+    phase: PodGroupPhase
+    prev: PodGroupPhase
+
+
+_Op = _Move | _Phase
+
+_TARGET = {
+    _Kind.ALLOCATE: TaskStatus.ALLOCATED,
+    _Kind.PIPELINE: TaskStatus.PIPELINED,
+    _Kind.EVICT: TaskStatus.RELEASING,
+    _Kind.UNPIPELINE: TaskStatus.PENDING,
+}
+"""The status each kind of move leaves its task in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """The operations a statement recorded after a checkpoint (:meth:`Statement.recorded`),
+    to be done again on the same state (:meth:`Statement.replay`): a search that tried
+    several places keeps the best one's recording and replays it, instead of searching
+    it again."""
+
+    ops: tuple[_Op, ...]
+
+    def __len__(self) -> int:
+        return len(self.ops)
 
 
 class Statement:
@@ -81,26 +138,26 @@ class Statement:
 
     def allocate(self, task: TaskInfo, node: str) -> None:
         """Place pending ``task`` on ``node``; raises AllocationError if it does not fit."""
-        op = _Op("allocate", task, node, task.status, task.node_name)
+        op = _Move(_Kind.ALLOCATE, task, node, task.status, task.node_name)
         self._record(op, TaskStatus.ALLOCATED, node)
 
     def pipeline(self, task: TaskInfo, node: str) -> None:
         """Nominate pending ``task`` to ``node``: it waits there for room being freed."""
-        op = _Op("pipeline", task, node, task.status, task.node_name)
+        op = _Move(_Kind.PIPELINE, task, node, task.status, task.node_name)
         self._record(op, TaskStatus.PIPELINED, node)
 
     def evict(
         self,
         task: TaskInfo,
-        reason: str,
+        reason: EvictReason,
         preemptor: TaskInfo | None = None,
         queue: str = "",
-        bundle: str = "",
+        bundle: VictimBundle = VictimBundle.POD,
     ) -> None:
         """Mark a task on a node as releasing: its room will be freed (for ``preemptor``,
-        of queue ``queue``; ``bundle``: ``safe`` or ``whole`` for a gang's member)."""
-        op = _Op(
-            "evict",
+        of queue ``queue``; ``bundle``: what it does to its gang)."""
+        op = _Move(
+            _Kind.EVICT,
             task,
             task.node_name,
             task.status,
@@ -114,10 +171,20 @@ class Statement:
 
     def unpipeline(self, task: TaskInfo) -> None:
         """Withdraw ``task``'s nomination: it is pending again."""
-        op = _Op("unpipeline", task, task.node_name, task.status, task.node_name)
+        op = _Move(_Kind.UNPIPELINE, task, task.node_name, task.status, task.node_name)
         self._record(op, TaskStatus.PENDING, "")
 
-    def _record(self, op: _Op, status: TaskStatus, node: str) -> None:
+    def enqueue(self, job: JobInfo) -> None:
+        """Admit PodGroup ``job``: Pending to Inqueue. The plugins are told first
+        (``ON_ENQUEUE``); if one raises, nothing changed. Undoing it sets the phase back
+        (the plugins are not told again: the enqueue action commits each admission at
+        once, so only a failure before the commit undoes one)."""
+        self._check_open()
+        self._session.job_enqueued(job)
+        self._ops.append(_Phase(job, PodGroupPhase.INQUEUE, job.phase))
+        job.phase = PodGroupPhase.INQUEUE
+
+    def _record(self, op: _Move, status: TaskStatus, node: str) -> None:
         """Apply ``op`` to the session and record it. A move refused (AllocationError)
         changed nothing and is not recorded; a move after which a plugin's handler raised
         (PluginError) did happen, so it is recorded for the rollback to undo."""
@@ -139,7 +206,7 @@ class Statement:
         self._check_open()
         for i in range(len(self._ops) - 1, -1, -1):
             op = self._ops[i]
-            if op.task is task:
+            if isinstance(op, _Move) and op.task is task:
                 del self._ops[i]
                 self._session.move(task, op.prev_status, op.prev_node)
                 return
@@ -147,11 +214,35 @@ class Statement:
 
     def evicted(self) -> list[TaskInfo]:
         """The tasks this statement evicts so far, in order (before any commit)."""
-        return [op.task for op in self._ops if op.kind == "evict"]
+        return [op.task for op in self._ops if isinstance(op, _Move) and op.kind is _Kind.EVICT]
 
     def checkpoint(self) -> int:
         """A mark to roll back to."""
         return len(self._ops)
+
+    def recorded(self, checkpoint: int = 0) -> Recording:
+        """The operations recorded after ``checkpoint``, in order (to replay later)."""
+        return Recording(tuple(self._ops[checkpoint:]))
+
+    def replay(self, recording: Recording) -> None:
+        """Do again, in order, the operations of ``recording``, taken from a statement of
+        this session and rolled back since: the session must be as it was then (each
+        task where it was; InvariantError otherwise). Plugins are told of each move as
+        for any operation; an enqueue's plugins are told again."""
+        self._check_open()
+        for op in recording.ops:
+            match op:
+                case _Move():
+                    if (op.task.status, op.task.node_name) != (op.prev_status, op.prev_node):
+                        raise InvariantError(
+                            f"replay of {op.kind.value} {op.task.key}: the task moved since"
+                        )
+                    node = "" if op.kind is _Kind.UNPIPELINE else op.node
+                    self._record(op, _TARGET[op.kind], node)
+                case _Phase():
+                    self.enqueue(op.job)
+                case _:
+                    assert_never(op)
 
     def rollback(self, checkpoint: int) -> None:
         """Undo, newest first, every operation recorded after ``checkpoint``.
@@ -162,12 +253,21 @@ class Statement:
         while len(self._ops) > checkpoint:
             op = self._ops.pop()
             try:
-                self._session.move(op.task, op.prev_status, op.prev_node)
+                self._undo(op)
             except Exception as exc:
                 failed = failed or exc
         if failed is not None:
             self._done = True
             raise SessionCorruptedError(f"a rollback failed: {failed}") from failed
+
+    def _undo(self, op: _Op) -> None:
+        match op:
+            case _Move():
+                self._session.move(op.task, op.prev_status, op.prev_node)
+            case _Phase():
+                op.job.phase = op.prev
+            case _:
+                assert_never(op)
 
     def discard(self) -> None:
         """Undo everything and close the statement (idempotent)."""
@@ -184,31 +284,30 @@ class Statement:
         The plugins' bind annotations are asked first: if one raises, nothing is committed
         and the statement is still open (its owner's boundary discards it)."""
         self._check_open()
+        placed = [op for op in self._ops if isinstance(op, _Move) and op.kind is _Kind.ALLOCATE]
         annotations = {
-            op.task.uid: self._session.bind_annotations(op.task, op.node)
-            for op in self._ops
-            if op.kind == "allocate"
+            op.task.uid: self._session.bind_annotations(op.task, op.node) for op in placed
         }
-        claims = {
-            op.task.uid: self._session.bind_claims(op.task, op.node)
-            for op in self._ops
-            if op.kind == "allocate"
-        }
+        claims = {op.task.uid: self._session.bind_claims(op.task, op.node) for op in placed}
         self._done = True
-        effects: list[Effect] = []
-        for op in self._ops:
-            if op.kind == "allocate":
-                op.task.status = TaskStatus.BINDING
-                effects.append(
-                    Bind(op.task, op.node, annotations[op.task.uid], claims[op.task.uid])
-                )
-            elif op.kind == "pipeline":
-                effects.append(Nominate(op.task, op.node))
-            elif op.kind == "unpipeline":
-                effects.append(ClearNomination(op.task, op.node))
-            else:
-                effects.append(
-                    Evict(op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle)
-                )
+        effects: list[Effect] = [self._effect(op, annotations, claims) for op in self._ops]
         self._session.effects.extend(effects)
         return effects
+
+    @staticmethod
+    def _effect(op: _Op, annotations: dict[str, dict[str, str]], claims: dict[str, Any]) -> Effect:
+        """The effect of one committed operation."""
+        match op:
+            case _Phase():
+                return SetPhase(op.job, op.phase)
+            case _Move(kind=_Kind.ALLOCATE):
+                op.task.status = TaskStatus.BINDING
+                return Bind(op.task, op.node, annotations[op.task.uid], claims[op.task.uid])
+            case _Move(kind=_Kind.PIPELINE):
+                return Nominate(op.task, op.node)
+            case _Move(kind=_Kind.UNPIPELINE):
+                return ClearNomination(op.task, op.node)
+            case _Move(kind=_Kind.EVICT):
+                return Evict(op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle)
+            case _:
+                raise InvariantError(f"an operation with no effect: {op!r}")

@@ -12,9 +12,18 @@ ERROR              a plugin (or Sluice) failed: the job is rolled back, its pods
                    ``SchedulerError`` naming the plugin, and it backs off
 =================  ==========================================================================
 
-Expected outcomes are values of this type; only ERROR comes from an exception, which the
-per-job boundary of the actions (:meth:`scheduler.framework.session.Session.job_scope`) turns
-into a Status.
+Expected outcomes are values of this type. What the codes do:
+
+- a JOB_READY or JOB_PIPELINED answer that is UNRESOLVABLE makes the evicting actions leave
+  the job alone this cycle (no victim search: no eviction can help it), as kube-scheduler
+  skips PostFilter for UnschedulableAndUnresolvable; UNSCHEDULABLE lets them search;
+- an ERROR answer is a failure of the plugin that gave it, handled as if it had raised
+  (:class:`~scheduler.api.errors.PluginError`): the job's boundary
+  (:meth:`scheduler.framework.session.Session.job_scope`) rolls it back, it says
+  ``SchedulerError`` and backs off;
+- a filter says the same per node with :attr:`Rejection.resolvable
+  <scheduler.framework.extension_points.Rejection.resolvable>`: only the nodes whose
+  rejections are all resolvable are preemption candidates.
 """
 
 from __future__ import annotations
@@ -52,6 +61,11 @@ class Status:
     @staticmethod
     def unresolvable(message: str, plugin: str = "") -> Status:
         return Status(Code.UNRESOLVABLE, message, plugin)
+
+    @staticmethod
+    def error(message: str, plugin: str = "") -> Status:
+        """A plugin's own failure, told as a value rather than raised (handled the same)."""
+        return Status(Code.ERROR, message, plugin)
 
     def __bool__(self) -> bool:
         """Truthy when the answer is yes, so ``if session.job_ready(job)`` reads as meant."""

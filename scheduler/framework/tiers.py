@@ -79,7 +79,7 @@ from scheduler.framework.extension_points import (
 )
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, layer
 from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, TableView
-from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.status import SUCCESS, Code, Status
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -111,6 +111,8 @@ def first_failure(regs: Sequence[Registration[JobStatus]], job: JobInfo) -> Stat
             status = reg.hook(job)
         except Exception as exc:
             raise blame(reg, exc) from exc
+        if status.code is Code.ERROR:
+            raise PluginError(reg.plugin, reg.point, RuntimeError(status.message))
         if not status.ok:
             return status if status.plugin else Status(status.code, status.message, reg.plugin)
     return SUCCESS

@@ -39,6 +39,7 @@ __all__ = [
     "TOPOLOGIES",
     "VOLCANO_POD_GROUPS",
     "VOLCANO_QUEUES",
+    "WORKLOADS",
     "Resource",
 ]
 
@@ -114,6 +115,9 @@ COSCHEDULING_POD_GROUPS: Final = Resource(
 KUBERNETES_POD_GROUPS: Final = Resource(
     "PodGroup", KUBERNETES.group, KUBERNETES.version, "podgroups", True
 )
+WORKLOADS: Final = Resource("Workload", KUBERNETES.group, KUBERNETES.version, "workloads", True)
+"""The Workloads of the Workload API (read by ``sluice snapshot``: the scheduling.k8s.io
+PodGroups of a snapshot name theirs)."""
 CUSTOM_RESOURCE_DEFINITIONS: Final = Resource(
     "CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False
 )

@@ -38,7 +38,7 @@ class JobErrorLog:
             if self._logged.get(uid) != message:
                 self._logged[uid] = message
                 log.error("scheduling a job failed", job=uid, error=message, exc_info=exc)
-        self._logged = {u: m for u, m in self._logged.items() if u in session.error_jobs}
+        self._logged = {u: m for u, m in self._logged.items() if u in session.failing_jobs}
 
 
 def cycle_failed(metrics: Metrics, number: int, where: str, exc: BaseException) -> None:

@@ -41,6 +41,9 @@ from scheduler.api.errors import (
     NotFoundError,
     assigned_node,
 )
+from scheduler.api.holds import EMPTY_QUEUE, QueueView
+from scheduler.api.queue import QueueShare
+from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU
 from scheduler.api.task import TaskInfo
 from scheduler.api.task import TaskStatus as TaskState
@@ -88,9 +91,9 @@ class CycleReport:
     started: float
     """Clock time (virtual in simulations) when the cycle began."""
     effects: list[Effect] = field(default_factory=list)
-    task_reasons: dict[str, str] = field(default_factory=dict)
+    task_reasons: dict[str, Reason] = field(default_factory=dict)
     """Why each still-pending pod is unscheduled, by ``namespace/name``."""
-    job_reasons: dict[str, str] = field(default_factory=dict)
+    job_reasons: dict[str, Reason] = field(default_factory=dict)
     placements: dict[str, str] = field(default_factory=dict)
     """The node set (``rack rb``) each pod bound this cycle was placed in, by
     ``namespace/name``, for the pods of gangs placed in one."""
@@ -102,6 +105,12 @@ class CycleReport:
     """Wall time the decisions took."""
     reservation_changes: list[ReservationChange] = field(default_factory=list)
     """Nodes reserved for a starving job, or released, this cycle."""
+    queue_view: QueueView = EMPTY_QUEUE
+    """What the scheduling queue held back as the cycle started (its holds, starvation
+    protection's target and nodes)."""
+    queue_shares: Mapping[str, QueueShare] = field(default_factory=dict)
+    """Each queue's deserved share and allocation as the cycle ended (empty when it
+    failed)."""
     parts: dict[str, float] = field(default_factory=dict)
     """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
 
@@ -286,15 +295,19 @@ class SchedulingLoop:
         report.effects = list(session.effects)
         for job in session.jobs.values():
             for t in job.tasks.values():
-                reason = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
-                if reason and t.status in WAITING and t.sluice:
-                    report.task_reasons[t.key] = reason
+                told = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
+                if told is not None and told.message and t.status in WAITING and t.sluice:
+                    report.task_reasons[t.key] = told
         report.job_reasons = dict(session.job_reasons)
+        report.queue_shares = session.queue_shares
         if session.placed_in:
             for effect in report.effects:
                 if isinstance(effect, Bind) and effect.task.job_id in session.placed_in:
                     report.placements[effect.task.key] = session.placed_in[effect.task.job_id]
-        report.job_errors = {uid: session.job_reasons.get(uid, "") for uid in session.job_errors}
+        report.job_errors = {
+            uid: told.message if (told := session.job_reasons.get(uid)) is not None else ""
+            for uid in session.job_errors
+        }
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
         await self._apply(report)
@@ -339,7 +352,7 @@ class SchedulingLoop:
         t0 = time.perf_counter()
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
-        snapshot.queue = view
+        snapshot.queue = report.queue_view = view
         t1 = time.perf_counter()
         report.parts["snapshot"] = t1 - t0
         where = "open"

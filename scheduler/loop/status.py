@@ -246,9 +246,10 @@ class StatusReporter:
                 if task.status not in WAITING or not task.sluice:
                     self._pod_messages.pop(task.uid, None)
                     continue
-                msg = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
-                if not msg:
+                told = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
+                if told is None or not told.message:
                     continue
+                msg = told.message
                 unschedulable.add(task.uid)
                 if self._event_backoff.due(task.uid, msg, clock_now):
                     event = Event(ObjectRef.of_pod(task), "Warning", "FailedScheduling", msg)
@@ -256,7 +257,7 @@ class StatusReporter:
                 if self._pod_messages.get(task.uid) == msg:
                     continue
                 self._pod_messages[task.uid] = msg
-                error = job.uid in session.error_jobs
+                error = job.uid in session.failing_jobs
                 self._unschedulable(task, msg, now, error=error)
         self._event_backoff.retain(unschedulable)
 
@@ -289,8 +290,9 @@ class StatusReporter:
             if not job.has_pod_group or job.problem:
                 continue
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
-            reason = session.job_reasons.get(job.uid)
-            error = job.uid in session.error_jobs
+            told = session.job_reasons.get(job.uid)
+            reason = told.message if told is not None else None
+            error = job.uid in session.failing_jobs
             api = api_of_job(job.uid)
             if api is VOLCANO:
                 status, phase = volcano.pod_group_status(job, reason, now, observed, error=error)
@@ -338,10 +340,10 @@ class StatusReporter:
                 if job is None or task is None:
                     continue
                 tasks.append(task)
-                reason = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
-                if reason:
-                    reasons[uid] = reason
-                    error = error or job.uid in session.error_jobs
+                told = session.task_reasons.get(uid) or session.job_reasons.get(job.uid)
+                if told is not None and told.message:
+                    reasons[uid] = told.message
+                    error = error or job.uid in session.failing_jobs
             status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
             key = _comparable(status)
             if not status or self._group_status.get(job_id, _comparable(observed)) == key:

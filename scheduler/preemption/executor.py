@@ -57,7 +57,15 @@ from scheduler.api import labels as L
 from scheduler.api.errors import AmbiguousError, ApiError, NotFoundError
 from scheduler.api.holds import GateTicket
 from scheduler.api.task import TaskInfo
-from scheduler.framework.effects import ClearNomination, Effect, EffectLedger, Evict, Nominate
+from scheduler.framework.effects import (
+    ClearNomination,
+    Effect,
+    EffectLedger,
+    Evict,
+    EvictReason,
+    Nominate,
+    VictimBundle,
+)
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, Event, ObjectRef
@@ -70,7 +78,7 @@ RECLAIM_MESSAGE = "sluice: reclaiming resources for queue {queue!r}, which is be
 
 
 def _is_reclaim(p: Preemption) -> bool:
-    return any(e.reason == "reclaimed" for e in p.evictions)
+    return any(e.reason is EvictReason.RECLAIMED for e in p.evictions)
 
 
 def disruption_message(p: Preemption) -> str:
@@ -95,7 +103,7 @@ def preemptor_message(p: Preemption) -> str:
     names = ", ".join(v.key for v in p.victims[:5])
     more = f" and {len(p.victims) - 5} more" if len(p.victims) > 5 else ""
     msg = f"{verb} {len(p.victims)} pod(s) to run on node {p.node}: {names}{more}"
-    broken = Counter(e.task.job_id for e in p.evictions if e.bundle == "whole")
+    broken = Counter(e.task.job_id for e in p.evictions if e.bundle is VictimBundle.WHOLE)
     if broken:
         gangs = ", ".join(f"{job} ({n} pod(s))" for job, n in sorted(broken.items()))
         msg += f"; gangs broken: {gangs}"
@@ -251,7 +259,7 @@ class PreemptionExecutor:
                 self.metrics.reclaim_attempts.inc()
             else:
                 self.metrics.preemption_attempts.inc()
-            for kind, count in Counter(e.bundle or "pod" for e in p.evictions).items():
+            for kind, count in Counter(e.bundle.value for e in p.evictions).items():
                 self.metrics.preemption_victims.labels(kind).observe(count)
         victims = [v.uid for v in p.victims if self.ledger.holds(v.uid)]
         devices = [v.uid for v in p.victims if self.ledger.holds_devices(v.uid)]

@@ -6,10 +6,11 @@ every cycle); :func:`render` turns what it saw and the run's timeline into one
 self-contained HTML file: inline CSS and SVG, no script, nothing fetched when it is
 viewed. It shows, on one time axis:
 
-* per node, a bar for each pod from its bind to its end (completed, deleted or evicted),
-  coloured by queue; a victim's bar ends with a red mark, and each preemption or reclaim
-  is a red triangle on the preemptor's node at the time it was decided (its title names
-  the victims);
+* per node, a bar for each pod from its bind (or from its arrival, for a pod that
+  arrives bound: a scenario's running pods, a snapshot's) to its end (completed, deleted
+  or evicted), coloured by queue; a victim's bar ends with a red mark, and each
+  preemption or reclaim is a red triangle on the preemptor's node at the time it was
+  decided (its title names the victims);
 * each preemptor's gate: from the decision to its bind, while its calls ran and its
   victims went;
 * per queue, the CPU it held (solid) and deserved (dashed) after each cycle;
@@ -21,7 +22,7 @@ viewed. It shows, on one time axis:
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,11 @@ class RunRecorder:
     """Node -> its DRA devices (``driver/pool/device``), as its ResourceSlices say."""
     holders: dict[str, list[str]] = field(default_factory=dict)
     """Device -> the pods that held it during the run, in order."""
+    now: Callable[[], float] | None = None
+    """The run's clock; with it, pods that arrive already bound (a scenario's running
+    pods, a cluster's snapshot) are drawn from their arrival."""
+    arrived_bound: list[tuple[str, str, float]] = field(default_factory=list)
+    """(pod, node, time from the start) of each pod that arrived already bound."""
 
     def on_store(self, ev: WatchEvent) -> None:
         meta = ev.obj.get("metadata") or {}
@@ -73,6 +79,9 @@ class RunRecorder:
             if group:
                 queue = self.group_queue.get(f"{meta.get('namespace', '')}/{group}", queue)
             self.queue_of[key] = str(queue or L.DEFAULT_QUEUE)
+            node = (ev.obj.get("spec") or {}).get("nodeName")
+            if node and self.now is not None:
+                self.arrived_bound.append((key, str(node), self.now() - self.clock_origin()))
         elif ev.kind == "ResourceSlice" and ev.type != "DELETED":
             spec = ev.obj.get("spec") or {}
             node = spec.get("nodeName") or ("all nodes" if spec.get("allNodes") else "by selector")
@@ -116,9 +125,13 @@ class _Bar:
     evicted: bool = False
 
 
-def _bars(timeline: list[dict[str, Any]]) -> list[_Bar]:
-    open_: dict[str, _Bar] = {}
-    bars: list[_Bar] = []
+def _bars(
+    timeline: list[dict[str, Any]], arrived_bound: Sequence[tuple[str, str, float]] = ()
+) -> list[_Bar]:
+    """A bar per pod from its bind (or, for a pod that arrived bound, its arrival) to its
+    end."""
+    bars: list[_Bar] = [_Bar(pod, node, t) for pod, node, t in arrived_bound]
+    open_: dict[str, _Bar] = {b.pod: b for b in bars}
     for e in timeline:
         kind, pod = e["event"], e.get("pod")
         if kind == "bind" and pod:
@@ -143,7 +156,7 @@ def render(title: str, result: Any, recorder: RunRecorder) -> str:
 
     queues = sorted({*recorder.queue_of.values(), *(q for s in recorder.samples for q in s[1])})
     color = {q: PALETTE[i % len(PALETTE)] for i, q in enumerate(queues)}
-    bars = _bars(timeline)
+    bars = _bars(timeline, recorder.arrived_bound)
     nodes = sorted({b.node for b in bars} | {e["node"] for e in timeline if e.get("node")})
     parts = [_head(title), _summary(result), _legend(color)]
     parts.append(_nodes_svg(nodes, bars, timeline, recorder, color, x, end))

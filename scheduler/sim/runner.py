@@ -42,17 +42,19 @@ from typing import Any, Final, Literal
 import anyio
 
 from scheduler.api import labels as L
+from scheduler.api import reasons
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
+from scheduler.api.reasons import Reason
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Evict, Nominate
 from scheduler.loop.clock import SystemClock
+from scheduler.loop.decisions import decisions_of
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
 from scheduler.sim.claims import SimClaimController
-from scheduler.sim.clock import VirtualClock
+from scheduler.sim.clock import DEFAULT_EPOCH, VirtualClock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
@@ -78,6 +80,8 @@ class SimulationResult:
     evictions: list[str] = field(default_factory=list)
     nominations: dict[str, str] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)
+    pending_codes: dict[str, str] = field(default_factory=dict)
+    """The code of each pending pod's reason (:class:`~scheduler.api.reasons.ReasonCode`)."""
     pod_groups: dict[str, str] = field(default_factory=dict)
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
@@ -91,6 +95,7 @@ class SimulationResult:
             "evictions": self.evictions,
             "nominations": self.nominations,
             "pending": self.pending,
+            "pendingCodes": self.pending_codes,
             "podGroups": self.pod_groups,
             "timeline": self.timeline,
         }
@@ -126,7 +131,9 @@ class Simulation:
         if not until > 0:
             raise ValueError(f"until must be positive, got {until}")
         self.scenario = scenario
-        self.clock: VirtualClock | SystemClock = SystemClock() if real_time else VirtualClock()
+        self.clock: VirtualClock | SystemClock = (
+            SystemClock() if real_time else VirtualClock(scenario.start or DEFAULT_EPOCH)
+        )
         catalog = load_crds()
 
         def validate(obj: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +173,7 @@ class Simulation:
         self.result = SimulationResult()
         self._on_cycle = on_cycle
         self._fresh: list[dict[str, Any]] = []
-        self._reasons: dict[str, str] = {}
+        self._reasons: dict[str, Reason] = {}
         self._placements: dict[str, str] = {}
         """The node set each pod decided for binding was placed in (its bind event says)."""
         self._timed_left = 0
@@ -318,7 +325,7 @@ class Simulation:
     # Running -------------------------------------------------------------------------
 
     def _create(self, arrival: Arrival) -> None:
-        self.store.create(arrival.obj)
+        self.store.create(arrival.obj, restore=True)  # as a cluster's snapshot holds it
         self._event("arrive", object=_label(arrival.obj))
 
     def _delete(self, departure: Departure) -> None:
@@ -416,6 +423,7 @@ class Simulation:
         self.result.cycles = self.loop.cycles
         self.result.seconds = round(self.clock.now() - self.origin, 6)
         self.result.pending = {}  # may be called again (a served run settles, then goes on)
+        self.result.pending_codes = {}
         pods, _ = self.store.list("Pod")
         scheduler = self.cache.scheduler_name
         for pod in pods:
@@ -426,11 +434,12 @@ class Simulation:
                 continue
             if meta.get("deletionTimestamp"):
                 continue
-            reason = self._reasons.get(key)
-            if reason is None and spec.get("schedulingGates"):
-                gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"])
-                reason = f"held by scheduling gates ({gates}): not tried"
-            self.result.pending[key] = reason or "not scheduled yet"
+            told = self._reasons.get(key)
+            if told is None and spec.get("schedulingGates"):
+                told = reasons.held_by_gates(str(g.get("name")) for g in spec["schedulingGates"])
+            self.result.pending[key] = told.message if told is not None else "not scheduled yet"
+            if told is not None:
+                self.result.pending_codes[key] = told.code.value
         self.result.pod_groups = {}
         for kind, api in _GROUP_APIS.items():
             groups, _ = self.store.list(kind)
@@ -449,29 +458,12 @@ _GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
 
 
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
-    """The cycle's Nominate and Evict effects as decisions: pod (the preemptor), node and
-    victims, in decision order, each a ``preempt`` or, when its victims were taken from
-    another queue, a ``reclaim``. A nomination without victims has ``victims: []``."""
-    by_pod: dict[str | None, dict[str, Any]] = {}
-    for effect in report.effects:
-        if isinstance(effect, Nominate):
-            entry = by_pod.setdefault(effect.task.key, {"pod": effect.task.key, "victims": []})
-            entry["node"] = effect.node
-    for effect in report.effects:
-        if isinstance(effect, Evict):
-            owner = effect.preemptor.key if effect.preemptor is not None else None
-            entry = by_pod.setdefault(owner, {"pod": owner, "node": effect.node, "victims": []})
-            entry["victims"].append(effect.task.key)
-            if effect.reason == "reclaimed":
-                entry["reclaim"] = True
+    """The cycle's preemptions and reclaims (:func:`~scheduler.loop.decisions.
+    decisions_of`) as timeline entries: ``preempt`` or ``reclaim``, with the pod (the
+    preemptor), node and victims. A nomination without victims has ``victims: []``."""
     return [
-        {
-            "event": "reclaim" if d.get("reclaim") else "preempt",
-            "pod": d["pod"],
-            "node": d["node"],
-            "victims": d["victims"],
-        }
-        for d in by_pod.values()
+        {"event": d.kind, "pod": d.pod, "node": d.node, "victims": list(d.victims)}
+        for d in decisions_of(report.effects)
     ]
 
 

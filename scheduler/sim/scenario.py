@@ -24,9 +24,16 @@ Timed objects, on any kind:
   the pod is not tried). It must come after the arrival (and before the departure).
 
 The Simulation document (``apiVersion: scheduling.sluice.dev/v1alpha1``) holds
-``apiLatency`` and ``apiFailures`` (per call kind), ``seed``, and ``until`` (a duration:
-the run stops once that much clock time has passed); the flags of ``sluice simulate``
-override each of them.
+``apiLatency`` and ``apiFailures`` (per call kind), ``seed``, ``until`` (a duration:
+the run stops once that much clock time has passed), and ``start`` (an RFC 3339 time: the
+wall time of the virtual clock's start, 2026-01-01T00:00:00Z without it; ``sluice
+snapshot`` writes when it was taken, so the timestamps the objects carry are in the
+replay's past); the flags of ``sluice simulate`` override the first four.
+
+Objects keep the ``uid``, ``creationTimestamp`` and ``deletionTimestamp`` they carry (as a
+cluster's snapshot holds them: jobs are ordered by creation, claims name pods by uid, a
+pod being deleted goes when its ``deletionGracePeriodSeconds`` are over); without them
+the embedded cluster sets them as the API server does.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from scheduler.schema import load_crds
 from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
+from scheduler.sim.objects import parse_rfc3339
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
@@ -158,6 +166,8 @@ class Scenario:
     """From a Simulation document, if any."""
     until: float | None = None
     """Seconds of clock time after which the run stops, from a Simulation document."""
+    start: float | None = None
+    """Wall time (Unix) of the virtual clock's start, from a Simulation document."""
     sources: list[str] = field(default_factory=list)
 
 
@@ -200,7 +210,7 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield where, doc
 
 
-SIMULATION_FIELDS = ("apiLatency", "apiFailures", "apiLostReplies", "seed", "until")
+SIMULATION_FIELDS = ("apiLatency", "apiFailures", "apiLostReplies", "seed", "until", "start")
 
 
 def _simulation(doc: Mapping[str, Any], where: str) -> tuple[ApiBehaviour, float | None]:
@@ -240,6 +250,19 @@ def _simulation(doc: Mapping[str, Any], where: str) -> tuple[ApiBehaviour, float
         return behaviour, until
     except ConfigError as exc:
         raise ScenarioError(where, exc.field, exc.message) from exc
+
+
+def _start(doc: Mapping[str, Any], where: str) -> float | None:
+    """The Unix time of ``start`` (RFC 3339), or None without it."""
+    text = doc.get("start")
+    if text is None:
+        return None
+    try:
+        return parse_rfc3339(str(text))
+    except ValueError as exc:
+        raise ScenarioError(
+            where, "start", f"expected an RFC 3339 time like 2026-01-01T00:00:00Z, got {text!r}"
+        ) from exc
 
 
 def _rates(doc: Mapping[str, Any], name: str, where: str) -> dict[str, float]:
@@ -293,6 +316,7 @@ def load_scenario(paths: list[str]) -> Scenario:
                     raise ScenarioError(where, None, "a second Simulation document")
                 simulation_seen = True
                 scenario.behaviour, scenario.until = _simulation(doc, where)
+                scenario.start = _start(doc, where)
                 continue
             api_version = str(doc.get("apiVersion") or _API_VERSIONS.get(str(kind), ""))
             kind = kind_key(api_version, str(kind))

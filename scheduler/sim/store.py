@@ -117,6 +117,10 @@ _EMPTY: Final[Mapping[Any, Any]] = {}
 # --------------------------------------------------------------------------- the store
 
 
+RESTORED = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+"""Metadata a restored object keeps (:meth:`ObjectStore.create` with ``restore``)."""
+
+
 class ObjectStore:
     """API objects in memory, with the API server's write semantics and watch.
 
@@ -201,7 +205,7 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- writes
 
-    def create(self, obj: Mapping[str, Any]) -> ApiObject:
+    def create(self, obj: Mapping[str, Any], *, restore: bool = False) -> ApiObject:
         """Store a new object; returns it as stored. Not idempotent.
 
         Copies ``obj`` (the caller keeps its own). Sets ``metadata.uid`` (deterministic),
@@ -210,6 +214,13 @@ class ObjectStore:
         ``generateName`` if there is no name, and ``status.phase: Pending`` for a Pod
         without a phase. Raises InvalidObjectError (no kind or name, or the validator
         refuses) and AlreadyExistsError.
+
+        ``restore``: the object comes back as it was in a cluster (a scenario, which may
+        be a cluster's snapshot: ``sluice simulate``), so the ``uid``,
+        ``creationTimestamp``, ``deletionTimestamp`` and ``deletionGracePeriodSeconds`` it
+        carries are kept (the scheduler orders jobs by creation, DRA claims name their
+        pods by uid, a pod being deleted is still going); an API client's create never
+        restores (the API server sets them itself).
         """
         new: ApiObject = clone(obj)
         kind = new.get("kind")
@@ -243,6 +254,7 @@ class ObjectStore:
         else:
             namespace = meta.get("namespace") or "default"
             meta["namespace"] = namespace
+        kept = {f: meta[f] for f in RESTORED if restore and meta.get(f)}
         for f in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(f, None)
         new["metadata"] = meta
@@ -270,6 +282,7 @@ class ObjectStore:
         meta["uid"] = f"00000000-0000-4000-8000-{n:012x}"
         meta["creationTimestamp"] = rfc3339(self._wall())
         meta["generation"] = 1
+        meta.update(kept)
         return self._commit("ADDED", kind, key, bucket, new)
 
     def replace(self, obj: Mapping[str, Any], *, subresource: str | None = None) -> ApiObject:

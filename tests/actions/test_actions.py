@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
+from scheduler.api import reasons
 from scheduler.api.holds import Hold, HoldKind, QueueView
 from scheduler.api.job import PodGroupPhase
+from scheduler.api.reasons import Reason, ReasonCode
 from scheduler.api.task import TaskStatus
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.framework.effects import Bind, SetPhase
@@ -50,7 +52,8 @@ def binds(session: Session) -> dict[str, str]:
 
 def reason(session: Session, name: str) -> str:
     task = task_of(session, name)
-    return session.task_reasons.get(task.uid) or session.job_reasons.get(task.job_id, "")
+    told = session.task_reasons.get(task.uid) or session.job_reasons.get(task.job_id)
+    return told.message if told is not None else ""
 
 
 def gang(
@@ -107,10 +110,10 @@ def test_gang_that_does_not_fit_says_why() -> None:
         "the cluster has 4 CPU free in all, too little for 3 pods of 1500m CPU, "
         "the least this gang can start with"
     )
-    assert session.job_reasons["default/g"] == fast
+    assert session.job_reasons["default/g"] == Reason(ReasonCode.GANG_TOO_LARGE, fast)
     assert reason(session, "g-0") == fast
     session = run([*NODES_2x2, *gang("g", 3, cpu="1200m", min_member=3)])
-    assert session.job_reasons["default/g"] == (
+    assert session.job_reasons["default/g"].message == (
         "2/3 tasks of gang default/g can be placed, minMember is 3; "
         "default/g-2: 0/2 nodes are available: 2 Insufficient cpu."
     )
@@ -140,7 +143,7 @@ def test_min_task_member(roles: list[str], ps_cpu: str, bound: int, why: str) ->
     session = run([*NODES_2x2, *objects])
     assert len(binds(session)) == bound
     if why:
-        assert why in session.job_reasons["default/g"]
+        assert why in session.job_reasons["default/g"].message
 
 
 def test_enough_workers_but_role_short_is_not_bound() -> None:
@@ -236,14 +239,15 @@ def test_allocate_alone_leaves_best_effort_pods() -> None:
 def test_jobs_that_cannot_be_tried_say_why(objects: list[Obj], why: str) -> None:
     session = run([*NODES_2x2, *objects])
     assert binds(session) == {}
-    assert why in session.job_reasons.values()
+    assert why in [r.message for r in session.job_reasons.values()]
 
 
 def test_gated_jobs_are_skipped_and_say_what_they_wait_for() -> None:
     session = run([*NODES_2x2, pod("p")], gated=frozenset({"default/p"}))
     assert binds(session) == {}
-    assert session.job_reasons == {"default/p": "waiting for its preemption to finish"}
-    assert set(session.task_reasons.values()) == {"waiting for its job's preemption to finish"}
+    assert session.job_reasons == {"default/p": reasons.waiting_for_preemption()}
+    assert set(session.task_reasons.values()) == {reasons.waiting_for_job_preemption()}
+    assert session.job_reasons["default/p"].code is ReasonCode.WAITING_FOR_PREEMPTION
 
 
 def test_nominated_node_is_tried_first() -> None:
@@ -276,7 +280,9 @@ def test_enqueue_admits_most_important_gang_when_room_is_short() -> None:
     session = run(objects)
     assert session.jobs["default/high"].phase is PodGroupPhase.INQUEUE
     assert session.jobs["default/low"].phase is PodGroupPhase.PENDING
-    assert "exceed the cluster's idle resources (cpu)" in session.job_reasons["default/low"]
+    told = session.job_reasons["default/low"]
+    assert "exceed the cluster's idle resources (cpu)" in told.message
+    assert told.code is ReasonCode.MIN_RESOURCES_EXCEED_IDLE
 
 
 def test_binpack_and_spread() -> None:
@@ -341,8 +347,8 @@ def test_role_short_reason_names_the_role() -> None:
     objects[1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
     session = run([*NODES_2x2, *objects])
     assert binds(session) == {}
-    assert "ps" in session.job_reasons["default/g"]
-    assert "minTaskMember" in session.job_reasons["default/g"]
+    assert "ps" in session.job_reasons["default/g"].message
+    assert "minTaskMember" in session.job_reasons["default/g"].message
 
 
 def test_queue_reason_survives_the_default_actions() -> None:

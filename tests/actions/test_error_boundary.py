@@ -16,6 +16,7 @@ import pytest
 
 from scheduler import app
 from scheduler.api.errors import PluginError, SessionCorruptedError
+from scheduler.api.reasons import ReasonCode
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Bind
@@ -80,9 +81,10 @@ def test_a_plugin_raising_for_one_job_fails_that_job_only(point: str) -> None:
     assert isinstance(exc, PluginError)
     assert (exc.plugin, exc.point) == ("faulty", point)
     assert isinstance(exc.__cause__, faulty.Boom)
-    reason = session.job_reasons[bad.job_id]
+    reason = session.job_reasons[bad.job_id].message
+    assert session.job_reasons[bad.job_id].code is ReasonCode.SCHEDULER_ERROR
     assert reason == f"SchedulerError: plugin 'faulty' failed in {point}: boom in {point}"
-    assert bad.job_id in session.error_jobs
+    assert bad.job_id in session.failing_jobs
     # the session is consistent after the rollback: the node table counts the two binds
     used = {n.name: n.used.to_dict().get("cpu", 0) for n in session.nodes.values()}
     assert sum(used.values()) == 2000
@@ -282,7 +284,7 @@ def test_a_fault_at_any_job_point_fails_that_job_only(point: Any) -> None:
     queue_failed = any(e.point == point.name for e in session.queue_errors.values())
     assert failed or queue_failed, (point.name, session.job_errors)
     for uid in failed:
-        assert session.job_reasons[uid].startswith("SchedulerError: plugin 'faulty' failed")
+        assert session.job_reasons[uid].message.startswith("SchedulerError: plugin 'faulty'")
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.effects import Evict, Nominate
+from scheduler.framework.effects import Evict, Nominate, VictimBundle
 from tests.actions.test_preempt import NO_PROPORTION, decide
 from tests.builders import node, pod, pod_group
 
@@ -183,7 +183,7 @@ def test_gang_eviction_invariants(world: World) -> None:
     units: list[set[str]] = []
     whole: dict[str, set[str]] = defaultdict(set)
     for e in evictions:
-        if e.bundle == "whole":
+        if e.bundle is VictimBundle.WHOLE:
             whole[e.task.job_id].add(e.task.name)
         else:
             units.append({e.task.name})
@@ -194,7 +194,7 @@ def test_gang_eviction_invariants(world: World) -> None:
     # Priority first: no choice that makes room breaking no more jobs takes only victims
     # of lower priority; and the least (priority, jobs broken) an exhaustive search finds.
     top = max(priority[name] for name in evicted)
-    broken = len(whole) + sum(1 for e in evictions if e.bundle == "")
+    broken = len(whole) + sum(1 for e in evictions if e.bundle is VictimBundle.POD)
     lower = [c for c in possible if c[0] < top and c[1] <= broken]
     assert not lower, f"victims up to priority {top} breaking {broken}; {lower[0]} would do"
     assert (top, broken) == possible[0], f"(priority, broken) {(top, broken)}; {possible[0]}"

@@ -96,7 +96,8 @@ def nominated(session: Session) -> dict[str, str]:
 
 def reason(session: Session, name: str) -> str:
     task = task_of(session, name)
-    return session.task_reasons.get(task.uid) or session.job_reasons.get(task.job_id, "")
+    told = session.task_reasons.get(task.uid) or session.job_reasons.get(task.job_id)
+    return told.message if told is not None else ""
 
 
 def full(name: str, *pods: tuple[str, int, str], cpu: str = "2", **kw: Any) -> list[Obj]:

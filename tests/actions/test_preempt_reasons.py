@@ -50,8 +50,12 @@ def test_the_pod_group_says_what_its_pods_say(
     session = cached_session(_gang(priority, running_priority), config=CONFIG)
     for action in builtin_registry().resolve(CONFIG).actions:
         session.run_action(action)
-    job_reason = session.job_reasons.get("default/g", "")
-    pod_reasons = [session.task_reasons.get(task_of(session, f"g-{i}").uid, "") for i in (0, 1)]
+    said = session.job_reasons.get("default/g")
+    job_reason = said.message if said is not None else ""
+    pod_reasons = [
+        r.message if (r := session.task_reasons.get(task_of(session, f"g-{i}").uid)) else ""
+        for i in (0, 1)
+    ]
     assert job_reason.endswith(NO_VICTIMS) is told, job_reason
     assert any(r.endswith(NO_VICTIMS) for r in pod_reasons) is told, pod_reasons
 
@@ -78,7 +82,8 @@ def test_a_pods_reason_follows_its_preemption_step_by_step() -> None:
 
     def watch(report: CycleReport, fresh: list[dict[str, Any]]) -> None:
         del fresh
-        reason = report.task_reasons.get("default/high")
+        told = report.task_reasons.get("default/high")
+        reason = told.message if told is not None else None
         if not said or said[-1][1] != reason:
             said.append((report.started, reason))
 

@@ -210,7 +210,12 @@ def test_assume_and_forget_unknown_pods_are_ignored() -> None:
     cache = cache_with(node("n1"))
     for call in (cache.assume_bind, cache.assume_nomination):
         call("nobody", "n1")
-    for forget in (cache.forget, cache.assume_evict, cache.forget_evict, cache.forget_nomination):
+    for forget in (
+        cache.forget_bind,
+        cache.assume_evict,
+        cache.forget_evict,
+        cache.forget_nomination,
+    ):
         forget("nobody")
     cache.assume_phase("default/none", PodGroupPhase.RUNNING)
     assert cache.tasks == {} and used(cache) == Resource()

@@ -130,7 +130,7 @@ def _apply(cache: SchedulerCache, op: tuple[Any, ...]) -> None:
     elif kind == "assume":
         cache.assume_bind(uid, op[2], {"x": "1"})
     elif kind == "forget":
-        cache.forget(uid)
+        cache.forget_bind(uid)
     elif kind == "evict":
         cache.assume_evict(uid)
     elif kind == "forget-evict":

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scheduler.api import reasons
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
@@ -329,10 +330,11 @@ def test_session_owns_the_snapshot_and_reasons_are_recorded() -> None:
     session = session_of()
     job = a_job(session)
     task = next(iter(job.tasks.values()))
-    session.record_task_reason(task, "why")
-    session.record_job_reason(job, "because")
-    assert session.task_reasons == {task.uid: "why"}
-    assert session.job_reasons == {job.uid: "because"}
+    why, because = reasons.nodes_unavailable("why"), reasons.gang_not_ready("because")
+    session.record_task_reason(task, why)
+    session.record_job_reason(job, because)
+    assert session.task_reasons == {task.uid: why}
+    assert session.job_reasons == {job.uid: because}
     assert session.bind_annotations(task, "n1") == {}
     assert not session.is_gated(job)
     session.close()

@@ -12,7 +12,7 @@ from scheduler.api.errors import AllocationError, InvariantError
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from tests.builders import node, pod, session_dump, session_with, task_of
@@ -81,12 +81,12 @@ def test_commit_turns_operations_into_effects_in_order() -> None:
     with session.statement() as stmt:
         stmt.allocate(a, "n2")
         stmt.pipeline(b, "n1")
-        stmt.evict(r1, "preempted", preemptor=b)
+        stmt.evict(r1, EvictReason.PREEMPTED, preemptor=b)
         effects = stmt.commit()
     assert effects == [
         Bind(a, "n2", {}),
         Nominate(b, "n1"),
-        Evict(r1, "n1", "preempted", b),
+        Evict(r1, "n1", EvictReason.PREEMPTED, b),
     ]
     assert session.effects == effects
     assert a.status is TaskStatus.BINDING  # assumed, waiting for the bind call
@@ -205,3 +205,36 @@ def test_over_allocation_leaves_the_session_unchanged() -> None:
             stmt.allocate(b, "n1")
         assert session_dump(session) == before
         assert (b.status, b.node_name) == (TaskStatus.PENDING, "")
+
+
+def test_a_recording_replayed_after_a_rollback_does_the_same_again() -> None:
+    """A search tries a place, keeps the statement's recording, rolls back, and later
+    replays it: the session ends exactly as the first time, effects included."""
+    session = open_()
+    a, b, r1 = (task_of(session, n) for n in ("a", "b", "r1"))
+    with session.statement() as stmt:
+        stmt.allocate(a, "n2")
+        stmt.evict(r1, EvictReason.PREEMPTED, preemptor=b)
+        stmt.pipeline(b, "n1")
+        recording = stmt.recorded()
+        once = session_dump(session)
+    assert len(recording) == 3
+    before = session_dump(session)
+    with session.statement() as stmt:
+        stmt.replay(recording)
+        assert session_dump(session) == once
+        effects = stmt.commit()
+    assert [type(e) for e in effects] == [Bind, Evict, Nominate]
+    assert before != once
+
+
+def test_a_replay_on_a_session_that_moved_is_refused() -> None:
+    session = open_()
+    a = task_of(session, "a")
+    with session.statement() as stmt:
+        stmt.allocate(a, "n2")
+        recording = stmt.recorded()
+    with session.statement() as stmt:
+        stmt.allocate(a, "n1")  # the task is elsewhere now
+        with pytest.raises(InvariantError, match="moved since"):
+            stmt.replay(recording)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from scheduler.api import reasons
 from scheduler.api.holds import Hold, HoldKind, QueueView
 from scheduler.framework.session import Session
 from scheduler.loop.queue import JobQueue
@@ -184,15 +185,16 @@ def test_a_job_left_unschedulable_is_parked_until_something_could_help(
     r = Rig()
     session = cached_session([node("n1", cpu="1"), pod("a", cpu="4")])
     job = session.jobs["default/a"]
-    session.record_job_reason(job, "too big")
+    session.record_job_reason(job, reasons.gang_not_ready("too big"))
     for task in job.tasks.values():
-        session.record_task_reason(task, "0/1 nodes are available: 1 Insufficient cpu.")
+        told = reasons.nodes_unavailable("0/1 nodes are available: 1 Insufficient cpu.")
+        session.record_task_reason(task, told)
     r.view(5)
     r.queue.after_cycle(session, 5, 0.0)
     hold = r.at(t).view(generation, fresh).holds.get("default/a")
     assert (hold is not None) is parked
     if hold is not None:
-        assert hold.kind is HoldKind.PARKED and hold.reason == "too big"
+        assert hold.kind is HoldKind.PARKED and hold.told == reasons.gang_not_ready("too big")
         assert r.queue.next_deadline(t) == math.inf, "a parked job's retry wakes nobody"
 
 

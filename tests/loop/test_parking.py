@@ -14,6 +14,7 @@ import pytest
 
 from scheduler.actions import allocate
 from scheduler.api import labels as L
+from scheduler.api import reasons
 from scheduler.loop.queue.parking import Parking
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.runner import Simulation
@@ -158,15 +159,16 @@ def test_when_parking_ends(generation: int, fresh: set[str], now: float, parked:
     ]
     session = cached_session(objects)
     big = session.jobs["default/big"]
-    session.record_job_reason(big, "too big")
+    session.record_job_reason(big, reasons.gang_not_ready("too big"))
     for t in big.tasks.values():
-        session.record_task_reason(t, "0/1 nodes are available: 1 Insufficient cpu.")
+        told = reasons.nodes_unavailable("0/1 nodes are available: 1 Insufficient cpu.")
+        session.record_task_reason(t, told)
     parking = Parking()
     parking.after_cycle(session, {}, generation=5, now=5.0)
     view = parking.holds(generation, fresh, now)
     assert ("default/big" in view) is parked
     if parked:
-        assert view["default/big"].reason == "too big"
-        assert set(view["default/big"].task_reasons.values()) == {
+        assert view["default/big"].told == reasons.gang_not_ready("too big")
+        assert {r.message for r in view["default/big"].task_reasons.values()} == {
             "0/1 nodes are available: 1 Insufficient cpu."
         }

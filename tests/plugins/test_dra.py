@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.api.dra.model import FINALIZER
 from scheduler.config import PluginConfig
-from scheduler.framework.effects import Bind
+from scheduler.framework.effects import Bind, EvictReason
 from scheduler.framework.session import Session
 from scheduler.plugins.dra import DraPlugin
 from tests.builders import cached_session, node, pod, task_of
@@ -217,7 +217,7 @@ def test_victims_devices_count_as_released_for_the_preemptor() -> None:
     )
     session = open_(objects)
     with session.statement() as stmt:
-        stmt.evict(task_of(session, "victim"), "preempted")
+        stmt.evict(task_of(session, "victim"), EvictReason.PREEMPTED)
         assert "matching devices are in use" in fit_text(session, "p")
         assert fit_text(session, "p", releasing=True).startswith("1/2")
         stmt.pipeline(task_of(session, "p"), "n1")
@@ -251,7 +251,7 @@ def test_a_nominated_preemptor_is_given_the_devices_its_victim_releases() -> Non
         gpu_pod("low", "other", priority=1),
     )
     victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
-    cache.assume(Evict(victim.clone(), "n1", "preempted", preemptor=preemptor.clone()))
+    cache.assume(Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone()))
     cache.assume(Nominate(preemptor.clone(), "n1"))
     config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(PLUGINS)),))
     session = open_session(cache.snapshot(), builtin_registry().resolve(config))
@@ -276,7 +276,7 @@ def _nominated_after_preemption(*, victim_claim_released: bool) -> Session:
         gpu_pod("p", "c", priority=100),
     )
     victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
-    cache.assume(Evict(victim.clone(), "n1", "preempted", preemptor=preemptor.clone()))
+    cache.assume(Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone()))
     cache.assume(Nominate(preemptor.clone(), "n1"))
     if victim_claim_released:
         cache.handle(

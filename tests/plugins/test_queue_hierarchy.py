@@ -197,10 +197,10 @@ def test_closed_and_parent_queues_schedule_nothing_and_say_why() -> None:
         ]
     )
     assert set(bound(session)) == {"child-0"}
-    assert session.job_reasons["default/orphan-0"] == (
+    assert session.job_reasons["default/orphan-0"].message == (
         "queue 'orphan' is closed: its parent queue 'gone' does not exist"
     )
-    assert session.job_reasons["default/parent-0"] == (
+    assert session.job_reasons["default/parent-0"].message == (
         "queue 'parent' has child queues (child); pods and PodGroups must name a leaf queue"
     )
 

@@ -24,7 +24,14 @@ from scheduler.api.holds import HoldKind, QueueView
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import ClearNomination, Effect, Evict, Nominate
+from scheduler.framework.effects import (
+    ClearNomination,
+    Effect,
+    Evict,
+    EvictReason,
+    Nominate,
+    VictimBundle,
+)
 from scheduler.logging import quiet
 from scheduler.loop.queue import JobQueue
 from scheduler.loop.queue.backoff import FIRST_DELAY
@@ -38,6 +45,7 @@ from tests.dra_builders import claim, claims_spec
 from tests.fakes import FakeCluster
 
 Obj = dict[str, Any]
+PREEMPTED = EvictReason.PREEMPTED
 MESSAGE = "sluice: preempting to accommodate a higher priority pod"
 CONDITION = {
     "type": "DisruptionTarget",
@@ -78,7 +86,7 @@ class Rig:
     def preemption(self, preemptor: str, node: str, *victims: str) -> list[Effect]:
         p = self.task(preemptor)
         out: list[Effect] = [
-            Evict(self.task(v), self.task(v).node_name, "preempted", preemptor=p) for v in victims
+            Evict(self.task(v), self.task(v).node_name, PREEMPTED, preemptor=p) for v in victims
         ]
         out.append(Nominate(p, node))
         return out
@@ -784,7 +792,7 @@ def test_clear_nomination_effect() -> None:
 
 def test_evictions_without_a_nominated_preemptor_are_refused() -> None:
     r = one_victim()
-    evict = Evict(r.task("low"), "n1", "preempted", preemptor=r.task("high"))
+    evict = Evict(r.task("low"), "n1", PREEMPTED, preemptor=r.task("high"))
     with pytest.raises(ValueError, match="without a nominated preemptor"):
         PreemptionExecutor.group([evict])
 
@@ -862,7 +870,8 @@ def test_a_new_nomination_is_written_after_the_clear_decided_before_it(
 
 
 def _evict(name: str, bundle: str, *, group: str | None = None, reason: str = "preempted") -> Evict:
-    return Evict(task_from_pod(pod(name, node="n1", group=group)), "n1", reason, bundle=bundle)
+    task = task_from_pod(pod(name, node="n1", group=group))
+    return Evict(task, "n1", EvictReason(reason), bundle=VictimBundle(bundle or "pod"))
 
 
 @pytest.mark.parametrize(

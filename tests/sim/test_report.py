@@ -6,26 +6,15 @@ pods; nothing is fetched when it is viewed."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from scheduler.cli.main import main
+from tests.browser import CHROMIUM, FLAGS
 
 DEMO = Path(__file__).parents[2] / "examples" / "demo"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +69,22 @@ def test_the_report_lists_dra_devices_per_node_and_their_holders(tmp_path: Path)
     assert "<h2>Devices</h2>" in text
     row = "<td>gpu-2</td><td>gpu.example.com/gpu-2/gpu-0</td>"
     assert f"{row}<td>default/h100-holder, default/trainer</td>" in text
+
+
+def test_pods_that_arrive_bound_are_drawn_from_their_arrival(tmp_path: Path) -> None:
+    """A scenario's running pods (a cluster's snapshot is mostly them) have no bind in the
+    run, and are drawn all the same: a replay's report shows the cluster it starts from."""
+    scenario = tmp_path / "running.yaml"
+    scenario.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '10'}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: already, namespace: default}\n"
+        "spec: {schedulerName: sluice, nodeName: n1, containers: [{name: c}]}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: new, namespace: default}\n"
+        "spec: {schedulerName: sluice, containers: [{name: c}]}\n"
+    )
+    path = tmp_path / "running.html"
+    assert main(["simulate", str(scenario), "--output", "json", "--report", str(path)]) == 0
+    text = path.read_text()
+    assert text.count('class="pod"') == 2
+    assert "<title>default/already on n1: 0s to " in text

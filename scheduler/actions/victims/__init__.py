@@ -1,11 +1,22 @@
 """The victim search shared by the evicting actions (layer 2).
 
+- :mod:`.policy`: who may be a victim, whether the preemptor then fits, and how candidates
+  and bundles rank (:class:`VictimPolicy`; :class:`LowerPriority` for preempt,
+  :class:`QueueReclaim` for reclaim);
 - :mod:`.candidates`: a candidate node with its victims, ranks and their lower bounds,
   PodDisruptionBudget counting;
-- :mod:`.policy`: who may be a victim and how candidates rank (:class:`VictimPolicy`;
-  :class:`LowerPriority` for preempt);
-- :mod:`.search`: the search itself (:class:`VictimSearch`): the candidate window, the
-  branch and bound, the simulation by removal and re-adding, the gang bundling.
+- :mod:`.search`: the pod-by-pod search (:class:`VictimSearch`): the candidate window, the
+  branch and bound, the simulation by removal and re-adding;
+- :mod:`.bundles`: a gang's possible victims grouped in Safe and Whole bundles;
+- :mod:`.gang`: the domain-wide search for a gang preemptor (:class:`~.gang.GangSearch`:
+  bundles, ROI, one call to the plugins, the least that makes room, the trim, the
+  placement), each search's state in a value made for it;
+- :mod:`.fill`: the node-by-node half of the gang search, for when the ways to choose
+  are too many to try all.
+
+Where a job may be made room for in several domains, each domain is searched once and
+the best one's decisions are replayed (:meth:`~scheduler.framework.statement.Statement.
+replay`), not searched again (:mod:`scheduler.actions.evictions`).
 """
 
 from __future__ import annotations
@@ -22,7 +33,6 @@ from scheduler.actions.victims.search import (
     ReclaimArguments,
     SearchArguments,
     VictimSearch,
-    with_sentence,
 )
 
 __all__ = [
@@ -37,5 +47,4 @@ __all__ = [
     "kube_rank",
     "kube_rank_bound",
     "pdb_violations",
-    "with_sentence",
 ]

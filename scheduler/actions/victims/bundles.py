@@ -17,7 +17,6 @@ before they remove anything.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -26,11 +25,10 @@ from typing import Any
 
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
+from scheduler.framework.effects import VictimBundle
 
-
-class Kind(enum.Enum):
-    SAFE = "safe"
-    WHOLE = "whole"
+Kind = VictimBundle
+"""The kind of a bundle (SAFE or WHOLE; POD for a pod of its own)."""
 
 
 @dataclass(frozen=True, slots=True)

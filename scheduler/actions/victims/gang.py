@@ -145,17 +145,33 @@ def _whole_jobs(scored: Sequence[Scored]) -> list[Scored]:
     return out
 
 
+@dataclass(slots=True)
+class _Search:
+    """One search: a gang's ``pending`` tasks to make room for in ``domain``, its
+    decisions recorded in ``stmt``. Made by :meth:`GangSearch.clear` for each search and
+    dropped after it: nothing of a search outlives it."""
+
+    session: Session
+    stmt: Statement
+    job: JobInfo
+    pending: Sequence[TaskInfo]
+    domain: NodeSet
+    rep: TaskInfo
+    """The pending task of lowest priority: who the plugins are asked about."""
+    need: IntVector
+    """What the victims must free (step 1)."""
+    vec: dict[str, IntVector] = field(default_factory=dict)
+    """The request vectors of the candidates (step 2)."""
+
+
 class GangSearch:
-    """One per evicting action (its policy's). Synchronous; :meth:`clear` records its
-    decisions in the caller's statement and leaves nothing else behind."""
+    """One per evicting action (its policy's, with its ROI threshold); holds no state of
+    a search. Synchronous; :meth:`clear` records its decisions in the caller's statement
+    and leaves nothing else behind."""
 
     def __init__(self, policy: VictimPolicy, roi_threshold: float = 0.05) -> None:
         self.policy = policy
         self.roi_threshold = roi_threshold
-        self._queue = ""
-        """The queue of the gang being made room for (its evictions say it)."""
-        self._vec: dict[str, IntVector] = {}
-        """The request vectors of the candidates of the search under way."""
 
     def clear(
         self,
@@ -169,20 +185,19 @@ class GangSearch:
         them to a node of it, in ``stmt``; None (and nothing recorded) when the gang cannot
         be placed there whatever is evicted."""
         mark = stmt.checkpoint()
-        if self._fits(session, stmt, pending, domain):
-            self._place(session, stmt, pending, domain)
-            return GangPlan((), ())
         rep = min(pending, key=lambda t: t.priority)
-        self._queue = job.queue
-        need = self._need(session, pending, domain)
-        scored = self._candidates(session, rep, domain, need)
+        run = _Search(session, stmt, job, pending, domain, rep, _need(session, pending, domain))
+        if self._fits(run):
+            self._place(run)
+            return GangPlan((), ())
+        scored = self._candidates(run)
         if not scored:
             return None
-        chosen = self._choose(session, stmt, job, pending, domain, rep, scored, need)
+        chosen = self._choose(run, scored)
         if chosen is None:
             stmt.rollback(mark)
             return None
-        placement = self._placement(session, stmt, pending, domain)
+        placement = self._placement(run)
         stmt.rollback(mark)
         if placement is None:
             return None
@@ -191,48 +206,27 @@ class GangSearch:
         # then each task nominated where the dry run put it.
         by_node = {node: task for task, node in placement}
         victims: list[tuple[TaskInfo, Kind]] = []
-        for s in chosen:
-            kind = s.bundle.kind.value if s.bundle.job.has_pod_group else ""
-            for t in (*s.bundle.tasks, *s.extras):
+        for sc in chosen:
+            kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
+            for t in (*sc.bundle.tasks, *sc.extras):
                 preemptor = by_node.get(t.node_name, placement[0][0])
                 stmt.evict(t, self.policy.reason, preemptor=preemptor, queue=job.queue, bundle=kind)
-                victims.append((t, s.bundle.kind))
+                victims.append((t, sc.bundle.kind))
         for task, node in placement:
             stmt.pipeline(task, node)
-        broken = tuple(s.bundle.job.uid for s in chosen if s.bundle.kind is Kind.WHOLE)
+        broken = tuple(sc.bundle.job.uid for sc in chosen if sc.bundle.kind is Kind.WHOLE)
         return GangPlan(tuple(victims), broken)
 
-    # Steps 1 and 2 -------------------------------------------------------------------
+    # Steps 2 to 4 ----------------------------------------------------------------------
 
-    @staticmethod
-    def _need(session: Session, pending: Sequence[TaskInfo], domain: NodeSet) -> IntVector:
-        table = session.table
-        ask: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-        for t in pending:
-            ask = ask + table.request(t.request)
-        free = (
-            table.free(
-                min(t.priority for t in pending),
-                "",
-                slice(None),
-                np.flatnonzero(domain.rows),
-                releasing=True,
-            )
-            .clip(min=0)
-            .sum(axis=0)
-        )
-        out: IntVector = np.maximum(ask - free, 0)
-        return out
-
-    def _candidates(
-        self, session: Session, rep: TaskInfo, domain: NodeSet, need: IntVector
-    ) -> list[Scored]:
-        """The bundles of the possible victims in ``domain``, ordered, after the plugins'
+    def _candidates(self, run: _Search) -> list[Scored]:
+        """The bundles of the possible victims in the domain, ordered, after the plugins'
         one call (steps 2 to 4)."""
+        session, need = run.session, run.need
         table = session.table
         tasks: list[TaskInfo] = []
-        for row in np.flatnonzero(domain.rows).tolist():
-            tasks.extend(self.policy.candidates(session, rep, table.nodes[row]))
+        for row in np.flatnonzero(run.domain.rows).tolist():
+            tasks.extend(self.policy.candidates(session, run.rep, table.nodes[row]))
         if not tasks:
             return []
         wanted = need > 0
@@ -248,66 +242,28 @@ class GangSearch:
             )
             for i, t in enumerate(tasks)
         }
-        vec = {t.uid: vectors[i] for i, t in enumerate(tasks)}
-        self._vec = vec
+        run.vec = {t.uid: vectors[i] for i, t in enumerate(tasks)}
         # Ties go to the pod last in name order, as the pod-by-pod search spares the first.
         tasks.sort(key=lambda t: t.key, reverse=True)
         found = bundles(session.jobs, tasks, lambda t: keys[t.uid])
-        scored = self._score(session, found, need, domain, vec)
-        ordered = self.policy.order_bundles(session, scored, self.roi_threshold)
-        flat = [t for s in ordered for t in s.bundle.tasks]
-        allowed = {t.uid for t in self.policy.allowed(session, rep, flat)}
+        ordered = self._ordered(run, found)
+        flat = [t for sc in ordered for t in sc.bundle.tasks]
+        allowed = {t.uid for t in self.policy.allowed(session, run.rep, flat)}
         if len(allowed) == len(flat):
             return ordered
         kept: list[Bundle] = []
-        for s in ordered:
-            inside = tuple(t for t in s.bundle.tasks if t.uid in allowed)
-            if s.bundle.kind is Kind.WHOLE and len(inside) < len(s.bundle.tasks):
+        for sc in ordered:
+            inside = tuple(t for t in sc.bundle.tasks if t.uid in allowed)
+            if sc.bundle.kind is Kind.WHOLE and len(inside) < len(sc.bundle.tasks):
                 continue  # a Whole bundle partly refused cannot be taken
             if inside:
-                kept.append(Bundle(s.bundle.job, s.bundle.kind, inside))
-        rescored = self._score(session, kept, need, domain, vec)
-        return self.policy.order_bundles(session, rescored, self.roi_threshold)
+                kept.append(Bundle(sc.bundle.job, sc.bundle.kind, inside))
+        return self._ordered(run, kept)
 
-    @staticmethod
-    def _score(
-        session: Session,
-        found: Sequence[Bundle],
-        need: IntVector,
-        domain: NodeSet,
-        vec: dict[str, IntVector],
-    ) -> list[Scored]:
-        """Each bundle with what it frees in the domain, what it takes in the cluster (a
-        Whole bundle: its gang's every evictable member) and its ROI (``vec``: the
-        candidates' request vectors)."""
-        table = session.table
-        cols = len(table.columns)
-        local = np.zeros((len(found), cols), dtype=np.int64)
-        global_ = np.zeros((len(found), cols), dtype=np.int64)
-        extras: list[list[TaskInfo]] = [[] for _ in found]
-        for i, b in enumerate(found):
-            for t in b.tasks:
-                local[i] += vec[t.uid]
-            if b.kind is Kind.WHOLE and b.job.has_pod_group:
-                inside = {t.uid for t in b.tasks}
-                for t in b.job.tasks.values():
-                    if t.uid not in inside and t.status in EVICTABLE and t.sluice:
-                        global_[i] += vec[t.uid] if t.uid in vec else table.request(t.request)
-                        row = table.row.get(t.node_name)
-                        if row is None or not domain.rows[row]:
-                            extras[i].append(t)
-        global_ += local
-        wanted = need > 0
-        if wanted.any() and len(found):
-            needed = need[wanted].astype(np.float64)
-            gain = (np.minimum(local[:, wanted], need[wanted]) / needed).sum(axis=1)
-            cost = (global_[:, wanted] / needed).sum(axis=1)
-            roi = np.divide(gain, cost, out=np.zeros_like(gain), where=cost > 0)
-        else:
-            roi = np.zeros(len(found))
-        return [
-            Scored(b, local[i], global_[i], float(roi[i]), extras[i]) for i, b in enumerate(found)
-        ]
+    def _ordered(self, run: _Search, found: Sequence[Bundle]) -> list[Scored]:
+        """``found`` scored and in the policy's order (step 3)."""
+        scored = _score(run.session, found, run.need, run.domain, run.vec)
+        return self.policy.order_bundles(run.session, scored, self.roi_threshold)
 
     # Steps 5 and 6 -------------------------------------------------------------------
 
@@ -318,18 +274,8 @@ class GangSearch:
             return (plan.top, *plan.cost)
         return plan.cost
 
-    def _choose(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        job: JobInfo,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        scored: list[Scored],
-        need: IntVector,
-    ) -> list[Scored] | None:
-        """The bundles to evict (evicted in ``stmt``), or None (nothing left evicted).
+    def _choose(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+        """The bundles to evict (evicted in ``run.stmt``), or None (nothing left evicted).
 
         A choice that breaks no PodDisruptionBudget is looked for first (kube-scheduler's
         first criterion), over the candidates no exhausted budget protects. For a policy
@@ -340,221 +286,171 @@ class GangSearch:
         room wins; within it, fewest gangs broken, then fewest victims, then ROI. A
         gang's Whole bundle counts at the highest priority of all its evictable members
         (breaking it takes them all)."""
-        selected = self._selected_by_plugin(session, job, pending, domain, scored)
+        selected = self._selected_by_plugin(run, scored)
         if selected is not None:
-            for s in selected:
-                self._evict(stmt, s, rep)
-            return selected if self._fits(session, stmt, pending, domain) else None
-        budgets = session.snapshot.budgets
+            for sc in selected:
+                self._evict(run, sc)
+            return selected if self._fits(run) else None
+        budgets = run.session.snapshot.budgets
         # As kube-scheduler ranks candidates, fewest PodDisruptionBudget violations come
         # first: a choice that breaks none is looked for before any other.
         for spare_budgets in (True, False) if budgets else (False,):
-            pool = self._within_budgets(session, scored, need, domain) if spare_budgets else scored
-            mark = stmt.checkpoint()
-            chosen = self._choose_by_priority(session, stmt, pending, domain, rep, pool, need)
+            pool = self._within_budgets(run, scored) if spare_budgets else scored
+            mark = run.stmt.checkpoint()
+            chosen = self._choose_by_priority(run, pool)
             if chosen is None:
                 continue
-            victims = [t for s in chosen for t in (*s.bundle.tasks, *s.extras)]
+            victims = [t for sc in chosen for t in (*sc.bundle.tasks, *sc.extras)]
             if spare_budgets and any(pdb_violations(victims, budgets)):
-                stmt.rollback(mark)
+                run.stmt.rollback(mark)
                 continue
             return chosen
         return None
 
-    def _within_budgets(
-        self, session: Session, scored: list[Scored], need: IntVector, domain: NodeSet
-    ) -> list[Scored]:
+    def _within_budgets(self, run: _Search, scored: list[Scored]) -> list[Scored]:
         """``scored`` without the tasks a PodDisruptionBudget allows no disruption of (a
         Whole bundle with one of them is left out: its gang would go with it)."""
-        exhausted = [b for b in session.snapshot.budgets if b.disruptions_allowed <= 0]
+        exhausted = [b for b in run.session.snapshot.budgets if b.disruptions_allowed <= 0]
 
         def free(t: TaskInfo) -> bool:
             return not any(
                 b.namespace == t.namespace and b.selector.matches(t.labels or {}) for b in exhausted
             )
 
-        def whole_free(s: Scored) -> bool:
-            return all(free(t) for t in (*s.bundle.tasks, *s.extras))
+        def whole_free(sc: Scored) -> bool:
+            return all(free(t) for t in (*sc.bundle.tasks, *sc.extras))
 
-        return self._filtered(session, scored, free, whole_free, need, domain)
+        return self._filtered(run, scored, free, whole_free)
 
-    def _filtered(  # noqa: PLR0917
+    def _filtered(
         self,
-        session: Session,
+        run: _Search,
         scored: list[Scored],
         task_ok: Callable[[TaskInfo], bool],
         whole_ok: Callable[[Scored], bool],
-        need: IntVector,
-        domain: NodeSet,
     ) -> list[Scored]:
         """``scored`` with the tasks ``task_ok`` refuses left out: a Safe bundle shrinks,
         a Whole bundle stays only if ``whole_ok`` (its gang goes whole or not at all).
         Rescored and ordered again when something was cut; else ``scored`` itself."""
         kept: list[Bundle] = []
         cut = False
-        for s in scored:
-            if s.bundle.kind is Kind.WHOLE:
-                if whole_ok(s):
-                    kept.append(s.bundle)
+        for sc in scored:
+            if sc.bundle.kind is Kind.WHOLE:
+                if whole_ok(sc):
+                    kept.append(sc.bundle)
                 else:
                     cut = True
                 continue
-            tasks = tuple(t for t in s.bundle.tasks if task_ok(t))
-            cut |= len(tasks) < len(s.bundle.tasks)
+            tasks = tuple(t for t in sc.bundle.tasks if task_ok(t))
+            cut |= len(tasks) < len(sc.bundle.tasks)
             if tasks:
-                kept.append(Bundle(s.bundle.job, Kind.SAFE, tasks))
-        if not cut:
-            return scored
-        rescored = self._score(session, kept, need, domain, self._vec)
-        return self.policy.order_bundles(session, rescored, self.roi_threshold)
+                kept.append(Bundle(sc.bundle.job, Kind.SAFE, tasks))
+        return self._ordered(run, kept) if cut else scored
 
-    def _choose_by_priority(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        scored: list[Scored],
-        need: IntVector,
-    ) -> list[Scored] | None:
+    def _choose_by_priority(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
         """:meth:`_choose_among` with the candidates up to each priority in turn, lowest
         first, for a policy that puts priority first; else over all of them."""
         if not scored:
             return None
         if not self.policy.priority_first:
-            return self._choose_among(session, stmt, pending, domain, rep, scored, need)
+            return self._choose_among(run, scored)
+        need = run.need
         wanted = need > 0
-        tops = {s.bundle.job.uid: _job_top(s.bundle.job) for s in scored}
-        levels = sorted({t.priority for s in scored for t in (*s.bundle.tasks, *s.extras)})
+        tops = {sc.bundle.job.uid: _job_top(sc.bundle.job) for sc in scored}
+        levels = sorted({t.priority for sc in scored for t in (*sc.bundle.tasks, *sc.extras)})
         for limit in levels:
-            within = self._capped(session, scored, limit, tops, need, domain)
-            room = sum((s.local for s in within), np.zeros_like(need))
+            within = self._capped(run, scored, limit, tops)
+            room = sum((sc.local for sc in within), np.zeros_like(need))
             if not within or not (room[wanted] >= need[wanted]).all():
                 continue
-            chosen = self._choose_among(session, stmt, pending, domain, rep, within, need)
+            chosen = self._choose_among(run, within)
             if chosen is not None:
                 return chosen
         return None
 
-    def _capped(  # noqa: PLR0917
-        self,
-        session: Session,
-        scored: list[Scored],
-        limit: int,
-        tops: dict[str, int],
-        need: IntVector,
-        domain: NodeSet,
+    def _capped(
+        self, run: _Search, scored: list[Scored], limit: int, tops: dict[str, int]
     ) -> list[Scored]:
         """``scored`` with no victim above priority ``limit``: a Safe bundle keeps its
         tasks up to it; a Whole bundle stays only if its gang's every evictable member is
         up to it (``tops``: each job's highest)."""
-        return self._filtered(
-            session,
-            scored,
-            lambda t: t.priority <= limit,
-            lambda s: tops[s.bundle.job.uid] <= limit,
-            need,
-            domain,
-        )
 
-    def _choose_among(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        scored: list[Scored],
-        need: IntVector,
-    ) -> list[Scored] | None:
-        """Step 5 and 6 over ``scored``: the bundles evicted (in ``stmt``), or None."""
-        if not self._fits_without_all(session, stmt, pending, domain, rep, scored):
+        def task_ok(t: TaskInfo) -> bool:
+            return t.priority <= limit
+
+        def whole_ok(sc: Scored) -> bool:
+            return tops[sc.bundle.job.uid] <= limit
+
+        return self._filtered(run, scored, task_ok, whole_ok)
+
+    def _choose_among(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+        """Step 5 and 6 over ``scored``: the bundles evicted (in ``run.stmt``), or None."""
+        if not self._fits_without_all(run, scored):
             return None
-        ways = self._ways(session, scored)
+        session, stmt, need = run.session, run.stmt, run.need
+        ways = _ways(session, scored)
         if ways is not None:
-            return self._exact(session, stmt, pending, domain, rep, ways, need)
+            return self._exact(run, ways)
         whole = _whole_jobs(scored)
-        slots = Slots(session, pending)
-        fill = NodeFill(session, scored, slots, {s.bundle.job.uid: s for s in whole}, self._vec)
+        slots = Slots(session, run.pending)
+        wholes = {sc.bundle.job.uid: sc for sc in whole}
+        fill = NodeFill(session, scored, slots, wholes, run.vec)
         mark = stmt.checkpoint()
         if len(whole) > EXACT_LIMIT:
-            chosen = self._fill(session, stmt, pending, domain, rep, fill, set(), allow_break=True)
-            if chosen is None:
-                return None
-            return self._trim(session, stmt, pending, domain, rep, chosen)
-        spared = self._fill(session, stmt, pending, domain, rep, fill, set(), allow_break=False)
+            chosen = self._fill(run, fill, set(), allow_break=True)
+            return None if chosen is None else self._trim(run, chosen)
+        spared = self._fill(run, fill, set(), allow_break=False)
         if spared is not None:
-            return self._trim(session, stmt, pending, domain, rep, spared)
+            return self._trim(run, spared)
         wanted = need > 0
         for size in range(1, len(whole) + 1):
             for combo in itertools.combinations(whole, size):
-                broken = {s.bundle.job.uid for s in combo}
-                local = fill.room(broken) + sum((s.local for s in combo), np.zeros_like(need))
+                broken = {sc.bundle.job.uid for sc in combo}
+                local = fill.room(broken) + sum((sc.local for sc in combo), np.zeros_like(need))
                 if not (local[wanted] >= need[wanted]).all():
                     continue
-                for s in combo:
-                    self._evict(stmt, s, rep)
+                for sc in combo:
+                    self._evict(run, sc)
                 fill.reset()
-                spared = self._fill(
-                    session, stmt, pending, domain, rep, fill, broken, allow_break=False
-                )
+                spared = self._fill(run, fill, broken, allow_break=False)
                 if spared is not None:
-                    return self._trim(session, stmt, pending, domain, rep, [*spared, *combo])
+                    return self._trim(run, [*spared, *combo])
                 stmt.rollback(mark)
         return None
 
-    def _fits_without_all(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        scored: Sequence[Scored],
-    ) -> bool:
-        """Would the gang fit in ``domain`` with every candidate of ``scored`` gone? An
+    def _fits_without_all(self, run: _Search, scored: Sequence[Scored]) -> bool:
+        """Would the gang fit in the domain with every candidate of ``scored`` gone? An
         eviction never makes a gang fit that does not fit then (removing pods only frees
         room on nodes and in queues), so when it does not (its queue has no room for it
         within its share, say), no choice among them is worth a dry run: there can be
         thousands. One dry run, rolled back."""
-        mark = stmt.checkpoint()
+        mark = run.stmt.checkpoint()
         try:
-            for s in scored:
-                self._evict(stmt, s, rep)
-            return self._fits(session, stmt, pending, domain)
+            for sc in scored:
+                self._evict(run, sc)
+            return self._fits(run)
         finally:
-            stmt.rollback(mark)
+            run.stmt.rollback(mark)
 
-    def _fill(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        fill: NodeFill,
-        broken: set[str],
-        *,
-        allow_break: bool,
+    def _fill(
+        self, run: _Search, fill: NodeFill, broken: set[str], *, allow_break: bool
     ) -> list[Scored] | None:
-        """Evict, round after round, the cheapest way any node of ``domain`` has to room
+        """Evict, round after round, the cheapest way any node of the domain has to room
         for one more of the gang's pods (:class:`~.fill.NodeFill`: spares first, then,
         if ``allow_break``, gangs broken whole; none of the jobs ``broken`` already),
         until the gang fits. The victims, as bundles in the order taken (a Safe bundle
         per spare, a Whole one per gang broken, its spares taken before included); or
         None, with nothing of this call left evicted, when it never fits."""
+        session, stmt = run.session, run.stmt
         cp = stmt.checkpoint()
-        rows = np.flatnonzero(domain.rows)
+        rows = np.flatnonzero(run.domain.rows)
         broken = set(broken)
         evicted: set[str] = set()
         spares: list[TaskInfo] = []
         breaks: list[str] = []
         while True:
             free = session.table.free(fill.slots.priority, "", slice(None), rows, releasing=True)
-            if fill.slots.total(free) >= len(pending) and self._fits(
-                session, stmt, pending, domain
-            ):
+            if fill.slots.total(free) >= len(run.pending) and self._fits(run):
                 break
             way = fill.best(rows, free, broken, evicted, allow_break=allow_break)
             if way is None:
@@ -562,21 +458,19 @@ class GangSearch:
                 fill.reset()
                 return None
             for t in way.spares:
-                kind = Kind.SAFE.value if session.jobs[t.job_id].has_pod_group else ""
-                stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
+                kind = Kind.SAFE if session.jobs[t.job_id].has_pod_group else Kind.POD
+                self._evict_task(run, t, kind)
                 evicted.add(t.uid)
                 spares.append(t)
-            for job in way.breaks:
-                whole = fill.wholes[job]
-                kind = Kind.WHOLE.value if whole.bundle.job.has_pod_group else ""
+            for gang in way.breaks:
+                whole = fill.wholes[gang]
+                kind = Kind.WHOLE if whole.bundle.job.has_pod_group else Kind.POD
                 for t in (*whole.bundle.tasks, *whole.extras):
                     if t.uid not in evicted:
-                        stmt.evict(
-                            t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind
-                        )
+                        self._evict_task(run, t, kind)
                         evicted.add(t.uid)
-                broken.add(job)
-                breaks.append(job)
+                broken.add(gang)
+                breaks.append(gang)
             fill.touched(way)
         out = [
             Scored(
@@ -585,60 +479,14 @@ class GangSearch:
             for t in spares
             if t.job_id not in broken
         ]
-        out.extend(fill.wholes[job] for job in breaks)
+        out.extend(fill.wholes[gang] for gang in breaks)
         return out
 
-    @staticmethod
-    def _ways(session: Session, scored: list[Scored]) -> list[list[_Way]] | None:
-        """Per job (in the order of ``scored``), every way to take victims from it: each
-        subset of its candidates that leaves it whole, and, when its Whole bundle is a
-        candidate, all of them (broken). None when there are too many ways to try all."""
-        table = session.table
-        by_job: dict[str, list[Scored]] = {}
-        for s in scored:
-            by_job.setdefault(s.bundle.job.uid, []).append(s)
-        out: list[list[_Way]] = []
-        total = 1
-        zero: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-        for rank, group in enumerate(by_job.values()):
-            job = group[0].bundle.job
-            whole = next((s for s in group if s.bundle.kind is Kind.WHOLE), None)
-            tasks = [t for s in group for t in s.bundle.tasks]
-            if len(tasks) > EXACT_TASKS:
-                return None
-            vec = {t.uid: table.request(t.request) for t in tasks}
-
-            def local(chosen: Sequence[TaskInfo], vec: dict[str, IntVector] = vec) -> IntVector:
-                return sum((vec[t.uid] for t in chosen), zero.copy())
-
-            ways = [
-                _Way(False, subset, (), local(subset), rank)
-                for k in range(len(tasks) + 1)
-                for subset in itertools.combinations(tasks, k)
-                if keeps_whole(job, subset)
-            ]
-            if whole is not None:
-                everything = tuple(tasks)
-                ways.append(_Way(True, everything, tuple(whole.extras), local(everything), rank))
-            total *= len(ways)
-            if total > EXACT_CHOICES:
-                return None
-            out.append(ways)
-        return out
-
-    def _exact(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        ways: list[list[_Way]],
-        need: IntVector,
-    ) -> list[Scored] | None:
+    def _exact(self, run: _Search, ways: list[list[_Way]]) -> list[Scored] | None:
         """Try every way to choose (fewest jobs broken, then fewest victims, then the
-        jobs first in order); the first that makes room is evicted in ``stmt`` and
+        jobs first in order); the first that makes room is evicted in ``run.stmt`` and
         returned as bundles. None (nothing left evicted) when none does."""
+        need = run.need
         wanted = need > 0
 
         def cost(combo: tuple[_Way, ...]) -> tuple[int, int, list[int]]:
@@ -653,131 +501,216 @@ class GangSearch:
             freed = sum((w.local for w in combo), np.zeros_like(need))
             if not (freed[wanted] >= need[wanted]).all():
                 continue
-            cp = stmt.checkpoint()
-            picked = self._scored(session, combo)
-            for s in picked:
-                self._evict(stmt, s, rep)
-            if self._fits(session, stmt, pending, domain):
+            cp = run.stmt.checkpoint()
+            picked = _scored(run.session, combo)
+            for sc in picked:
+                self._evict(run, sc)
+            if self._fits(run):
                 return picked
-            stmt.rollback(cp)
+            run.stmt.rollback(cp)
         return None
 
-    @staticmethod
-    def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
-        out: list[Scored] = []
-        for w in combo:
-            if not w.tasks:
-                continue
-            job = session.jobs[w.tasks[0].job_id]
-            kind = Kind.WHOLE if w.broken else Kind.SAFE
-            out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
-        return out
-
-    def _trim(  # noqa: PLR0917
-        self,
-        session: Session,
-        stmt: Statement,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        rep: TaskInfo,
-        chosen: list[Scored],
-    ) -> list[Scored]:
+    def _trim(self, run: _Search, chosen: list[Scored]) -> list[Scored]:
         """Put victims back, the last chosen first (a Whole bundle as a unit, a Safe one
         task by task), while the gang still fits without them (Volcano evicts too many
         here; this does not)."""
+        stmt = run.stmt
         kept: list[Scored] = []
-        for s in reversed(chosen):
-            if s.bundle.kind is Kind.WHOLE:
-                members = [*s.bundle.tasks, *s.extras]
-                for t in members:
+        for sc in reversed(chosen):
+            if sc.bundle.kind is Kind.WHOLE:
+                for t in (*sc.bundle.tasks, *sc.extras):
                     stmt.undo(t)
-                if self._fits(session, stmt, pending, domain):
+                if self._fits(run):
                     continue
-                self._evict(stmt, s, rep)
-                kept.append(s)
+                self._evict(run, sc)
+                kept.append(sc)
                 continue
             left: list[TaskInfo] = []
-            for t in reversed(s.bundle.tasks):
+            for t in reversed(sc.bundle.tasks):
                 stmt.undo(t)
-                if not self._fits(session, stmt, pending, domain):
-                    kind = Kind.SAFE.value if s.bundle.job.has_pod_group else ""
-                    stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
+                if not self._fits(run):
+                    self._evict_task(run, t, Kind.SAFE if sc.bundle.job.has_pod_group else Kind.POD)
                     left.append(t)
             if left:
                 left.reverse()
-                kept.append(
-                    Scored(Bundle(s.bundle.job, Kind.SAFE, tuple(left)), s.local, s.global_, s.roi)
-                )
+                bundle = Bundle(sc.bundle.job, Kind.SAFE, tuple(left))
+                kept.append(Scored(bundle, sc.local, sc.global_, sc.roi))
         kept.reverse()
         return kept
 
-    def _selected_by_plugin(
-        self,
-        session: Session,
-        job: JobInfo,
-        pending: Sequence[TaskInfo],
-        domain: NodeSet,
-        scored: list[Scored],
-    ) -> list[Scored] | None:
+    def _selected_by_plugin(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
         """The bundles of the jobs a ``GANG_VICTIM_SELECTOR`` plugin chose, or None when no
         plugin answers."""
+        session = run.session
         if not session.hooks[GANG_VICTIM_SELECTOR]:
             return None
-        offered = [(s.bundle.job, s.bundle.kind.value, s.bundle.tasks) for s in scored]
-        answer = session.ask(GANG_VICTIM_SELECTOR, job, pending, domain, offered)
+        offered = [(sc.bundle.job, sc.bundle.kind, sc.bundle.tasks) for sc in scored]
+        answer = session.ask(GANG_VICTIM_SELECTOR, run.job, run.pending, run.domain, offered)
         if answer is None:
             return None
         jobs = set(answer)
-        return [s for s in scored if s.bundle.job.uid in jobs]
+        return [sc for sc in scored if sc.bundle.job.uid in jobs]
 
-    def _evict(self, stmt: Statement, s: Scored, rep: TaskInfo) -> None:
-        kind = s.bundle.kind.value if s.bundle.job.has_pod_group else ""
-        for t in (*s.bundle.tasks, *s.extras):
-            stmt.evict(t, self.policy.reason, preemptor=rep, queue=self._queue, bundle=kind)
+    def _evict(self, run: _Search, sc: Scored) -> None:
+        kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
+        for t in (*sc.bundle.tasks, *sc.extras):
+            self._evict_task(run, t, kind)
+
+    def _evict_task(self, run: _Search, task: TaskInfo, kind: Kind) -> None:
+        run.stmt.evict(
+            task, self.policy.reason, preemptor=run.rep, queue=run.job.queue, bundle=kind
+        )
 
     # The dry run ---------------------------------------------------------------------
 
-    def _placement(
-        self, session: Session, stmt: Statement, pending: Sequence[TaskInfo], domain: NodeSet
-    ) -> list[tuple[TaskInfo, str]] | None:
+    def _placement(self, run: _Search) -> list[tuple[TaskInfo, str]] | None:
         """Where the dry run puts each pending task (in task order), or None; rolled back."""
-        cp = stmt.checkpoint()
+        cp = run.stmt.checkpoint()
         try:
-            if not self._place(session, stmt, pending, domain):
+            if not self._place(run):
                 return None
-            return [(t, t.node_name) for t in session.order_tasks(list(pending))]
+            return [(t, t.node_name) for t in run.session.order_tasks(list(run.pending))]
         finally:
-            stmt.rollback(cp)
+            run.stmt.rollback(cp)
 
-    def _fits(
-        self, session: Session, stmt: Statement, pending: Sequence[TaskInfo], domain: NodeSet
-    ) -> bool:
-        """Would every pending task be placed in ``domain`` now (victims gone)? A dry run
+    def _fits(self, run: _Search) -> bool:
+        """Would every pending task be placed in the domain now (victims gone)? A dry run
         of allocate, rolled back, after a cheap necessary check (room for that many pods
         of the least size they ask)."""
-        slots = Slots(session, pending)
-        rows = np.flatnonzero(domain.rows)
-        free = session.table.free(slots.priority, "", slice(None), rows, releasing=True)
-        if slots.total(free) < len(pending):
+        slots = Slots(run.session, run.pending)
+        rows = np.flatnonzero(run.domain.rows)
+        free = run.session.table.free(slots.priority, "", slice(None), rows, releasing=True)
+        if slots.total(free) < len(run.pending):
             return False
-        cp = stmt.checkpoint()
+        cp = run.stmt.checkpoint()
         try:
-            return self._place(session, stmt, pending, domain)
+            return self._place(run)
         finally:
-            stmt.rollback(cp)
+            run.stmt.rollback(cp)
 
-    def _place(
-        self, session: Session, stmt: Statement, pending: Sequence[TaskInfo], domain: NodeSet
-    ) -> bool:
-        """Nominate every pending task to a node of ``domain`` (releasing room counted),
-        within its queue's share, in ``stmt``: True when all were; else what was nominated
-        stays for the caller to roll back."""
-        for task in session.order_tasks(list(pending)):
+    def _place(self, run: _Search) -> bool:
+        """Nominate every pending task to a node of the domain (releasing room counted),
+        within its queue's share, in ``run.stmt``: True when all were; else what was
+        nominated stays for the caller to roll back."""
+        session = run.session
+        for task in session.order_tasks(list(run.pending)):
             if not self.policy.queue_allows(session, task):
                 return False
-            fit = session.fit(task, releasing=True).restricted(domain.rows)
+            fit = session.fit(task, releasing=True).restricted(run.domain.rows)
             node = session.select_node(task, fit) if fit.any else None
             if node is None:
                 return False
-            stmt.pipeline(task, node.name)
+            run.stmt.pipeline(task, node.name)
         return True
+
+
+# Free functions of one search ------------------------------------------------------------
+
+
+def _need(session: Session, pending: Sequence[TaskInfo], domain: NodeSet) -> IntVector:
+    """What the gang's ``pending`` tasks ask less what ``domain`` has free (step 1)."""
+    table = session.table
+    ask: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+    for t in pending:
+        ask = ask + table.request(t.request)
+    free = (
+        table.free(
+            min(t.priority for t in pending),
+            "",
+            slice(None),
+            np.flatnonzero(domain.rows),
+            releasing=True,
+        )
+        .clip(min=0)
+        .sum(axis=0)
+    )
+    out: IntVector = np.maximum(ask - free, 0)
+    return out
+
+
+def _score(
+    session: Session,
+    found: Sequence[Bundle],
+    need: IntVector,
+    domain: NodeSet,
+    vec: dict[str, IntVector],
+) -> list[Scored]:
+    """Each bundle with what it frees in the domain, what it takes in the cluster (a
+    Whole bundle: its gang's every evictable member) and its ROI (``vec``: the
+    candidates' request vectors)."""
+    table = session.table
+    cols = len(table.columns)
+    local = np.zeros((len(found), cols), dtype=np.int64)
+    global_ = np.zeros((len(found), cols), dtype=np.int64)
+    extras: list[list[TaskInfo]] = [[] for _ in found]
+    for i, b in enumerate(found):
+        for t in b.tasks:
+            local[i] += vec[t.uid]
+        if b.kind is Kind.WHOLE and b.job.has_pod_group:
+            inside = {t.uid for t in b.tasks}
+            for t in b.job.tasks.values():
+                if t.uid not in inside and t.status in EVICTABLE and t.sluice:
+                    global_[i] += vec[t.uid] if t.uid in vec else table.request(t.request)
+                    row = table.row.get(t.node_name)
+                    if row is None or not domain.rows[row]:
+                        extras[i].append(t)
+    global_ += local
+    wanted = need > 0
+    if wanted.any() and len(found):
+        needed = need[wanted].astype(np.float64)
+        gain = (np.minimum(local[:, wanted], need[wanted]) / needed).sum(axis=1)
+        cost = (global_[:, wanted] / needed).sum(axis=1)
+        roi = np.divide(gain, cost, out=np.zeros_like(gain), where=cost > 0)
+    else:
+        roi = np.zeros(len(found))
+    return [Scored(b, local[i], global_[i], float(roi[i]), extras[i]) for i, b in enumerate(found)]
+
+
+def _ways(session: Session, scored: list[Scored]) -> list[list[_Way]] | None:
+    """Per job (in the order of ``scored``), every way to take victims from it: each
+    subset of its candidates that leaves it whole, and, when its Whole bundle is a
+    candidate, all of them (broken). None when there are too many ways to try all."""
+    table = session.table
+    by_job: dict[str, list[Scored]] = {}
+    for sc in scored:
+        by_job.setdefault(sc.bundle.job.uid, []).append(sc)
+    out: list[list[_Way]] = []
+    total = 1
+    zero: IntVector = np.zeros(len(table.columns), dtype=np.int64)
+    for rank, group in enumerate(by_job.values()):
+        job = group[0].bundle.job
+        whole = next((sc for sc in group if sc.bundle.kind is Kind.WHOLE), None)
+        tasks = [t for sc in group for t in sc.bundle.tasks]
+        if len(tasks) > EXACT_TASKS:
+            return None
+        vec = {t.uid: table.request(t.request) for t in tasks}
+
+        def local(chosen: Sequence[TaskInfo], vec: dict[str, IntVector] = vec) -> IntVector:
+            return sum((vec[t.uid] for t in chosen), zero.copy())
+
+        ways = [
+            _Way(False, subset, (), local(subset), rank)
+            for k in range(len(tasks) + 1)
+            for subset in itertools.combinations(tasks, k)
+            if keeps_whole(job, subset)
+        ]
+        if whole is not None:
+            everything = tuple(tasks)
+            ways.append(_Way(True, everything, tuple(whole.extras), local(everything), rank))
+        total *= len(ways)
+        if total > EXACT_CHOICES:
+            return None
+        out.append(ways)
+    return out
+
+
+def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
+    """The bundles of one way to choose (:func:`_ways`)."""
+    out: list[Scored] = []
+    for w in combo:
+        if not w.tasks:
+            continue
+        job = session.jobs[w.tasks[0].job_id]
+        kind = Kind.WHOLE if w.broken else Kind.SAFE
+        out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
+    return out

@@ -16,6 +16,7 @@ from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, 
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
+from scheduler.framework.effects import EvictReason
 from scheduler.framework.session import Session
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ class VictimPolicy(Protocol):
     session, which it may read; called by the search only."""
 
     @property
-    def reason(self) -> str:
-        """The reason of the Evict effects (``preempted``, ``reclaimed``)."""
+    def reason(self) -> EvictReason:
+        """The reason of the Evict effects (preempted, reclaimed)."""
         ...
 
     @property
@@ -121,7 +122,7 @@ class LowerPriority:
     victims have strictly lower priority than the preemptor and are in its queue (other
     jobs) or its own job; candidates rank as kube-scheduler ranks them."""
 
-    reason = "preempted"
+    reason = EvictReason.PREEMPTED
     nothing_helps = "preemption: no node has lower-priority pods whose eviction makes room."
     priority_first = True
 
@@ -228,7 +229,7 @@ class QueueReclaim:
     queue furthest above its share; then as kube-scheduler ranks them (lower pod
     priorities first)."""
 
-    reason = "reclaimed"
+    reason = EvictReason.RECLAIMED
     nothing_helps = (
         "reclaim: no queue above its share has pods whose eviction makes room for this one."
     )

@@ -40,9 +40,11 @@ import numpy as np
 from scheduler.actions.victims.bundles import split
 from scheduler.actions.victims.candidates import Candidate, RankKey, pdb_violations
 from scheduler.actions.victims.policy import VictimPolicy
+from scheduler.api import reasons
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
+from scheduler.framework.effects import VictimBundle
 from scheduler.framework.fit import Fit
 from scheduler.framework.node_sets import NodeSet
 from scheduler.framework.node_table import BoolVector
@@ -108,21 +110,21 @@ Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]
 """A node worth evaluating: the lower bound of its rank, the node, its possible victims."""
 
 
-def victim_kinds(session: Session, victims: Sequence[TaskInfo]) -> dict[str, str]:
-    """``safe`` or ``whole`` for each victim of a gang (does its eviction leave the gang
-    whole?), ``""`` for a pod of its own; as the gangs stand before the evictions."""
+def victim_kinds(session: Session, victims: Sequence[TaskInfo]) -> dict[str, VictimBundle]:
+    """SAFE or WHOLE for each victim of a gang (does its eviction leave the gang whole?),
+    POD for a pod of its own; as the gangs stand before the evictions."""
     by_job: dict[str, list[TaskInfo]] = {}
     for t in victims:
         by_job.setdefault(t.job_id, []).append(t)
-    out: dict[str, str] = {}
+    out: dict[str, VictimBundle] = {}
     for job_id, members in by_job.items():
         job = session.jobs[job_id]
         if not job.has_pod_group:
-            out.update((t.uid, "") for t in members)
+            out.update((t.uid, VictimBundle.POD) for t in members)
             continue
         safe, whole = split(job, members, lambda t: (t.priority, -t.start_time, t.key))
-        out.update((t.uid, "safe") for t in safe)
-        out.update((t.uid, "whole") for t in whole)
+        out.update((t.uid, VictimBundle.SAFE) for t in safe)
+        out.update((t.uid, VictimBundle.WHOLE) for t in whole)
     return out
 
 
@@ -177,8 +179,8 @@ class VictimSearch:
             return True
         best = self.best(session, stmt, task, whole, within)
         if best is None:
-            base = session.task_reasons.get(task.uid) or whole.explain()
-            session.record_task_reason(task, with_sentence(base, self.policy.nothing_helps))
+            base = session.task_reasons.get(task.uid) or reasons.nodes_unavailable(whole.explain())
+            session.record_task_reason(task, reasons.nothing_helps(base, self.policy.nothing_helps))
             return False
         kinds = victim_kinds(session, best.victims)
         for victim in best.victims:
@@ -314,7 +316,7 @@ class VictimSearch:
         cp = stmt.checkpoint()
         try:
             for v in possible:
-                stmt.evict(v, "simulated", preemptor=task)
+                stmt.evict(v, self.policy.reason, preemptor=task)
             if not fits(session, task, node.name):
                 return None
             # Most worth keeping first (the policy's order: for preempt the most important,
@@ -336,7 +338,7 @@ class VictimSearch:
             for v in ordered:
                 stmt.undo(v)
                 if not fits(session, task, node.name):
-                    stmt.evict(v, "simulated", preemptor=task)
+                    stmt.evict(v, self.policy.reason, preemptor=task)
                     victims.append(v)
             if not victims:
                 return None
@@ -372,12 +374,7 @@ class VictimSearch:
                 and t.priority < task.priority
             ]
             for t in self.policy.allowed(session, task, members):
-                stmt.evict(t, "simulated", preemptor=task)
+                stmt.evict(t, self.policy.reason, preemptor=task)
                 extra.append(t)
                 seen.add(t.uid)
         return extra
-
-
-def with_sentence(reason: str, more: str) -> str:
-    """``reason`` followed by the sentence ``more``."""
-    return f"{reason}{' ' if reason.endswith('.') else '. '}{more}"

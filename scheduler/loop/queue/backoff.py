@@ -57,7 +57,7 @@ class Backoffs:
         of its run of failures."""
         delay = self.policy.after(self._delays.get(job))
         self._delays[job] = delay
-        hold = Hold(self.kind, reason, now + delay, delay)
+        hold = Hold(self.kind, reason, until=now + delay, delay=delay)
         self._holds[job] = hold
         return hold
 

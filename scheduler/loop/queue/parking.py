@@ -79,7 +79,7 @@ class Parking:
                 or uid in acted
                 or uid == target
                 or uid in held
-                or uid in session.error_jobs
+                or uid in session.failing_jobs
             ):
                 continue
             reasons = {
@@ -87,12 +87,12 @@ class Parking:
                 for t in job.tasks.values()
                 if t.sluice and t.status is TaskStatus.PENDING and t.uid in session.task_reasons
             }
-            job_reason = session.job_reasons.get(uid, "")
+            told = session.job_reasons.get(uid)
             pending = any(t.sluice and t.status is TaskStatus.PENDING for t in job.tasks.values())
-            if pending and (reasons or job_reason):
+            if pending and (reasons or told is not None):
                 hold = Hold(
                     HoldKind.PARKED,
-                    job_reason,
+                    told=told,
                     until=now + self.retry_every,
                     task_reasons=reasons,
                 )

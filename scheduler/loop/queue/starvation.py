@@ -68,7 +68,7 @@ class ReservationKeeper:
         self.reservation = after
         changes: list[ReservationChange] = []
         if before is not None and (after is None or after.job != before.job):
-            why = session.reservation_released or "another job was elected"
+            why = session.starvation.released or "another job was elected"
             if before.nodes:
                 changes.append(
                     ReservationChange("release", before.job, tuple(sorted(before.nodes)), why)

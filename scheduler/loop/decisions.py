@@ -1,0 +1,54 @@
+"""The preemptions and reclaims a cycle decided, read from its effects (layer 3, loop).
+
+Used by the simulator's timeline (``preempt`` and ``reclaim`` entries) and the live page's
+list of recent decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.framework.effects import Effect, Evict, EvictReason, Nominate
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One preemption or reclaim decided in a cycle: ``pod`` (the preemptor; None for
+    victims evicted for no single pod), the ``node`` it is nominated to, the ``victims``
+    (``namespace/name``) in the order chosen, and ``kind``: ``reclaim`` when the victims
+    were another queue's, else ``preempt``."""
+
+    kind: str
+    pod: str | None
+    node: str
+    victims: tuple[str, ...]
+
+
+def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
+    """The preemptions and reclaims among ``effects`` (a cycle's, in decision order), one
+    per preemptor: its Nominate gives the node, its Evicts the victims. A nomination
+    without victims has none."""
+    effects = list(effects)
+    entries: dict[str | None, dict[str, object]] = {}
+    victims: dict[str | None, list[str]] = {}
+    for e in effects:
+        if isinstance(e, Nominate):
+            entries.setdefault(e.task.key, {"node": e.node, "reclaim": False})
+            victims.setdefault(e.task.key, [])
+    for e in effects:
+        if isinstance(e, Evict):
+            owner = e.preemptor.key if e.preemptor is not None else None
+            entry = entries.setdefault(owner, {"node": e.node, "reclaim": False})
+            victims.setdefault(owner, []).append(e.task.key)
+            if e.reason is EvictReason.RECLAIMED:
+                entry["reclaim"] = True
+    return [
+        Decision(
+            "reclaim" if entry["reclaim"] else "preempt",
+            owner,
+            str(entry["node"]),
+            tuple(victims[owner]),
+        )
+        for owner, entry in entries.items()
+    ]

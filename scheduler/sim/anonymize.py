@@ -1,0 +1,362 @@
+"""A snapshot without what identifies the workloads and the machines (layer 4, sim):
+``sluice snapshot --anonymize``.
+
+Renamed, consistently wherever the name is used (references, labels that name groups,
+``kubernetes.io/hostname``, DRA pools named after their node, claims' reservations):
+
+* namespaces to ``ns-0001``... (the ``kube-*`` ones keep their names: the scheduler
+  protects ``kube-system``), nodes to ``node-0001``..., ResourceSlices to
+  ``slice-0001``...;
+* every namespaced object (pods, PodGroups of every API, Workloads, ResourceClaims and
+  their templates, PodDisruptionBudgets) and every owner named by one, to ``n0001``...,
+  one numbering per namespace.
+
+Each numbering follows the order of the names it replaces (namespaces in the order of
+``namespace/``, as the scheduler compares ``namespace/name`` keys), so every tie the
+scheduler breaks by name (jobs and pods of one priority and creation second, nodes,
+devices) is broken the same way in the replay; only a renamed namespace and a ``kube-*``
+one may compare otherwise. Queues, PriorityClasses, Topologies and DeviceClasses keep
+their names: they are the configuration, which the replay is about.
+
+Dropped, as the scheduler does not read them: labels and annotations other than the
+schedulers' own (``scheduling.sluice.dev/``, Volcano's, scheduler-plugins', the Workload
+API's, ``sim.sluice.dev/``) and those some selector of the snapshot reads (node labels
+read by node selectors, affinities, topology levels and DRA node selectors; pod labels
+read by PodDisruptionBudgets and pod affinities): their values stay, as selectors match
+them; containers' images, commands, environment, probes and volumes, the pod's volumes
+and service account; the messages of conditions (they name pods and nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from scheduler.api import labels as L
+from scheduler.api.group_apis import APIS, KUBERNETES
+from scheduler.api.membership import COSCHEDULING_POD_GROUP_LABEL
+from scheduler.sim.scenario import CLUSTER_SCOPED
+from scheduler.sim.snapshot import Obj, Snapshot
+
+SCHEDULER_PREFIXES = (
+    "scheduling.sluice.dev/",
+    "sim.sluice.dev/",
+    "scheduling.volcano.sh/",
+    "volcano.sh/",
+    "scheduling.x-k8s.io/",
+    "scheduling.k8s.io/",
+)
+"""Label and annotation keys the schedulers read, kept whatever their name."""
+
+HOSTNAME = "kubernetes.io/hostname"
+
+POD_SPEC = (
+    "schedulerName",
+    "nodeName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priority",
+    "priorityClassName",
+    "preemptionPolicy",
+    "containers",
+    "initContainers",
+    "overhead",
+    "resources",
+    "resourceClaims",
+    "schedulingGates",
+    "schedulingGroup",
+    "terminationGracePeriodSeconds",
+    "topologySpreadConstraints",
+    "hostNetwork",
+)
+"""What of a pod's spec a snapshot anonymized keeps."""
+
+CONTAINER = ("resources", "ports", "restartPolicy")
+"""What of a container it keeps (and a name of its own)."""
+
+
+def _width(n: int) -> int:
+    return max(4, len(str(n)))
+
+
+def _numbering(
+    names: Iterable[str], prefix: str, order: Callable[[str], str] = str
+) -> dict[str, str]:
+    ordered = sorted(set(names), key=order)
+    w = _width(len(ordered))
+    return {name: f"{prefix}{i:0{w}d}" for i, name in enumerate(ordered, 1)}
+
+
+def _walk(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every mapping inside ``value``, depth first."""
+    if isinstance(value, Mapping):
+        yield value
+        for v in value.values():
+            yield from _walk(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v)
+
+
+def _selector_keys(selector: Any) -> set[str]:
+    """The label keys a label selector or node selector term reads."""
+    keys: set[str] = set()
+    for m in _walk(selector):
+        if isinstance(m.get("matchLabels"), Mapping):
+            keys.update(m["matchLabels"])
+        for e in m.get("matchExpressions") or ():
+            if isinstance(e, Mapping) and "key" in e:
+                keys.add(str(e["key"]))
+        for k in m.get("matchLabelKeys") or ():
+            keys.add(str(k))
+    return keys
+
+
+class _Names:
+    """The renamings of one snapshot."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        objects = snap.objects
+        namespaced: dict[str, set[str]] = {}
+        for kind, items in objects.items():
+            if kind in CLUSTER_SCOPED:
+                continue
+            for obj in items:
+                ns = obj["metadata"]["namespace"]
+                names = namespaced.setdefault(ns, set())
+                names.add(obj["metadata"]["name"])
+                names.update(_referenced_names(obj))
+        renamed = [ns for ns in namespaced if not ns.startswith("kube-")]
+        self.namespaces = _numbering(renamed, "ns-", order=lambda ns: f"{ns}/")
+        self.local = {ns: _numbering(names, "n") for ns, names in namespaced.items()}
+        self.nodes = _numbering((o["metadata"]["name"] for o in objects.get("Node", ())), "node-")
+        self.slices = _numbering(
+            (o["metadata"]["name"] for o in objects.get("ResourceSlice", ())), "slice-"
+        )
+
+    def ns(self, namespace: str) -> str:
+        return self.namespaces.get(namespace, namespace)
+
+    def name(self, namespace: str, name: str) -> str:
+        return self.local.get(namespace, {}).get(name, name)
+
+    def node(self, name: str) -> str:
+        return self.nodes.get(name, name)
+
+
+def _referenced_names(obj: Mapping[str, Any]) -> set[str]:
+    """Names of objects of its namespace that ``obj`` names."""
+    meta = obj["metadata"]
+    names = {str(o["name"]) for o in meta.get("ownerReferences") or () if o.get("name")}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    for key in (L.POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL):
+        if labels.get(key):
+            names.add(str(labels[key]))
+    if annotations.get(L.POD_GROUP_ANNOTATION):
+        names.add(str(annotations[L.POD_GROUP_ANNOTATION]))
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    group = spec.get("schedulingGroup") or {}
+    if group.get("podGroupName"):
+        names.add(str(group["podGroupName"]))
+    for c in spec.get("resourceClaims") or ():
+        for key in ("resourceClaimName", "resourceClaimTemplateName"):
+            if c.get(key):
+                names.add(str(c[key]))
+    for c in status.get("resourceClaimStatuses") or ():
+        if c.get("resourceClaimName"):
+            names.add(str(c["resourceClaimName"]))
+    for c in status.get("reservedFor") or ():
+        if c.get("name"):
+            names.add(str(c["name"]))
+    workload = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+    if workload.get("workloadName"):
+        names.add(str(workload["workloadName"]))
+    if (spec.get("controllerRef") or {}).get("name"):
+        names.add(str(spec["controllerRef"]["name"]))
+    return names
+
+
+def anonymize(snap: Snapshot) -> None:
+    """Rename and strip ``snap`` in place (see the module docstring)."""
+    names = _Names(snap)
+    objects = snap.objects
+    node_keys = {HOSTNAME}
+    pod_keys: set[str] = set()
+    for t in objects.get("Topology", ()):
+        node_keys.update(
+            str(lv.get("nodeLabel")) for lv in (t.get("spec") or {}).get("levels") or ()
+        )
+    for pdb in objects.get("PodDisruptionBudget", ()):
+        pod_keys |= _selector_keys((pdb.get("spec") or {}).get("selector"))
+    for pod in objects.get("Pod", ()):
+        spec = pod.get("spec") or {}
+        node_keys.update(spec.get("nodeSelector") or {})
+        affinity = spec.get("affinity") or {}
+        node_keys |= _selector_keys(affinity.get("nodeAffinity"))
+        for kind in ("podAffinity", "podAntiAffinity"):
+            pod_keys |= _selector_keys(affinity.get(kind))
+            for term in _walk(affinity.get(kind)):
+                if term.get("topologyKey"):
+                    node_keys.add(str(term["topologyKey"]))
+    for kind in ("ResourceSlice", "ResourceClaim"):
+        for obj in objects.get(kind, ()):
+            node_keys |= _selector_keys(obj.get("spec", {}).get("nodeSelector"))
+            node_keys |= _selector_keys((obj.get("status") or {}).get("allocation"))
+    for kind, items in objects.items():
+        for obj in items:
+            fix = _FIXES.get(kind)
+            if fix is not None:  # first: it reads the namespace before it is renamed
+                fix(obj, names)
+            _metadata(obj, names, node_keys if kind == "Node" else pod_keys)
+            if kind in _GROUP_KINDS or kind == "ResourceClaim":
+                _forget_messages(obj.get("status") or {})
+    snap.left_out = [_rename_label(line, names) for line in snap.left_out]
+
+
+def _kept_key(key: str, needed: set[str]) -> bool:
+    return key in needed or key.startswith(SCHEDULER_PREFIXES)
+
+
+def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    if ns is not None:
+        meta["name"] = names.name(ns, meta["name"])
+        meta["namespace"] = names.ns(ns)
+        for owner in meta.get("ownerReferences") or ():
+            owner["name"] = names.name(ns, owner["name"])
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if _kept_key(k, needed)}
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(SCHEDULER_PREFIXES)
+    }
+    if ns is not None:
+        for key in (L.POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL):
+            if key in labels:
+                labels[key] = names.name(ns, labels[key])
+        if L.POD_GROUP_ANNOTATION in annotations:
+            annotations[L.POD_GROUP_ANNOTATION] = names.name(
+                ns, annotations[L.POD_GROUP_ANNOTATION]
+            )
+    if HOSTNAME in labels:
+        labels[HOSTNAME] = names.node(labels[HOSTNAME])
+    for key, value in (("labels", labels), ("annotations", annotations)):
+        if value:
+            meta[key] = value
+        else:
+            meta.pop(key, None)
+
+
+def _node_terms(terms: Any, names: _Names) -> None:
+    """Rename the node names that node selector terms match (``metadata.name`` fields,
+    ``kubernetes.io/hostname`` labels)."""
+    for m in _walk(terms):
+        for field in ("matchFields", "matchExpressions"):
+            for e in m.get(field) or ():
+                if e.get("key") in ("metadata.name", HOSTNAME) and isinstance(
+                    e.get("values"), list
+                ):
+                    e["values"] = [names.node(str(v)) for v in e["values"]]
+
+
+def _pod(pod: Obj, names: _Names) -> None:
+    ns = pod["metadata"]["namespace"]
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in POD_SPEC}
+    pod["spec"] = spec
+    for kind in ("containers", "initContainers"):
+        spec_containers = spec.get(kind)
+        if spec_containers:
+            prefix = "c" if kind == "containers" else "init"
+            spec[kind] = [
+                {"name": f"{prefix}{i}", "image": "image", **{k: c[k] for k in CONTAINER if k in c}}
+                for i, c in enumerate(spec_containers)
+            ]
+    if spec.get("nodeName"):
+        spec["nodeName"] = names.node(spec["nodeName"])
+    selector = spec.get("nodeSelector") or {}
+    if HOSTNAME in selector:
+        selector[HOSTNAME] = names.node(selector[HOSTNAME])
+    _node_terms((spec.get("affinity") or {}).get("nodeAffinity"), names)
+    group = spec.get("schedulingGroup")
+    if isinstance(group, dict) and group.get("podGroupName"):
+        group["podGroupName"] = names.name(ns, group["podGroupName"])
+    for c in spec.get("resourceClaims") or ():
+        for key in ("resourceClaimName", "resourceClaimTemplateName"):
+            if c.get(key):
+                c[key] = names.name(ns, c[key])
+    status = pod.get("status") or {}
+    if status.get("nominatedNodeName"):
+        status["nominatedNodeName"] = names.node(status["nominatedNodeName"])
+    for c in status.get("resourceClaimStatuses") or ():
+        if c.get("resourceClaimName"):
+            c["resourceClaimName"] = names.name(ns, c["resourceClaimName"])
+    _forget_messages(status)
+
+
+def _node(node: Obj, names: _Names) -> None:
+    node["metadata"]["name"] = names.node(node["metadata"]["name"])
+    spec = node.get("spec") or {}
+    node["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
+    _forget_messages(node.get("status") or {})
+
+
+def _slice(obj: Obj, names: _Names) -> None:
+    obj["metadata"]["name"] = names.slices.get(obj["metadata"]["name"], obj["metadata"]["name"])
+    spec = obj.get("spec") or {}
+    if spec.get("nodeName"):
+        spec["nodeName"] = names.node(spec["nodeName"])
+    pool = spec.get("pool") or {}
+    if pool.get("name") in names.nodes:
+        pool["name"] = names.node(pool["name"])
+    _node_terms(spec.get("nodeSelector"), names)
+
+
+def _claim(obj: Obj, names: _Names) -> None:
+    ns = obj["metadata"]["namespace"]
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    for r in (allocation.get("devices") or {}).get("results") or ():
+        if r.get("pool") in names.nodes:
+            r["pool"] = names.node(r["pool"])
+    _node_terms(allocation.get("nodeSelector"), names)
+    for c in (obj.get("status") or {}).get("reservedFor") or ():
+        if c.get("name"):
+            c["name"] = names.name(ns, c["name"])
+
+
+def _kubernetes_group(obj: Obj, names: _Names) -> None:
+    ns = obj["metadata"]["namespace"]
+    workload = ((obj.get("spec") or {}).get("podGroupTemplateRef") or {}).get("workload") or {}
+    if workload.get("workloadName"):
+        workload["workloadName"] = names.name(ns, workload["workloadName"])
+
+
+def _workload(obj: Obj, names: _Names) -> None:
+    ref = (obj.get("spec") or {}).get("controllerRef") or {}
+    if ref.get("name"):
+        ref["name"] = names.name(obj["metadata"]["namespace"], ref["name"])
+
+
+def _forget_messages(status: Mapping[str, Any]) -> None:
+    for c in status.get("conditions") or ():
+        if isinstance(c, dict):
+            c.pop("message", None)
+
+
+def _rename_label(line: str, names: _Names) -> str:
+    """``Kind ns/name: why`` with the namespace and name renamed (the reason is dropped:
+    it names other objects)."""
+    head, _, _ = line.partition(": ")
+    kind, _, key = head.partition(" ")
+    ns, _, name = key.partition("/")
+    return f"{kind} {names.ns(ns)}/{names.name(ns, name)}" if name else f"{kind} {key}"
+
+
+_GROUP_KINDS = frozenset(api.pod_group_key for api in APIS)
+_FIXES: dict[str, Callable[[Obj, _Names], None]] = {
+    "Pod": _pod,
+    "Node": _node,
+    "ResourceSlice": _slice,
+    "ResourceClaim": _claim,
+    KUBERNETES.pod_group_key: _kubernetes_group,
+    f"Workload.{KUBERNETES.group}": _workload,
+}

@@ -19,8 +19,11 @@ settled (:class:`soak.disturbances.Disturbances`):
   events, which name the pod a reclaim made room for).
 
 :meth:`SoakChecks.tick` runs every second too, so a state that holds with no event is
-judged on time. Evictions are counted here (preemptions and reclaims, from the victims'
-``DisruptionTarget`` conditions).
+judged on time. Evictions are counted here, each victim once: preemptions and reclaims,
+from the victims' ``Preempted`` events (``Preempted by ...``, ``Reclaimed by ...``) and
+from the ``DisruptionTarget`` condition the scheduler sets on a victim before it goes
+(either may be missed: an event is best effort, a deletion seen only in a relist shows the
+pod as last watched).
 """
 
 from __future__ import annotations
@@ -84,9 +87,8 @@ class SoakChecks:
         self.pods: dict[str, dict[str, Any]] = {}
         self.first_bound: dict[str, float] = {}
         """Pod uid -> when the watch first showed it bound."""
-        self.evictions: Counter[str] = Counter()
-        """Pods deleted after a ``DisruptionTarget`` of the scheduler: ``preempt``, ``reclaim``."""
-        self._evicted: set[str] = set()
+        self._victims: dict[str, str] = {}
+        """Victim pod name -> ``preempt`` or ``reclaim`` (module docstring)."""
         self._pending_since: dict[str, float] = {}
         self._nominated_since: dict[str, float] = {}
         self._gang_below_since: dict[str, float] = {}
@@ -140,7 +142,7 @@ class SoakChecks:
             self.pods.pop(name, None)
             self._pending_since.pop(uid, None)
             self._nominated_since.pop(uid, None)
-            self._count_eviction(uid, pod)
+            self._count_eviction(name, pod)
         else:
             self.pods[name] = pod
             self._follow_pod(uid, pod, now)
@@ -174,15 +176,19 @@ class SoakChecks:
         else:
             self._nominated_since.pop(uid, None)
 
-    def _count_eviction(self, uid: str, pod: Mapping[str, Any]) -> None:
+    def _count_eviction(self, name: str, pod: Mapping[str, Any]) -> None:
         target = condition(pod, "DisruptionTarget")
-        if uid in self._evicted or not target or target.get("status") != "True":
+        if not target or target.get("status") != "True":
             return
         if target.get("reason") != "PreemptionByScheduler":
             return
-        self._evicted.add(uid)
         kind = "reclaim" if _RECLAIM_MESSAGE in str(target.get("message", "")) else "preempt"
-        self.evictions[kind] += 1
+        self._victims.setdefault(name, kind)
+
+    @property
+    def evictions(self) -> Counter[str]:
+        """Victims so far by kind (``preempt``, ``reclaim``), each counted once."""
+        return Counter(self._victims.values())
 
     # ----------------------------------------------------------------- gangs
 
@@ -211,9 +217,10 @@ class SoakChecks:
             return
         self._seen_events.add(uid)
         match = _RECLAIMED_BY.match(str(event.get("note") or ""))
+        victim_pod = str((event.get("regarding") or {}).get("name") or "")
+        self._victims[victim_pod] = "preempt" if match is None else "reclaim"
         if match is None:
             return
-        victim_pod = str((event.get("regarding") or {}).get("name") or "")
         reclaimer = self.workload.job_of(match.group(3))
         victim = self.workload.job_of(victim_pod)
         if reclaimer is None or victim is None or reclaimer.name == victim.name:

@@ -275,22 +275,19 @@ class Stream:
     """Each gang that fits the cluster, with its arrival."""
 
 
-STREAM_PRIORITY = 3
-
-
 @st.composite
 def streams(draw: st.DrawFn) -> Stream:
     """A stream of one-CPU pods that alone keeps every node full (it arrives faster than
     its pods leave, so a backlog takes every CPU freed at once and no node ever drains by
-    itself), and gangs of whole nodes at no higher priority than the stream's (so they
-    cannot preempt it): only starvation protection lets them start."""
+    itself), and gangs of whole nodes of any priority that never preempt
+    (``preemptionPolicy: Never``): only starvation protection lets them start."""
     nodes = draw(st.integers(2, 4), label="nodes")
     objects: list[Obj] = [node(f"n{i}") for i in range(nodes)]
     run_for = draw(st.sampled_from([3.0, 5.0, 8.0]), label="stream run-for")
     full = math.ceil(1.25 * nodes * 4 / run_for)
     rate = draw(st.integers(full, full + 1), label="stream pods a second")
     objects += [
-        pod(f"s{t:03d}-{k}", "1", at=float(t), run_for=run_for, priority=STREAM_PRIORITY)
+        pod(f"s{t:03d}-{k}", "1", at=float(t), run_for=run_for)
         for t in range(90)
         for k in range(rate)
     ]
@@ -298,8 +295,10 @@ def streams(draw: st.DrawFn) -> Stream:
     for g in range(draw(st.integers(1, 2), label="gangs")):
         members = draw(st.integers(2, nodes), label="members")
         at = float(draw(st.integers(1, 30), label="arrival"))
-        priority = draw(st.integers(0, STREAM_PRIORITY), label="gang priority")
-        objects += gang(f"g{g}", members, "4", at=at, priority=priority, run_for=4.0)
+        priority = draw(st.integers(0, 3), label="gang priority")
+        objects += gang(
+            f"g{g}", members, "4", at=at, priority=priority, run_for=4.0, preempts=False
+        )
         gangs.append((f"g{g}", at))
     return Stream(objects, gangs)
 

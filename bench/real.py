@@ -23,8 +23,10 @@ on 2 cores the server creates pods about as fast as a scheduler binds them). Mea
 the bench watches the namespace's bound pods and Scheduled events, starts the scheduler
 process (time 0) and notes when each pod is first seen bound and when its event is first
 seen. After the last bind it waits (up to ``events_wait``) for every pod's event, so
-both schedulers are stopped only once they did the same work (not with
-``--event-qps``). With a kube-scheduler the bench did not start, its runs are **live**:
+every scheduler is stopped only once it did the same work (``--event-qps`` included); a
+run whose events were not all seen by then says ``work: binds only``. Each shape's
+runners go ``--rounds`` times, every other round in reverse (A B, B A). With a
+kube-scheduler the bench did not start, its runs are **live**:
 the pods are created while it runs, and time 0 is the first create.
 
 Contracts: one JSON line per run, then one per shape comparing the runners; CPU and peak
@@ -86,6 +88,11 @@ from scheduler.kube import KubeClient
 
 SETTLE_SECONDS: Final = 1.0
 RUNNERS: Final = ("kube-scheduler", "raw", "sluice", "sluice-event-qps")
+WORK_ALL: Final = "binds and events"
+"""A run's ``work``: every pod bound and its Scheduled event seen."""
+WORK_BINDS_ONLY: Final = "binds only"
+"""A run's ``work`` when some Scheduled events were still unwritten ``events_wait`` after
+the last bind: its figures compare with another run's binds only."""
 
 
 @dataclass(slots=True)
@@ -104,7 +111,7 @@ class Options:
     """How long the measured pods of one run may take to be bound."""
     events_wait: float = 120.0
     """After the last bind, how long the bench waits for the Scheduled events of every
-    measured pod before it stops the scheduler (not in ``sluice-event-qps`` runs)."""
+    measured pod before it stops the scheduler (a run cut short is ``binds only``)."""
     profile: bool = False
     """Run ``sluice run`` under cProfile (its figures are then inflated)."""
 
@@ -285,7 +292,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                     with anyio.move_on_after(1.0):
                         await watch.done.wait()
             events_at_last_bind = len(events.seen) if events is not None else None
-            if events is not None and runner != "sluice-event-qps":
+            if events is not None:
                 with anyio.move_on_after(opts.events_wait):  # the same work: every event
                     await events.done.wait()
             tg.cancel_scope.cancel()
@@ -311,6 +318,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             bench_cpu_seconds=round(bench_cpu, 2),
             load_average=[round(load0[0], 2), round(os.getloadavg()[0], 2)],
             scheduled_events_at_last_bind=events_at_last_bind,
+            work=WORK_ALL if all_events or events is None else WORK_BINDS_ONLY,
             seconds_to_last_event=(
                 round(last_event - t_start, 2) if all_events and last_event else None
             ),
@@ -364,16 +372,26 @@ def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One shape's runners side by side, and Sluice's ratios to kube-scheduler and raw:
     ``_vs_`` on the bind rate between 10 and 90 % (first to last when missing), and
     ``_vs_..._overall`` on ``pods_per_second`` (pods over the time from the start to the
-    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end)."""
-    by = {r["runner"]: r for r in runs if r["shape"] == shape}
+    last bind: the figure for PreemptionBasic, whose binds come in a burst at the end),
+    each the mean over the shape's rounds. ``work`` says whether every run also saw every
+    Scheduled event (``binds and events``) or some were cut short (``binds only``)."""
+    all_of: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["shape"] == shape:
+            all_of.setdefault(r["runner"], []).append(r)
+    by = {runner: rs[-1] for runner, rs in all_of.items()}
+
+    def mean(runner: str, *keys: str) -> float | None:
+        values = [
+            v for r in all_of.get(runner, ()) if (v := next((r[k] for k in keys if r.get(k)), None))
+        ]
+        return round(sum(values) / len(values), 1) if values else None
 
     def rate(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else (r.get("binds_per_second_10_90") or r.get("binds_per_second"))
+        return mean(runner, "binds_per_second_10_90", "binds_per_second")
 
     def overall(runner: str) -> float | None:
-        r = by.get(runner)
-        return None if r is None else r.get("pods_per_second")
+        return mean(runner, "pods_per_second")
 
     out: dict[str, Any] = {"shape": shape, "summary": True}
     for runner in RUNNERS:
@@ -384,6 +402,8 @@ def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "seconds_to_last_bind": by[runner].get("seconds_to_last_bind"),
                 "scheduler_cpu_seconds": by[runner].get("scheduler_cpu_seconds"),
                 "scheduler_peak_rss_mb": by[runner].get("scheduler_peak_rss_mb"),
+                "runs": len(all_of[runner]),
+                "work": sorted({str(r.get("work")) for r in all_of[runner]}),
             }
     for runner in ("sluice", "sluice-event-qps"):
         for other, key in (("kube-scheduler", "kube_scheduler"), ("raw", "raw")):
@@ -424,9 +444,17 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma-separated, of {', '.join(SHAPES)} (default: all)",
     )
     p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="runs of each runner per shape, every other round in reverse order "
+        "(default 2: A B, B A)",
+    )
+    p.add_argument(
         "--runners",
         default=",".join(RUNNERS),
-        help=f"comma-separated, of {', '.join(RUNNERS)} (default: all, in that order)",
+        help=f"comma-separated, of {', '.join(RUNNERS)} (default: all, in that order in the "
+        "first round)",
     )
     p.add_argument(
         "--scale",
@@ -480,6 +508,20 @@ def _runners(args: argparse.Namespace) -> list[str]:
     return [r for r in RUNNERS if r in names]
 
 
+def run_order(
+    shapes: Sequence[Any], runners: Sequence[str], rounds: int
+) -> list[tuple[Any, str, int]]:
+    """(shape, runner, position in its round) of every run: each shape's runners ``rounds``
+    times, every other round in reverse (A B, B A, A B...), so that on a shared machine
+    no runner always goes first or last; the rounds of one shape run back to back."""
+    out = []
+    for shape in shapes:
+        for r in range(rounds):
+            order = list(runners) if r % 2 == 0 else list(reversed(runners))
+            out += [(shape, runner, i) for i, runner in enumerate(order)]
+    return out
+
+
 def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -504,16 +546,16 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
     async with api:
         await ensure_cluster_objects(api)
         ctx = RunContext(api, plane, opts, workdir)
-        for runner in runners:
-            for shape in shapes:
-                figures = await run_one(ctx, shape, runner)
-                ks = plane.external_kube_scheduler
-                figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
-                figures.update(common)
-                results.append(figures)
-                _emit(figures)
-                if figures["unbound"]:
-                    status = 1
+        for shape, runner, position in run_order(shapes, runners, args.rounds):
+            figures = await run_one(ctx, shape, runner)
+            figures["position_in_round"] = position
+            ks = plane.external_kube_scheduler
+            figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
+            figures.update(common)
+            results.append(figures)
+            _emit(figures)
+            if figures["unbound"]:
+                status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))
     with contextlib.suppress(OSError):
@@ -534,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
     )
     _shapes(args), _runners(args)  # check them before starting anything
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: must be at least 1, got {args.rounds}")
     if args.kubeconfig is not None or (args.state and (args.state / "kubeconfig").exists()):
         kubeconfig = args.kubeconfig or args.state / "kubeconfig"
         plane = ControlPlane(kubeconfig, args.state, started=False)

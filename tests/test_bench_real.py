@@ -184,3 +184,48 @@ def test_metric_sum_adds_every_label_set() -> None:
 )
 def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str | None) -> None:
     assert key_of(obj) == expected
+
+
+@pytest.mark.parametrize(
+    ("rounds", "expected"),
+    [
+        (1, [("a", "kube-scheduler"), ("a", "sluice"), ("b", "kube-scheduler"), ("b", "sluice")]),
+        (
+            2,
+            [
+                ("a", "kube-scheduler"),
+                ("a", "sluice"),
+                ("a", "sluice"),
+                ("a", "kube-scheduler"),
+                ("b", "kube-scheduler"),
+                ("b", "sluice"),
+                ("b", "sluice"),
+                ("b", "kube-scheduler"),
+            ],
+        ),
+    ],
+    ids=["one-round", "two-rounds-A-B-B-A"],
+)
+def test_every_other_round_runs_the_runners_in_reverse(
+    rounds: int, expected: list[tuple[str, str]]
+) -> None:
+    order = real.run_order(["a", "b"], ["kube-scheduler", "sluice"], rounds)
+    assert [(shape, runner) for shape, runner, _ in order] == expected
+
+
+def test_compare_averages_the_rounds_and_says_what_work_they_did() -> None:
+    runs = [
+        {"shape": "s", "runner": "kube-scheduler", "binds_per_second_10_90": 100.0},
+        {"shape": "s", "runner": "sluice", "binds_per_second_10_90": 200.0, "work": real.WORK_ALL},
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 100.0,
+            "work": real.WORK_BINDS_ONLY,
+        },
+        {"shape": "s", "runner": "kube-scheduler", "binds_per_second_10_90": 100.0},
+    ]
+    out = real.compare("s", runs)
+    assert out["sluice_vs_kube_scheduler"] == 1.5
+    assert out["sluice"]["runs"] == 2
+    assert out["sluice"]["work"] == sorted([real.WORK_ALL, real.WORK_BINDS_ONLY])

@@ -10,7 +10,8 @@ until :meth:`Chaos.run`'s deadline. What it does:
   (:class:`control_plane.LocalControlPlane`), then waited for (``/readyz``, and the RBAC
   in force again when the schedulers run as ServiceAccounts). On the emulator, the
   emulator stops serving and resumes instead. The schedulers' 403s while the restarted
-  server's authorizer fills its cache are tolerated in that window.
+  server's authorizer fills its cache are tolerated in that window, and for the
+  leaders' renew deadline after it (:data:`RENEW_DEADLINE`).
 * **leader**: SIGKILL of the replica holding the Lease (:meth:`soak.replicas.Replicas.
   kill_leader`); the supervisor starts another.
 * **outage**: the fault proxy stops listening for ``outage_seconds`` (every watch cut,
@@ -35,10 +36,17 @@ from soak.disturbances import Disturbances
 from soak.replicas import Replicas
 from soak.settings import SoakSettings
 
+RENEW_DEADLINE = 10.0
+"""``sluice run``'s leader renew deadline (:class:`scheduler.kube.leader.LeaderElectionConfig`):
+a leader whose renewals the restarted server refused logs ``leadership lost`` with the last
+refusal's 403 up to this long after it."""
 
-def _iso_now(end: bool = False) -> str:
-    """Now in UTC as the logs write it, at the start (or ``end``) of the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + (".999999Z" if end else ".000000Z")
+
+def _iso_now(end: bool = False, later: float = 0.0) -> str:
+    """Now (plus ``later`` seconds) in UTC as the logs write it, at the start (or ``end``)
+    of the second."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + later))
+    return stamp + (".999999Z" if end else ".000000Z")
 
 
 class Chaos:
@@ -113,9 +121,10 @@ class Chaos:
                 await wait_for_rbac(self.cluster.api, timeout=60)
         self.disturbances.close(d)
         assert d.end is not None
-        # A 403 just after the RBAC is in force again comes from a request sent before.
+        # A 403 just after the RBAC is in force again comes from a request sent before; a
+        # leader's "leadership lost" tells of a refusal up to its renew deadline later.
         await anyio.sleep(1.0)
-        self.forbidden_windows.append((begin, _iso_now(end=True)))
+        self.forbidden_windows.append((begin, _iso_now(end=True, later=RENEW_DEADLINE)))
         return {"down_seconds": round(d.end - d.start, 1)}
 
     async def _outage(self) -> dict[str, Any]:

@@ -23,8 +23,10 @@ on 2 cores the server creates pods about as fast as a scheduler binds them). Mea
 the bench watches the namespace's bound pods and Scheduled events, starts the scheduler
 process (time 0) and notes when each pod is first seen bound and when its event is first
 seen. After the last bind it waits (up to ``events_wait``) for every pod's event, so
-both schedulers are stopped only once they did the same work (not with
-``--event-qps``). With a kube-scheduler the bench did not start, its runs are **live**:
+every scheduler is stopped only once it did the same work (``--event-qps`` included); a
+run whose events were not all seen by then says ``work: binds only``. Each shape's
+runners go ``--rounds`` times, every other round in reverse (A B, B A). With a
+kube-scheduler the bench did not start, its runs are **live**:
 the pods are created while it runs, and time 0 is the first create.
 
 Contracts: one JSON line per run, then one per shape comparing the runners; CPU and peak
@@ -93,6 +95,11 @@ RUNNERS: Final = ("kube-scheduler", "raw", "sluice", "sluice-event-qps")
 FAILOVER_RUNNERS: Final = ("kube-scheduler", "sluice")
 """The runners of the failover shape (two replicas each; no raw binds to fail over)."""
 SHAPES = {**REAL_SHAPES, FAILOVER.name: FAILOVER}
+WORK_ALL: Final = "binds and events"
+"""A run's ``work``: every pod bound and its Scheduled event seen."""
+WORK_BINDS_ONLY: Final = "binds only"
+"""A run's ``work`` when some Scheduled events were still unwritten ``events_wait`` after
+the last bind: its figures compare with another run's binds only."""
 
 
 @dataclass(slots=True)
@@ -111,7 +118,7 @@ class Options:
     """How long the measured pods of one run may take to be bound."""
     events_wait: float = 120.0
     """After the last bind, how long the bench waits for the Scheduled events of every
-    measured pod before it stops the scheduler (not in ``sluice-event-qps`` runs)."""
+    measured pod before it stops the scheduler (a run cut short is ``binds only``)."""
     profile: bool = False
     """Run ``sluice run`` under cProfile (its figures are then inflated)."""
 
@@ -293,7 +300,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                     with anyio.move_on_after(1.0):
                         await watch.done.wait()
             events_at_last_bind = len(events.seen) if events is not None else None
-            if events is not None and runner != "sluice-event-qps":
+            if events is not None:
                 with anyio.move_on_after(opts.events_wait):  # the same work: every event
                     await events.done.wait()
             tg.cancel_scope.cancel()
@@ -319,6 +326,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             bench_cpu_seconds=round(bench_cpu, 2),
             load_average=[round(load0[0], 2), round(os.getloadavg()[0], 2)],
             scheduled_events_at_last_bind=events_at_last_bind,
+            work=WORK_ALL if all_events or events is None else WORK_BINDS_ONLY,
             seconds_to_last_event=(
                 round(last_event - t_start, 2) if all_events and last_event else None
             ),
@@ -468,8 +476,10 @@ def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ``_vs_..._overall`` on ``pods_per_second`` (pods over the time from the start to the
     last bind: the figure for PreemptionBasic, whose binds come in a burst at the end),
     ``_vs_..._to_last_event`` on the time to the last Scheduled event (theirs over ours:
-    above 1 is faster). A runner that ran several times (``--order abba``) has each of
-    its figures as a list, one value per run, and its ratios are of the means."""
+    above 1 is faster). A runner that ran several times (``--rounds``) has each of its
+    figures as a list, one value per run, and its ratios are of the means. ``runs``
+    counts a runner's runs, ``work`` says whether every run also saw every Scheduled
+    event (``binds and events``) or some were cut short (``binds only``)."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         if r["shape"] == shape:
@@ -492,6 +502,8 @@ def compare(shape: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             values = [rate(r) if key == "binds_per_second_10_90" else r.get(key) for r in mine]
             if any(v is not None for v in values):
                 row[key] = values if len(mine) > 1 else values[0]
+        row["runs"] = len(mine)
+        row["work"] = sorted({str(r.get("work")) for r in mine})
         out[runner] = row
     for runner in ("sluice", "sluice-event-qps"):
         for other, key in (("kube-scheduler", "kube_scheduler"), ("raw", "raw")):
@@ -537,21 +549,23 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma-separated, of {', '.join(SHAPES)} (default: all)",
     )
     p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="runs of each runner per shape, every other round in reverse order "
+        "(default 2: A B, B A)",
+    )
+    p.add_argument(
         "--runners",
         default=",".join(RUNNERS),
-        help=f"comma-separated, of {', '.join(RUNNERS)} (default: all, in that order)",
+        help=f"comma-separated, of {', '.join(RUNNERS)} (default: all, in that order in the "
+        "first round)",
     )
     p.add_argument(
         "--scale",
         type=float,
         default=1.0,
         help="multiply every shape's nodes and pods by this (e.g. 0.1 for a quick look)",
-    )
-    p.add_argument(
-        "--order",
-        choices=("fixed", "abba"),
-        default="fixed",
-        help="abba: every runner twice, in the fixed order then the reverse (A B B A)",
     )
     p.add_argument("--kube-api-qps", type=float, default=5000.0)
     p.add_argument("--kube-api-burst", type=int, default=5000)
@@ -592,15 +606,28 @@ def _shapes(args: argparse.Namespace) -> list[Shape]:
 
 
 def _runners(args: argparse.Namespace) -> list[str]:
-    """The runners in the order they run: their fixed order, or with ``--order abba``
-    that order and then the reverse (kube-scheduler, Sluice, Sluice, kube-scheduler), so
-    that what drifts on a shared machine over the runs weighs on every runner alike."""
+    """The runners in their fixed order (the order of the first round; :func:`run_order`
+    reverses every other round, A B B A, so that what drifts on a shared machine over the
+    runs weighs on every runner alike)."""
     names = [r.strip() for r in args.runners.split(",") if r.strip()]
     for name in names:
         if name not in RUNNERS:
             raise SystemExit(f"--runners: unknown runner {name!r} (known: {', '.join(RUNNERS)})")
-    order = [r for r in RUNNERS if r in names]
-    return [*order, *reversed(order)] if getattr(args, "order", "fixed") == "abba" else order
+    return [r for r in RUNNERS if r in names]
+
+
+def run_order(
+    shapes: Sequence[Any], runners: Sequence[str], rounds: int
+) -> list[tuple[Any, str, int]]:
+    """(shape, runner, position in its round) of every run: each shape's runners ``rounds``
+    times, every other round in reverse (A B, B A, A B...), so that on a shared machine
+    no runner always goes first or last; the rounds of one shape run back to back."""
+    out = []
+    for shape in shapes:
+        for r in range(rounds):
+            order = list(runners) if r % 2 == 0 else list(reversed(runners))
+            out += [(shape, runner, i) for i, runner in enumerate(order)]
+    return out
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -627,21 +654,21 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
     async with api:
         await ensure_cluster_objects(api)
         ctx = RunContext(api, plane, opts, workdir)
-        for runner in runners:
-            for shape in shapes:
-                if shape.name == FAILOVER.name:
-                    if runner not in FAILOVER_RUNNERS:
-                        continue
-                    figures = await run_failover(ctx, shape, runner)
-                else:
-                    figures = await run_one(ctx, shape, runner)
-                ks = plane.external_kube_scheduler
-                figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
-                figures.update(common)
-                results.append(figures)
-                _emit(figures)
-                if figures.get("unbound"):
-                    status = 1
+        for shape, runner, position in run_order(shapes, runners, args.rounds):
+            if shape.name == FAILOVER.name:
+                if runner not in FAILOVER_RUNNERS:
+                    continue
+                figures = await run_failover(ctx, shape, runner)
+            else:
+                figures = await run_one(ctx, shape, runner)
+            figures["position_in_round"] = position
+            ks = plane.external_kube_scheduler
+            figures["kube_scheduler_running"] = ks is not None and Path(f"/proc/{ks}").exists()
+            figures.update(common)
+            results.append(figures)
+            _emit(figures)
+            if figures.get("unbound"):
+                status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))
     with contextlib.suppress(OSError):
@@ -662,6 +689,8 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
     )
     _shapes(args), _runners(args)  # check them before starting anything
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: must be at least 1, got {args.rounds}")
     if args.kubeconfig is not None or (args.state and (args.state / "kubeconfig").exists()):
         kubeconfig = args.kubeconfig or args.state / "kubeconfig"
         plane = ControlPlane(kubeconfig, args.state, started=False)

@@ -322,7 +322,9 @@ def _report(request: pytest.FixtureRequest, started: list[SchedulerProcess]) -> 
         f"{p.log_path.name}: {line}"
         for p in started
         for line in forbidden_lines(
-            p.log_text(), tolerated_until=getattr(p, "forbidden_tolerated_until", "")
+            p.log_text(),
+            tolerated_until=getattr(p, "forbidden_tolerated_until", ""),
+            tolerated=getattr(p, "forbidden_tolerated", ()),
         )
     ]
     assert not refused, "403 Forbidden under the RBAC of manifests/:\n" + "\n".join(refused[:20])

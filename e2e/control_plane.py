@@ -194,17 +194,23 @@ async def service_account_kubeconfig(
 _FORBIDDEN_MARKS: Final = ("HTTP 403", '"code": 403', "ForbiddenError", "is forbidden:")
 
 
-def forbidden_lines(text: str, *, tolerated_until: str = "") -> list[str]:
+def forbidden_lines(
+    text: str, *, tolerated_until: str = "", tolerated: Iterable[tuple[str, str]] = ()
+) -> list[str]:
     """Log lines that tell of a 403 (RBAC refused a call). Lines whose JSON ``timestamp``
-    is not after ``tolerated_until`` (ISO 8601, UTC) are left out: a restarted API server
-    answers 403 for a moment after it is ready, until its authorizer's cache is filled."""
+    is not after ``tolerated_until``, or within one of the ``tolerated`` (from, to)
+    windows (ISO 8601, UTC), are left out: a restarted API server answers 403 for a
+    moment after it is ready, until its authorizer's cache is filled."""
+    windows = [("", tolerated_until)] if tolerated_until else []
+    windows += list(tolerated)
     out = []
     for line in text.splitlines():
         if not any(mark in line for mark in _FORBIDDEN_MARKS):
             continue
-        if tolerated_until:
+        if windows:
             with contextlib.suppress(ValueError, AttributeError):
-                if str(json.loads(line).get("timestamp", "")) <= tolerated_until:
+                stamp = str(json.loads(line).get("timestamp", ""))
+                if any(begin <= stamp <= end for begin, end in windows):
                     continue
         out.append(line)
     return out

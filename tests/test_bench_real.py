@@ -128,8 +128,6 @@ def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
 def test_runners_run_in_their_fixed_order() -> None:
     args = real._parser().parse_args(["--runners", "sluice,raw,kube-scheduler"])
     assert real._runners(args) == ["kube-scheduler", "raw", "sluice"]
-    abba = real._parser().parse_args(["--runners", "sluice,kube-scheduler", "--order", "abba"])
-    assert real._runners(abba) == ["kube-scheduler", "sluice", "sluice", "kube-scheduler"]
 
 
 def test_compare_keeps_every_run_of_a_runner_and_takes_ratios_of_means() -> None:
@@ -264,3 +262,48 @@ def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
 )
 def test_the_cycles_from_metrics(text: str, cycles: float) -> None:
     assert real._cycles((200, text)) == cycles
+
+
+@pytest.mark.parametrize(
+    ("rounds", "expected"),
+    [
+        (1, [("a", "kube-scheduler"), ("a", "sluice"), ("b", "kube-scheduler"), ("b", "sluice")]),
+        (
+            2,
+            [
+                ("a", "kube-scheduler"),
+                ("a", "sluice"),
+                ("a", "sluice"),
+                ("a", "kube-scheduler"),
+                ("b", "kube-scheduler"),
+                ("b", "sluice"),
+                ("b", "sluice"),
+                ("b", "kube-scheduler"),
+            ],
+        ),
+    ],
+    ids=["one-round", "two-rounds-A-B-B-A"],
+)
+def test_every_other_round_runs_the_runners_in_reverse(
+    rounds: int, expected: list[tuple[str, str]]
+) -> None:
+    order = real.run_order(["a", "b"], ["kube-scheduler", "sluice"], rounds)
+    assert [(shape, runner) for shape, runner, _ in order] == expected
+
+
+def test_compare_averages_the_rounds_and_says_what_work_they_did() -> None:
+    runs = [
+        {"shape": "s", "runner": "kube-scheduler", "binds_per_second_10_90": 100.0},
+        {"shape": "s", "runner": "sluice", "binds_per_second_10_90": 200.0, "work": real.WORK_ALL},
+        {
+            "shape": "s",
+            "runner": "sluice",
+            "binds_per_second_10_90": 100.0,
+            "work": real.WORK_BINDS_ONLY,
+        },
+        {"shape": "s", "runner": "kube-scheduler", "binds_per_second_10_90": 100.0},
+    ]
+    out = real.compare("s", runs)
+    assert out["sluice_vs_kube_scheduler"] == 1.5
+    assert out["sluice"]["runs"] == 2
+    assert out["sluice"]["work"] == sorted([real.WORK_ALL, real.WORK_BINDS_ONLY])

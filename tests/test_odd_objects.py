@@ -5,8 +5,12 @@ Generated Nodes and Pods the real API server would accept: quantities from 1m to
 and affinity terms, missing optional fields, duplicate keys in lists (tolerations, ports,
 containers of the same resources). They go through the converter and the cache into the
 real loop on the embedded cluster for a few cycles. The run must end, no cycle may fail,
-and every pod of Sluice ends bound or pending with a reason; no node is over-allocated
-(the store's pods, in the units the scheduler counts).
+no job's attempt may raise (the per-job boundary would turn a plugin's crash into a
+``SchedulerError`` reason, which is still a reason: so no pod may end with that code
+and no cycle may report a job error), and every pod of Sluice ends bound or pending with
+a reason; no node is over-allocated: the store's bound pods, summed in the units the
+scheduler counts (:func:`~scheduler.api.pod.pod_request`), within the store's Node's
+allocatable (:func:`~scheduler.api.convert.node_from_object`, capped as Sluice caps it).
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.api.convert import node_from_object
+from scheduler.api.pod import pod_request
+from scheduler.api.reasons import ReasonCode
+from scheduler.api.resource import ZERO, Resource
 from scheduler.logging import configure, quiet
+from scheduler.sim.runner import Simulation
 from tests.builders import node, pod
 from tests.simulated import simulate
 
@@ -87,7 +96,10 @@ def clusters(draw: st.DrawFn) -> list[Obj]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(objects=clusters())
 def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
-    sim = simulate(objects, max_cycles=20)
+    job_errors: list[dict[str, str]] = []
+    sim = simulate(
+        objects, max_cycles=20, on_cycle=lambda report, _: job_errors.append(report.job_errors)
+    )
     result = sim.result
     failures = [
         (s.labels, s.value)
@@ -97,10 +109,26 @@ def test_odd_objects_never_stop_the_scheduler(objects: list[Obj]) -> None:
     ]
     assert failures == []
     assert sim.cache.rejected == {}
+    assert [e for e in job_errors if e] == []
     for key, reason in result.pending.items():
         assert reason and reason != NO_REASON, key
-    for info in sim.cache.nodes.values():
-        assert info.used.fits_in(info.allocatable) or not info.tasks, info.name
+        assert result.pending_codes.get(key) != ReasonCode.SCHEDULER_ERROR, (key, reason)
+    for name, (allocatable, used) in _store_allocation(sim).items():
+        assert used.fits_in(allocatable), (name, allocatable, used)
+
+
+def _store_allocation(sim: Simulation) -> dict[str, tuple[Resource, Resource]]:
+    """Each Node of the store: its allocatable and the sum of the requests of the pods the
+    store has bound to it (every one bound by the scheduler: none is generated bound)."""
+    nodes, _ = sim.store.list("Node")
+    pods, _ = sim.store.list("Pod")
+    out = {n["metadata"]["name"]: (node_from_object(n).allocatable, ZERO) for n in nodes}
+    for p in pods:
+        name = (p.get("spec") or {}).get("nodeName")
+        if name in out:
+            allocatable, used = out[name]
+            out[name] = (allocatable, used + pod_request(p["spec"], obj=p["metadata"]["name"]))
+    return out
 
 
 def test_a_capped_node_is_logged_once_and_the_huge_pod_says_why() -> None:

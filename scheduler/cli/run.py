@@ -45,6 +45,7 @@ from scheduler.kube.resources import NODES
 from scheduler.live import LivePage, add_routes
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
+from scheduler.metrics.runtime import register_runtime_metrics
 
 if TYPE_CHECKING:
     from scheduler.framework.registry import ResolvedConfiguration
@@ -166,6 +167,7 @@ async def _main(
     args: argparse.Namespace, config: SchedulerConfiguration, events: EventSettings
 ) -> int:
     metrics = Metrics()
+    register_runtime_metrics(metrics.registry)  # memory, tasks, sockets: read on scrape
     health = Health(leader_elect=args.leader_elect)
     runner: web.AppRunner | None = None
     live: list[LivePage] = []

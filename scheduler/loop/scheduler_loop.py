@@ -80,6 +80,10 @@ duration (capped at the period), or until they are done, before the next cycle s
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
 
+SLOW_CYCLE_SECONDS = 2.0
+"""A cycle whose decisions take longer is logged (``slow cycle``) with the time of each
+part: the event loop (lease renewals included) waited that long."""
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -122,6 +126,8 @@ class CycleReport:
     letting a background call or a watch event run: what ``max_cycle_seconds`` of the
     benchmarks reports."""
     slice_started: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
+    """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
 
     @property
     def decided(self) -> bool:
@@ -357,6 +363,14 @@ class SchedulingLoop:
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
+        if report.seconds > SLOW_CYCLE_SECONDS:
+            log.warning(
+                "slow cycle",
+                seconds=round(report.seconds, 3),
+                parts={k: round(x, 3) for k, x in report.parts.items()},
+                jobs=len(session.jobs),
+                effects=len(report.effects),
+            )
         if v(2) and (report.effects or v(4)):
             log.info(
                 "cycle",
@@ -393,12 +407,16 @@ class SchedulingLoop:
         the loop much longer than the budget. What earlier slices handed on stands if a
         later one fails."""
         self._generation = self.cache.generation
+        t0 = time.perf_counter()
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
         snapshot.queue = report.queue_view = view
+        t1 = time.perf_counter()
+        report.parts["snapshot"] = t1 - t0
         where = "open"
         try:
             session = open_session(snapshot, self.resolved)
+            report.parts["open"] = time.perf_counter() - t1
         except Exception as exc:
             report.failed = where
             cycle_failed(self.metrics, report.number, where, exc)
@@ -409,9 +427,10 @@ class SchedulingLoop:
                 while True:
                     ta = time.perf_counter()
                     session.run_action(action, self._out_of_time(ta))
-                    self.metrics.cycle_duration.labels(action.name).observe(
-                        time.perf_counter() - ta
-                    )
+                    spent = time.perf_counter() - ta
+                    # an action that goes on in slices: its parts summed over them
+                    report.parts[action.name] = report.parts.get(action.name, 0.0) + spent
+                    self.metrics.cycle_duration.labels(action.name).observe(spent)
                     if not session.unfinished:
                         break
                     await self._hand_on(session, report)

@@ -285,7 +285,7 @@ class StatusReporter:
                 self._pod_messages.pop(task.uid, None)
                 self._on_failed("patch", exc)
 
-        self._pool.submit(f"status {ref.key}", call)
+        self._pool.submit_latest(f"status {ref.key}", call)
 
     def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
         r = session.reservation if session.reservation and session.reservation.nodes else None
@@ -420,4 +420,4 @@ class StatusReporter:
                 memo.pop(key, None)
                 self._on_failed("patch", exc)
 
-        self._pool.submit(f"status {ref.kind} {ref.key}", call)
+        self._pool.submit_latest(f"status {ref.kind} {ref.key}", call)

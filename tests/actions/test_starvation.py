@@ -9,6 +9,8 @@ other cases of the issue and a property test over random streams.
 
 from __future__ import annotations
 
+import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,11 @@ from tests.builders import pod_group
 Obj = dict[str, Any]
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 WITHOUT = tuple(a for a in DEFAULT_ACTIONS if a not in ("elect", "reserve"))
+PROPERTY_ACTIONS = (
+    WITHOUT if os.environ.get("SLUICE_TEST_STARVATION_ACTIONS") == "without" else DEFAULT_ACTIONS
+)
+"""The property's actions: the defaults; ``without`` elect and reserve to show that it
+fails without them."""
 
 
 def simulate(
@@ -270,16 +277,28 @@ class Stream:
 
 @st.composite
 def streams(draw: st.DrawFn) -> Stream:
+    """A stream of one-CPU pods that alone keeps every node full (it arrives faster than
+    its pods leave, so a backlog takes every CPU freed at once and no node ever drains by
+    itself), and gangs of whole nodes of any priority that never preempt
+    (``preemptionPolicy: Never``): only starvation protection lets them start."""
     nodes = draw(st.integers(2, 4), label="nodes")
     objects: list[Obj] = [node(f"n{i}") for i in range(nodes)]
-    rate = draw(st.integers(1, nodes), label="stream pods a second")
     run_for = draw(st.sampled_from([3.0, 5.0, 8.0]), label="stream run-for")
-    objects += stream(90, per_second=rate, run_for=run_for)
+    full = math.ceil(1.25 * nodes * 4 / run_for)
+    rate = draw(st.integers(full, full + 1), label="stream pods a second")
+    objects += [
+        pod(f"s{t:03d}-{k}", "1", at=float(t), run_for=run_for)
+        for t in range(90)
+        for k in range(rate)
+    ]
     gangs: list[tuple[str, float]] = []
     for g in range(draw(st.integers(1, 2), label="gangs")):
         members = draw(st.integers(2, nodes), label="members")
         at = float(draw(st.integers(1, 30), label="arrival"))
-        objects += gang(f"g{g}", members, "4", at=at, priority=draw(st.integers(0, 3)), run_for=4.0)
+        priority = draw(st.integers(0, 3), label="gang priority")
+        objects += gang(
+            f"g{g}", members, "4", at=at, priority=priority, run_for=4.0, preempts=False
+        )
         gangs.append((f"g{g}", at))
     return Stream(objects, gangs)
 
@@ -287,10 +306,13 @@ def streams(draw: st.DrawFn) -> Stream:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=streams())
 def test_every_gang_that_fits_starts_within_a_bounded_wait(case: Stream) -> None:
-    """Under a stream that alone keeps the cluster busy, every gang for which the
+    """Under a stream that alone keeps the cluster full, every gang for which the
     cluster has room starts within the threshold, plus the time its nodes take to drain
-    (the stream's run time), plus the waits of the gangs ahead of it."""
-    sim = simulate(case.objects, until=95.0)
+    (the stream's run time), plus the waits of the gangs ahead of it. Without ``elect``
+    and ``reserve`` no gang starts (:func:`streams`; shown by
+    ``SLUICE_TEST_STARVATION_ACTIONS=without``, which runs the property without them
+    and must fail)."""
+    sim = simulate(case.objects, actions=PROPERTY_ACTIONS, until=95.0)
     for name, at in case.gangs:
         started = bound_at(sim, f"{name}-0")
         bound = 10.0 + 8.0 + 10.0 + 4.0 * len(case.gangs) + 10.0

@@ -332,3 +332,30 @@ async def test_a_refused_series_update_waits_its_interval(tmp_path: Path) -> Non
         await anyio.sleep(0.3)
         assert patches == 1 and recorder.failed == 1 and recorder.pending == 1
         tg.cancel_scope.cancel()
+
+
+async def test_a_write_failing_for_a_reason_that_may_pass_is_tried_12_times_in_all(
+    tmp_path: Path,
+) -> None:
+    """client-go's cap (``max_tries``, 12 by default): every POST fails with a 500 never
+    applied; the event is tried 12 times, then counted failed, and no more is sent."""
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=EventSettings(retry_delay=0.0005))
+        await tg.start(recorder.run)
+        client = recorder._client
+        posts = Counter[str]()
+        failing = _failing_posts(AmbiguousError("HTTP 500", kind="Event"), applied=False)(
+            client.request
+        )
+
+        async def counted(method: str, path: str, **kw: Any) -> Any:
+            posts[method] += 1
+            return await failing(method, path, **kw)
+
+        client.request = counted  # type: ignore[method-assign]
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.failed >= 1, what="the write given up", timeout=30)
+        await anyio.sleep(0.3)  # and nothing more afterwards
+        assert (posts["POST"], recorder.retried, recorder.failed) == (12, 11, 1)
+        assert events_of(cluster) == []
+        tg.cancel_scope.cancel()

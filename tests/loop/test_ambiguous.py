@@ -63,8 +63,11 @@ def _objects() -> list[dict[str, Any]]:
     return [*nodes, *pods]
 
 
+@pytest.mark.parametrize("watch_delay", [0.0, 2.0], ids=["watch-on-time", "watch-lags-2s"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_lost_bind_replies_never_over_allocate_a_node(seed: int) -> None:
+def test_lost_bind_replies_never_over_allocate_a_node(seed: int, watch_delay: float) -> None:
+    """Half the bind replies lost, with the watch on time and lagging 2 s behind the store
+    (a bind that took effect is then not yet in the events when its reply is lost)."""
     quiet()
     resolved = app.resolve()
     sim = Simulation(
@@ -72,6 +75,7 @@ def test_lost_bind_replies_never_over_allocate_a_node(seed: int) -> None:
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         behaviour=ApiBehaviour(lost_reply_rate={"bind": 0.5}, seed=seed),
         until=60.0,
+        watch_delay=watch_delay,
     )
     anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
     per_node = Counter(sim.result.bindings.values())

@@ -222,20 +222,46 @@ def test_a_bad_constraint_makes_the_job_invalid(group: Obj, reason: str) -> None
     assert reason in status.message
 
 
-def test_node_sets_are_logged_at_verbosity_4_and_7() -> None:
+@pytest.mark.parametrize(
+    ("verbosity", "counted", "named"),
+    [(3, False, False), (4, True, False), (7, True, True)],
+    ids=["v3-nothing", "v4-counts-without-node-names", "v7-the-nodes-of-each-set"],
+)
+def test_node_sets_are_logged_at_verbosity_4_and_7(
+    verbosity: int, counted: bool, named: bool
+) -> None:
+    """At ``-v 4`` the number of sets each plugin returned, and no node's name anywhere
+    in the log; at ``-v 7`` the nodes of each set too."""
+    nodes = racks_nodes()
     session = session_of(
-        [topology(ZONE, RACK), *racks_nodes(), constrained("g", 2, requiredLevel=RACK), *GANG]
+        [topology(ZONE, RACK), *nodes, constrained("g", 2, requiredLevel=RACK), *GANG]
     )
     try:
-        configure(7)
+        configure(verbosity)
         with structlog.testing.capture_logs() as logs:
             job_sets(session)
     finally:
         quiet()
-    [counts] = [e for e in logs if e["event"] == "node sets"]
-    assert counts["sets"] == {"topology": 3}
-    named = [e for e in logs if e["event"] == "node set"]
-    assert (named[0]["set"], named[0]["nodes"]) == ("rack rc", ["c1"])
+    counts = [e for e in logs if e["event"] == "node sets"]
+    assert [c["sets"] for c in counts] == ([{"topology": 3}] if counted else [])
+    sets = [e for e in logs if e["event"] == "node set"]
+    if named:
+        assert (sets[0]["set"], sets[0]["nodes"]) == ("rack rc", ["c1"])
+    else:
+        names = {n["metadata"]["name"] for n in nodes}
+        assert sets == []
+        assert not [e for e in logs if names & set(_words(e))], logs
+
+
+def _words(entry: dict[str, object]) -> list[str]:
+    """Every string of a log entry, and those of its lists and maps, one level down."""
+    out: list[str] = []
+    for value in entry.values():
+        items = value if isinstance(value, list | tuple) else [value]
+        if isinstance(value, dict):
+            items = [*value, *value.values()]
+        out += [str(x) for x in items]
+    return out
 
 
 # Through the loop ---------------------------------------------------------------------------

@@ -22,8 +22,10 @@ a dry run of allocate restricted to it:
    ``allowed``: the victim filter, and for reclaim the queue budgets, which cut the list
    where a queue would go below its share). A Whole bundle partly refused is dropped; a
    Safe one shrinks; the bundles are ordered again.
-5. **Select.** When the ways to choose are few (at most :data:`EXACT_CHOICES`: per job,
-   a subset of its candidates that leaves it whole, or all of it), every way is tried,
+5. **Select.** Nothing is tried when the gang does not fit with every candidate gone
+   (its queue's share refuses it, say: no eviction can help). When the ways to choose
+   are few (at most :data:`EXACT_CHOICES`: per job, a subset of its candidates that
+   leaves it whole, or all of it), every way is tried,
    fewest jobs broken first, then fewest victims, then the jobs first in the order of
    step 3: the least that makes room is found, wherever the spare members run. Else
    bundles are evicted in order until the gang fits: a cheap vector check of the room
@@ -383,6 +385,8 @@ class GangSearch:
 
     def _choose_among(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
         """Step 5 and 6 over ``scored``: the bundles evicted (in ``run.stmt``), or None."""
+        if not self._fits_without_all(run, scored):
+            return None
         session, stmt, need = run.session, run.stmt, run.need
         ways = _ways(session, scored)
         if ways is not None:
@@ -413,6 +417,20 @@ class GangSearch:
                     return self._trim(run, [*spared, *combo])
                 stmt.rollback(mark)
         return None
+
+    def _fits_without_all(self, run: _Search, scored: Sequence[Scored]) -> bool:
+        """Would the gang fit in the domain with every candidate of ``scored`` gone? An
+        eviction never makes a gang fit that does not fit then (removing pods only frees
+        room on nodes and in queues), so when it does not (its queue has no room for it
+        within its share, say), no choice among them is worth a dry run: there can be
+        thousands. One dry run, rolled back."""
+        mark = run.stmt.checkpoint()
+        try:
+            for sc in scored:
+                self._evict(run, sc)
+            return self._fits(run)
+        finally:
+            run.stmt.rollback(mark)
 
     def _fill(
         self, run: _Search, fill: NodeFill, broken: set[str], *, allow_break: bool

@@ -12,7 +12,8 @@ Sample`) and of the bind times, so that their rules are tested on their own:
   what a scheduler keeps per object of the cluster; what grows within a leader's reign
   shows in its reign (:func:`reigns`: RSS at its first and last sample while leading).
 * **tasks and sockets**: their maximum over the last window must stay within half again
-  the maximum over the baseline window (plus a small margin for a burst).
+  the maximum over the baseline window, or the baseline plus a margin for a burst (the
+  calls the bind and status pools may hold in flight, :data:`TASK_MARGIN`).
 * **throughput**: binds per window of the run; the mean of the last third of the
   windows must not fall below the mean of the first third by more than the noise
   (twice the windows' standard deviation, at least 15 % of the start).
@@ -26,7 +27,12 @@ from typing import Any
 
 from soak.replicas import Sample
 
-TASK_MARGIN = 50
+TASK_MARGIN = 128
+"""Tasks the end may hold above the start's maximum: the bind and status pools each run
+up to ``bindConcurrency`` (64) calls at once, so a new leader's backlog (every pending pod
+bound at once after a failover) is work in flight by design, not a leak. A 2-minute run
+on the real server counted 127 tasks at the end against 47 at the start, all of them
+binds and writes of a new leader (its busiest sample's functions)."""
 SOCKET_MARGIN = 10
 THROUGHPUT_FLOOR = 0.15
 

@@ -294,6 +294,9 @@ class RecordingPool:
     def submit(self, label: str, call: Any) -> None:
         self.labels.append(label)
 
+    def submit_latest(self, label: str, call: Any) -> None:
+        self.labels.append(label)
+
 
 def test_a_deferred_gang_keeps_its_status() -> None:
     """Two gangs cannot fit; the session tried ``a`` and deferred ``b`` (an action ran

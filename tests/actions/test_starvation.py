@@ -126,6 +126,21 @@ def bound_at(sim: Simulation, name: str) -> float | None:
     )
 
 
+def first_later_bind(sim: Simulation, at: float) -> float | None:
+    """When the first stream pod (``sTTT-k``, arrived at TTT s) arriving after ``at`` was
+    bound: the time a gang arriving at ``at`` was first overtaken."""
+    return next(
+        (
+            e["t"]
+            for e in sim.result.timeline
+            if e["event"] == "bind"
+            and e["pod"].startswith("default/s")
+            and float(e["pod"].removeprefix("default/s").split("-")[0]) > at
+        ),
+        None,
+    )
+
+
 def events_of(sim: Simulation, kind: str) -> list[dict[str, Any]]:
     return [e for e in sim.result.timeline if e["event"] == kind]
 
@@ -284,12 +299,8 @@ def streams(draw: st.DrawFn) -> Stream:
     nodes = draw(st.integers(2, 4), label="nodes")
     objects: list[Obj] = [node(f"n{i}") for i in range(nodes)]
     run_for = draw(st.sampled_from([3.0, 5.0, 8.0]), label="stream run-for")
-    # At one pod a second above this rate the bound below does not hold for every stream:
-    # 2 nodes, pods of 8 s arriving 3 a second (1.5x what leaves), a gang of the whole
-    # cluster arriving at 25 s started at 82 s (57 s against the bound's 42). Not yet
-    # explained (the stream's own backlog ahead of the gang is the suspect); kept out of
-    # the property until it is, and reported as open on issue 26.
-    rate = math.ceil(1.25 * nodes * 4 / run_for)
+    full = math.ceil(1.25 * nodes * 4 / run_for)
+    rate = draw(st.integers(full, full + 1), label="stream pods a second")
     objects += [
         pod(f"s{t:03d}-{k}", "1", at=float(t), run_for=run_for)
         for t in range(90)
@@ -316,8 +327,22 @@ def test_every_gang_that_fits_starts_within_a_bounded_wait(case: Stream) -> None
     and ``reserve`` no gang starts (:func:`streams`; shown by
     ``SLUICE_TEST_STARVATION_ACTIONS=without``, which runs the property without them
     and must fail)."""
-    sim = simulate(case.objects, actions=PROPERTY_ACTIONS, until=95.0)
+    until = 95.0
+    sim = simulate(case.objects, actions=PROPERTY_ACTIONS, until=until)
+    bound = 10.0 + 8.0 + 10.0 + 4.0 * len(case.gangs) + 10.0
     for name, at in case.gangs:
+        # A gang starves from when a later pod is placed before it (elect's ``overtaken``):
+        # until then the room goes to the stream's pods older than it, first come first
+        # served, which is no starvation. A stream faster than its pods leave builds such
+        # a backlog (2 nodes, pods of 8 s arriving 3 a second: a gang arriving at 25 s is
+        # first overtaken at 73 s).
+        overtaken = first_later_bind(sim, at)
+        if overtaken is None or overtaken + bound > until:
+            continue  # the run ends before the gang could be judged
         started = bound_at(sim, f"{name}-0")
-        bound = 10.0 + 8.0 + 10.0 + 4.0 * len(case.gangs) + 10.0
-        assert started is not None and started - at <= bound, (name, at, started)
+        assert started is not None and started - overtaken <= bound, (
+            name,
+            at,
+            overtaken,
+            started,
+        )

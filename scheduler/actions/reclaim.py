@@ -26,8 +26,12 @@ from scheduler.actions.evictions import make_room_for_job
 from scheduler.actions.victims import QueueReclaim, ReclaimArguments, VictimSearch
 from scheduler.actions.victims.gang import GangSearch
 from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueShare
 from scheduler.api.task import TaskStatus
 from scheduler.framework.session import Session
+from scheduler.logging import get_logger, v
+
+log = get_logger("sluice.reclaim")
 
 NOTHING_TO_RECLAIM = QueueReclaim.nothing_helps
 
@@ -92,6 +96,31 @@ class ReclaimAction:
     def _reclaim_for(self, session: Session, job: JobInfo) -> None:
         if not self._below_share(session, job):
             return  # reclaims for jobs before it brought the queue to its share
+        before = session.each_queue_share() if v(2) else None
         make_room_for_job(
             session, job, self.search, self.gang_search, max_domains=self.args.maxDomains
         )
+        if before is not None:
+            _log_reclaim(job, before, session.each_queue_share())
+
+
+def _log_reclaim(job: JobInfo, before: dict[str, QueueShare], after: dict[str, QueueShare]) -> None:
+    """At ``-v 2``, a reclaim that took room for ``job``: the shares (allocated / deserved)
+    before and after of each queue whose allocation it changed, the reclaiming queue
+    first, so that an operator (or the soak) can see why each queue gave or took."""
+    moved = {
+        q: (round(b.share, 3), round(after[q].share, 3))
+        for q, b in before.items()
+        if q in after and b.allocated != after[q].allocated
+    }
+    gave = sorted(q for q in moved if q != job.queue)
+    if not gave:
+        return  # no other queue gave anything: an allocation in free room, or nothing
+    log.info(
+        "reclaim decided",
+        v=2,
+        job=job.uid,
+        queue=job.queue,
+        shares={q: moved[q] for q in [job.queue, *gave] if q in moved},
+        deserved={q: after[q].deserved.to_dict() for q in [job.queue, *gave] if q in after},
+    )

@@ -191,9 +191,10 @@ class SchedulerCache:
         self.on_change: Callable[[], None] | None = None
         self.generation = 0
         """Watch events that could let an unschedulable job fit now (room freed; nodes,
-        queues, PodGroups, budgets changed), counted: a job parked at an older generation
-        is tried again (:mod:`scheduler.loop.queue.parking`). A new pending pod of ours is not
-        counted: it is news for its own job only (:meth:`take_fresh_jobs`)."""
+        queues, PodGroups, budgets changed), and binds that failed, counted: a job parked
+        at an older generation is tried again (:mod:`scheduler.loop.queue.parking`). A new
+        pending pod of ours is not counted: it is news for its own job only
+        (:meth:`take_fresh_jobs`)."""
         self._fresh_jobs: set[str] = set()
         self._fresh_only = False
         """Called after an event that may let something new be scheduled (wakes the loop)."""
@@ -825,7 +826,9 @@ class SchedulerCache:
         self._move(uid, TaskStatus.BINDING, node)
 
     def forget_bind(self, uid: str) -> None:
-        """A bind failed: the assumed pod is pending again (and will be retried)."""
+        """A bind failed: the assumed pod is pending again (and will be retried). Its room
+        is free again, news for the parked jobs as a deleted pod's is (:attr:`generation`;
+        kube-scheduler wakes its unschedulable pods when a bind fails, too)."""
         task = self.tasks.get(uid)
         if task is not None and task.status is TaskStatus.BINDING:
             task.nominated_node = ""
@@ -833,6 +836,7 @@ class SchedulerCache:
             if keys and task.annotations:
                 task.annotations = {k: v for k, v in task.annotations.items() if k not in keys}
             self._move(uid, TaskStatus.PENDING, "")
+            self.generation += 1
             if self.on_change is not None:
                 self.on_change()
 

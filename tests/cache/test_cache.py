@@ -197,11 +197,16 @@ def test_forget_after_a_failed_bind_returns_the_pod_to_pending() -> None:
     woken: list[int] = []
     cache.on_change = lambda: woken.append(1)
     cache.assume_bind("default/p", "n1")
+    generation = cache.generation
     cache.forget_bind("default/p")
     task = cache.tasks["default/p"]
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
     assert used(cache) == Resource()
     assert woken  # the loop is woken to retry
+    assert cache.generation > generation  # its room is news for the parked jobs
+    generation = cache.generation
+    cache.forget_bind("default/p")  # idempotent: nothing freed the second time
+    assert cache.generation == generation
     job = cache.snapshot().jobs["default/p"]
     assert [t.status for t in job.tasks.values()] == [TaskStatus.PENDING]
 

@@ -416,9 +416,10 @@ IDLE_WINDOW: Final = 10.0
 async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None:
     """Sluice's CPU per cycle with nothing pending (issue 25's idle cycle): after
     :data:`IDLE_SETTLE` seconds, the process's CPU over :data:`IDLE_WINDOW` seconds over
-    the cycles that ran in them (``scheduler_cycle_duration_seconds_count{action="all"}``),
-    in milliseconds. Everything the process does meanwhile counts (its watches, its
-    writes), as it would in a quiet cluster."""
+    the cycles in them (those run, ``scheduler_cycle_duration_seconds_count{action="all"}``,
+    and those found idle, ``sluice_cycles_idle_total``), in milliseconds. Everything the
+    process does meanwhile counts (its watches, its writes), as it would in a quiet
+    cluster."""
     await anyio.sleep(IDLE_SETTLE)
     cpu0 = scheduler.cpu()
     cycles0 = _cycles(await _get(port, "/metrics"))
@@ -431,10 +432,16 @@ async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None
 
 
 def _cycles(reply: tuple[int, str]) -> float:
-    """The cycles Sluice ran, from its /metrics."""
-    sample = 'scheduler_cycle_duration_seconds_count{action="all"} '
-    line = next((x for x in reply[1].splitlines() if x.startswith(sample)), "")
-    return float(line[len(sample) :] or 0)
+    """The cycles Sluice ran or found idle (:mod:`scheduler.loop.idle`: a cycle skipped
+    because nothing changed since one that had nothing to do), from its /metrics."""
+    total = 0.0
+    for sample in (
+        'scheduler_cycle_duration_seconds_count{action="all"} ',
+        "sluice_cycles_idle_total ",
+    ):
+        line = next((x for x in reply[1].splitlines() if x.startswith(sample)), "")
+        total += float(line[len(sample) :] or 0)
+    return total
 
 
 def _metric_sum(text: str, name: str) -> float:

@@ -195,6 +195,10 @@ class SchedulerCache:
         at an older generation is tried again (:mod:`scheduler.loop.queue.parking`). A new
         pending pod of ours is not counted: it is news for its own job only
         (:meth:`take_fresh_jobs`)."""
+        self.revision = 0
+        """Every change of what a snapshot would show, counted: each watch event and
+        relist, each assumption and forgetting (:class:`~scheduler.loop.idle.IdleCycles`
+        skips a cycle while it has not moved since a cycle that had nothing to do)."""
         self._fresh_jobs: set[str] = set()
         self._fresh_only = False
         """Called after an event that may let something new be scheduled (wakes the loop)."""
@@ -253,6 +257,7 @@ class SchedulerCache:
         handler = self._handlers.get(kind)
         if handler is None:
             return
+        self.revision += 1
         where = ref({"kind": kind, "metadata": obj.get("metadata") or {}})
         self._fresh_only = False
         try:
@@ -293,6 +298,7 @@ class SchedulerCache:
         Pods are matched by uid: a pod deleted and created again under the same name while
         the watch was down is a new pod, and the old one's usage goes.
         """
+        self.revision += 1
         objs = list(objects)
         if kind == "Pod":
             uids = {str((o.get("metadata") or {}).get("uid") or _key(o)) for o in objs}
@@ -739,6 +745,7 @@ class SchedulerCache:
     def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
         """:meth:`EffectLedger.assume <scheduler.framework.effects.EffectLedger.assume>`:
         the one entry through which the loop (and what it owns) assumes effects."""
+        self.revision += 1
         match effect:
             case Bind():
                 self.assume_bind(effect.task.uid, effect.node, effect.annotations)
@@ -763,6 +770,7 @@ class SchedulerCache:
     def forget(self, effect: Effect, /) -> None:
         """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`.
         A phase, once written, is not forgotten (the PodGroup's status shows it next)."""
+        self.revision += 1
         match effect:
             case Bind():
                 for binding in effect.claims:
@@ -780,6 +788,7 @@ class SchedulerCache:
     def claim_written(self, binding: ClaimBinding, /) -> None:
         """:meth:`EffectLedger.claim_written
         <scheduler.framework.effects.EffectLedger.claim_written>`."""
+        self.revision += 1
         self.dra.landed(binding)
 
     def holds(self, uid: str, /) -> bool:

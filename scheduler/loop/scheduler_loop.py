@@ -62,6 +62,7 @@ from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.errors import JobErrorLog, cycle_failed
+from scheduler.loop.idle import IdleCycles, settled
 from scheduler.loop.queue import JobQueue, ReservationChange
 from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import WAITING, StatusReporter
@@ -126,6 +127,12 @@ class CycleReport:
     letting a background call or a watch event run: what ``max_cycle_seconds`` of the
     benchmarks reports."""
     slice_started: float = 0.0
+    revision: int = 0
+    """The cache's :attr:`~scheduler.cache.SchedulerCache.revision` at the snapshot."""
+    settled: bool = False
+    """The cycle decided nothing and left no pod of Sluice waiting
+    (:func:`~scheduler.loop.idle.settled`): until the cache changes, the next may be
+    skipped."""
     parts: dict[str, float] = field(default_factory=dict)
     """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
 
@@ -213,6 +220,11 @@ class SchedulingLoop:
         :meth:`_freeze_heap`). ``sluice run`` and the benchmarks set it; tests do not,
         as they run many loops in one process."""
         self._frozen = False
+        self.idle = IdleCycles()
+        self.skip_idle = False
+        """Skip a cycle while nothing changed since one that had nothing to do
+        (:mod:`scheduler.loop.idle`). ``sluice run`` sets it; simulations do not (they
+        stop on a cycle that finds nothing to do), tests may."""
         self._wake = anyio.Event()
         self._stopping = False
         cache.on_change = self.wake
@@ -270,6 +282,11 @@ class SchedulingLoop:
             while not self._stopping:
                 self._wake = anyio.Event()
                 started = self.ports.clock.now()
+                if self.skip_idle and self.idle.may_skip(self.cache.revision, self.in_flight):
+                    self.metrics.cycles_idle.inc()  # nothing changed since a settled cycle
+                    with anyio.move_on_after(self.config.schedule_period):
+                        await self._wake.wait()
+                    continue
                 report = await self.run_cycle()
                 spent = self.ports.clock.now() - started
                 if self.freeze_heap and not self._frozen and not report.deferred:
@@ -321,6 +338,7 @@ class SchedulingLoop:
         session = await self._decide(report)
         report.seconds = time.perf_counter() - t0
         if session is None:
+            self.idle.after_cycle(report.revision, settled=False)
             self.cache.drop_copies()
             for observer in self.observers:
                 observer(report)
@@ -345,6 +363,13 @@ class SchedulingLoop:
         report.deferred = len(session.deferred)
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
+        report.settled = settled(
+            session.jobs.values(),
+            decided=report.decided or bool(report.job_errors),
+            deferred=report.deferred,
+            failed=bool(report.failed),
+        )
+        self.idle.after_cycle(report.revision, settled=report.settled)
         await self._apply(report.effects[report.handed_on :], report)
         if self._real_time and report.effects:
             # Let the binds just submitted send their requests before the cycle's own
@@ -407,6 +432,7 @@ class SchedulingLoop:
         the loop much longer than the budget. What earlier slices handed on stands if a
         later one fails."""
         self._generation = self.cache.generation
+        report.revision = self.cache.revision
         t0 = time.perf_counter()
         view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
         snapshot = self.cache.snapshot(now=report.started)
@@ -756,6 +782,7 @@ class SchedulingLoop:
 
     def _failed_call(self, call: str, exc: Exception) -> None:
         self.metrics.api_errors.labels(call).inc()
+        self.idle.disturbed()  # a status write failed: the next cycle writes it again
         if call == "patch" and isinstance(exc, AmbiguousError):
             # The status reporter's writes: the next cycle compares what it wants with what
             # the events show, so a patch that took effect is not written again.

@@ -57,6 +57,12 @@ class Metrics:
             "on, no watch event taken) since the process started, in seconds.",
             registry=r,
         )
+        self.cycles_idle = Counter(
+            "sluice_cycles_idle_total",
+            "Scheduling cycles skipped because nothing changed since a cycle that decided "
+            "nothing with no pod of Sluice waiting (an idle cycle's cost is a comparison).",
+            registry=r,
+        )
         self.cycle_failures = Counter(
             "sluice_cycle_failures_total",
             "Scheduling cycles thrown away because something failed outside any one job "

@@ -32,17 +32,6 @@ SETTINGS = SoakSettings.from_env()
 REPORT = os.environ.get("SLUICE_SOAK_REPORT", "")
 
 
-OPEN_FINDINGS: dict[str, str] = {
-    "reclaimed_back": "once the time-budgeted reclaim of issue 25 was merged, a 2-minute run "
-    "saw one job reclaim back from the job that had reclaimed from it (60 reclaims; the "
-    "60-minute run before that merge saw none in 1,551). The hot queue moves every 40 s, so "
-    "this may be fairness following demand rather than ping-pong; not yet told apart. "
-    "Counted and shown, not judged; every other invariant is",
-}
-"""Violations the soak has found and that are being investigated: the test is an expected
-failure (xfail, with the details) when one of them is its only failure."""
-
-
 @pytest.mark.anyio
 @pytest.mark.real_server
 @pytest.mark.faults(
@@ -61,8 +50,8 @@ async def test_chaos_with_work_that_never_stops(
     shown = {k: v for k, v in report.items() if k != "samples"}  # in the file only
     print(f"soak report ({path}, with its samples):\n{json.dumps(shown)}")
     details = "\n".join(report["violation_details"])
-    judged = {k: n for k, n in report["violations"].items() if k not in OPEN_FINDINGS}
-    assert judged == dict.fromkeys(judged, 0), details
+    violations = report["violations"]
+    assert violations == dict.fromkeys(violations, 0), details
     assert report["pods_scheduled"] > 0
     for kind in ("apiserver", "leader", "outage"):
         assert report["kills"].get(kind, 0) >= 1, (kind, report["chaos"])
@@ -71,9 +60,6 @@ async def test_chaos_with_work_that_never_stops(
     ]
     for check in ("memory", "tasks_and_sockets", "throughput"):
         assert report[check]["ok"] is not False, (check, report[check])
-    found = {k: report["violations"][k] for k in OPEN_FINDINGS if report["violations"].get(k)}
-    if found:
-        pytest.xfail(f"open finding of issue 26 {found}: {OPEN_FINDINGS} ({details})")
 
 
 # --------------------------------------------------------------------------- the rules over time

@@ -13,8 +13,9 @@ nominations, ``DisruptionTarget``, events, metrics, the feature gate).
 
 A victim's queue stays at or above its share, or, when its pods are too coarse for
 that, at a share (allocated / deserved) still above the reclaiming queue's share before
-the eviction (max-min fairness, the plugins' reclaim budgets: ``proportion``), so a queue
-at zero gets in. No ping-pong: victims come only from queues above their share, and the
+the eviction, both in the resources the eviction frees that the reclaiming pod asks for
+(max-min fairness, the plugins' reclaim budgets: ``proportion``), so a queue at zero gets
+in. No ping-pong: victims come only from queues above their share, and the
 reclaiming queue never goes above its own, so it is never a victim of the queue it took
 from; and the lowest share strictly rises with each reclaim.
 """
@@ -101,19 +102,26 @@ class ReclaimAction:
             session, job, self.search, self.gang_search, max_domains=self.args.maxDomains
         )
         if before is not None:
-            _log_reclaim(job, before, session.each_queue_share())
+            _log_reclaim(session, job, before, session.each_queue_share())
 
 
-def _log_reclaim(job: JobInfo, before: dict[str, QueueShare], after: dict[str, QueueShare]) -> None:
+def _log_reclaim(
+    session: Session, job: JobInfo, before: dict[str, QueueShare], after: dict[str, QueueShare]
+) -> None:
     """At ``-v 2``, a reclaim that took room for ``job``: the shares (allocated / deserved)
     before and after of each queue whose allocation it changed, the reclaiming queue
     first, so that an operator (or the soak) can see why each queue gave or took."""
+    mine = {job.queue}
+    up = session.queues.get(job.queue)
+    while up is not None and up.parent and up.parent not in mine:
+        mine.add(up.parent)
+        up = session.queues.get(up.parent)
     moved = {
         q: (round(b.share, 3), round(after[q].share, 3))
         for q, b in before.items()
         if q in after and b.allocated != after[q].allocated
     }
-    gave = sorted(q for q in moved if q != job.queue)
+    gave = sorted(q for q in moved if q not in mine)
     if not gave:
         return  # no other queue gave anything: an allocation in free room, or nothing
     log.info(

@@ -33,8 +33,10 @@ Then, for the actions:
   capabilities on its path, less the floors of every other queue), and every ancestor's
   capability still holds what its subtree uses and has reserved for admitted gangs;
 - of the candidates for reclaim, in the order given, those whose queue (and every
-  ancestor below the reclaiming queue's branch) stays at or above its share and its
-  guarantee without them, and is ``reclaimable``, are allowed.
+  ancestor below the reclaiming queue's branch) stays at or above its guarantee without
+  them, and at or above its share or above the reclaiming queue's share (both in the
+  resources the candidate frees that the reclaimer asks for), and is ``reclaimable``,
+  are allowed.
 """
 
 from __future__ import annotations
@@ -433,13 +435,14 @@ class ProportionPlugin:
         ``reclaimer``, a pod of another queue: taking each, after those kept before it,
         leaves its queue, and every ancestor below the branch it shares with the
         reclaimer's queue, at or above its guarantee, and either at or above its share
-        (dominant share 1) or at a share (allocated / deserved) still above the
-        reclaiming queue's share now (max-min fairness: the lowest share strictly rises,
-        so nothing is reclaimed back, and coarse pods leave no queue at zero); and none of
-        them says ``reclaimable: false``."""
+        or at a share (allocated / deserved) still above the reclaiming queue's share now,
+        both in the resources the candidate frees that the reclaimer asks for (max-min
+        fairness: the lowest share strictly rises, so nothing is reclaimed back, and
+        coarse pods leave no queue at zero); and none of them says ``reclaimable:
+        false``."""
         job = self._jobs.get(reclaimer.job_id)
         mine = self._paths.get(job.queue, ()) if job is not None else ()
-        floor = self.attrs[mine[0]].share() if mine else float("inf")
+        wants = self._request(reclaimer).amounts
         left: dict[str, dict[str, int]] = {}
         """What each queue still holds once the candidates kept so far are taken."""
         out: list[TaskInfo] = []
@@ -450,23 +453,37 @@ class ProportionPlugin:
                 continue
             below = [q for q in path if q not in mine]
             request = self._request(t)
+            dims = [r for r, n in request.items() if n > 0 and wants.get(r, 0) > 0]
+            floor = self._share_in(mine[0], self.attrs[mine[0]].allocated, dims) if mine else _INF
             holds = []
             for q in below:
                 h = left.get(q)
                 if h is None:
                     h = left[q] = self.attrs[q].allocated.to_dict()
                 holds.append(h)
-            if all(self._may_give(q, h, request, floor) for q, h in zip(below, holds, strict=True)):
+            if all(
+                self._may_give(q, h, request, floor, dims)
+                for q, h in zip(below, holds, strict=True)
+            ):
                 out.append(t)
                 for h in holds:
                     for r, n in request.items():
                         h[r] = h.get(r, 0) - n
         return out
 
-    def _may_give(self, q: str, holds: dict[str, int], request: Resource, floor: float) -> bool:
+    def _may_give(
+        self, q: str, holds: Mapping[str, int], request: Resource, floor: float, dims: list[str]
+    ) -> bool:
         """Can queue ``q``, holding ``holds``, give up ``request`` and stay at or above its
-        guarantee, and at or above its share (dominant share 1) or at a share above
-        ``floor`` (the reclaiming queue's)?"""
+        guarantee, and, in ``dims`` (the resources the reclaimer needs that ``request``
+        frees), at or above its share or at a share above ``floor`` (the reclaiming
+        queue's in the same resources)?
+
+        Shares are compared in ``dims`` only, not over every resource: a queue that holds
+        its share of GPUs (dominant share 1) may be below its share of CPU, and a CPU pod
+        taken from it would leave it there while it looked "at its share"; the queue it
+        gave to, also at its share of GPUs, would then be taken from in turn (each below
+        its share of CPU, each at 1 by its GPUs: a ping-pong the soak of issue 26 saw)."""
         a = self.attrs[q]
         if not a.queue.reclaimable:
             return False
@@ -478,8 +495,12 @@ class ProportionPlugin:
             after[r] = held - taken
             if taken and after[r] < guarantee.get(r, 0):
                 return False
-        share = dominant_share(after, a.deserved.amounts)
+        share = self._share_in(q, after, dims)
         return share >= 1.0 or share > floor
+
+    def _share_in(self, q: str, holds: Mapping[str, int], dims: list[str]) -> float:
+        """Queue ``q``'s dominant share, holding ``holds``, over resources ``dims`` only."""
+        return dominant_share({r: holds.get(r, 0) for r in dims}, self.attrs[q].deserved.amounts)
 
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)

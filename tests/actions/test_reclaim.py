@@ -33,6 +33,7 @@ from tests import simulated
 
 Obj = dict[str, Any]
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
+GPU = "example.com/gpu"
 
 
 def simulate(objects: list[Obj], *, on_cycle: Any = None, until: float | None = None) -> Simulation:
@@ -122,16 +123,23 @@ class World:
 
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
-    """2-3 nodes of 4 CPU; queues a, b (and c) of weight 1-3, one sometimes with a CPU
-    guarantee or capability; 4-14 pods of 1 or 2 CPU, each arriving at 0-40 s in a random
-    queue, some running for 10-60 s (then they succeed and leave room), priorities 0-3."""
+    """2-3 nodes of 4 CPU, sometimes with a GPU each; queues a, b (and c) of weight 1-3,
+    one sometimes with a CPU guarantee or capability; 4-14 pods of 1 or 2 CPU (with GPUs,
+    one pod in four asks a GPU too), each arriving at 0-40 s in a random queue, some
+    running for 10-60 s (then they succeed and leave room), priorities 0-3. With GPUs a
+    queue may hold its share of GPUs and be below its share of CPU: reclaim must judge
+    shares in the resources it takes."""
     nodes = draw(st.integers(2, 3))
+    gpus = draw(st.booleans())
+    allocatable = {"cpu": "4", "memory": "32Gi", "pods": "20"}
+    if gpus:
+        allocatable[GPU] = "1"
     objects: list[Obj] = [
         {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": f"n{i}"},
-            "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "20"}},
+            "status": {"allocatable": dict(allocatable)},
         }
         for i in range(nodes)
     ]
@@ -153,6 +161,9 @@ def worlds(draw: st.DrawFn) -> World:
     count = draw(st.integers(4, 14))
     for i in range(count):
         annotations = {"sim.sluice.dev/arrival": f"{draw(st.integers(0, 40))}s"}
+        requests = {"cpu": draw(st.sampled_from(["1", "2"]))}
+        if gpus and draw(st.integers(0, 3)) == 0:
+            requests[GPU] = "1"
         if draw(st.booleans()):
             annotations["sim.sluice.dev/run-for"] = f"{draw(st.integers(10, 60))}s"
         objects.append(
@@ -169,12 +180,7 @@ def worlds(draw: st.DrawFn) -> World:
                     "schedulerName": "sluice",
                     "priority": draw(st.integers(0, 3)),
                     "terminationGracePeriodSeconds": draw(st.sampled_from([0, 5])),
-                    "containers": [
-                        {
-                            "name": "c",
-                            "resources": {"requests": {"cpu": draw(st.sampled_from(["1", "2"]))}},
-                        }
-                    ],
+                    "containers": [{"name": "c", "resources": {"requests": requests}}],
                 },
             }
         )

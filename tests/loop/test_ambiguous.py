@@ -17,6 +17,7 @@ from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
+from tests.builders import pod
 
 
 @pytest.mark.parametrize(
@@ -38,20 +39,6 @@ def test_the_node_a_409_names(error: Exception, node: str) -> None:
     assert assigned_node(error) == node  # type: ignore[arg-type]
 
 
-def _pod(name: str, priority: int = 0, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": "sluice",
-            "priority": priority,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "900m"}}}],
-            **spec,
-        },
-    }
-
-
 def _arrivals() -> list[Arrival]:
     """Four nodes with room for 16 pods, 16 pods at 0 s, and at 0.1 s four pods of higher
     priority that may not preempt: they find the nodes full (assumed) and are parked."""
@@ -64,8 +51,11 @@ def _arrivals() -> list[Arrival]:
         }
         for i in range(4)
     ]
-    first = [_pod(f"p{i:02d}") for i in range(16)]
-    later = [_pod(f"high{i}", 100, preemptionPolicy="Never") for i in range(4)]
+    first = [pod(f"p{i:02d}", cpu="900m", memory=None) for i in range(16)]
+    later = [
+        pod(f"high{i}", cpu="900m", memory=None, priority=100, preemptionPolicy="Never")
+        for i in range(4)
+    ]
     return [
         *(Arrival(0.0, o, "test") for o in [*nodes, *first]),
         *(Arrival(0.1, o, "test") for o in later),
@@ -96,10 +86,10 @@ def test_lost_bind_replies_never_over_allocate_a_node(seed: int, watch_delay: fl
     registry = sim.loop.metrics.registry
     lost = registry.get_sample_value("scheduler_api_ambiguous_total", {"call": "bind"})
     assert lost and lost >= 1
-    for pod in sim.store.list("Pod")[0]:
-        node = pod["spec"].get("nodeName")
+    for stored in sim.store.list("Pod")[0]:
+        node = stored["spec"].get("nodeName")
         if node:
-            assert sim.result.bindings[f"default/{pod['metadata']['name']}"] == node
+            assert sim.result.bindings[f"default/{stored['metadata']['name']}"] == node
 
 
 def test_a_victim_whose_delete_reply_was_lost_counts_as_evicted() -> None:

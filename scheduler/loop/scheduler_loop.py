@@ -439,6 +439,13 @@ class SchedulingLoop:
         snapshot.queue = report.queue_view = view
         t1 = time.perf_counter()
         report.parts["snapshot"] = t1 - t0
+        if self._real_time:
+            # A snapshot is a copy: the watch events and background calls that queued
+            # while it was taken (a full one at 15,000 nodes: 0.35 s) run before the
+            # session opens, so the two do not hold the loop as one stretch.
+            report.longest_hold = max(report.longest_hold, t1 - report.slice_started)
+            await anyio.sleep(0)
+            t1 = report.slice_started = time.perf_counter()
         where = "open"
         try:
             session = open_session(snapshot, self.resolved)

@@ -12,7 +12,9 @@ nothing new, and every guarantee holds (nothing over-allocated).
 
 from __future__ import annotations
 
+import time
 from typing import Any
+from unittest.mock import patch
 
 import anyio
 import pytest
@@ -332,3 +334,45 @@ def test_a_deferred_gang_keeps_its_status() -> None:
         "status default/a-1",
     ]
     assert {e.regarding.name for e in cluster.events} == {"a-0", "a-1"}
+
+
+def test_the_loop_takes_events_between_the_snapshot_and_the_session() -> None:
+    """On the real clock a cycle lets the event loop run once its snapshot is taken: a
+    slow snapshot and a slow session are two stretches, not one, and what queued while
+    the snapshot was taken runs between them."""
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, SystemClock())
+    cache = cache_with(*LONE)
+    loop = SchedulingLoop(cache, app.resolve(CORE), ports)
+    order: list[str] = []
+    take = cache.snapshot
+
+    def slow_snapshot(**kwargs: Any) -> Any:
+        time.sleep(0.2)
+        order.append("snapshot")
+        return take(**kwargs)
+
+    opened = open_session
+
+    def slow_open(*args: Any) -> Session:
+        time.sleep(0.2)
+        order.append("open")
+        return opened(*args)
+
+    async def main() -> CycleReport:
+        async def meanwhile() -> None:
+            order.append("event")
+
+        async with anyio.create_task_group() as tg:
+            loop.binds.attach(tg)
+            loop.writes.attach(tg)
+            cache.snapshot = slow_snapshot
+            tg.start_soon(meanwhile)  # queued before the cycle: runs at its first yield
+            with patch("scheduler.loop.scheduler_loop.open_session", slow_open):
+                report = await loop.run_cycle()
+            tg.cancel_scope.cancel()
+        return report
+
+    report = anyio.run(main)
+    assert order[:3] == ["snapshot", "event", "open"]
+    assert 0.2 <= report.longest_hold < 0.35  # one slow part, not both

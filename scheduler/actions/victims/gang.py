@@ -54,7 +54,7 @@ from scheduler.actions.victims.candidates import pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.extension_points import GANG_VICTIM_SELECTOR
 from scheduler.framework.node_sets import NodeSet
@@ -384,24 +384,33 @@ class GangSearch:
         return self._filtered(run, scored, task_ok, whole_ok)
 
     def _choose_among(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
-        """Step 5 and 6 over ``scored``: the bundles evicted (in ``run.stmt``), or None."""
-        if not self._fits_without_all(run, scored):
-            return None
+        """Step 5 and 6 over ``scored``: the bundles evicted (in ``run.stmt``), or None.
+
+        Before any search that may try many sets (every way, every set of gangs broken)
+        and when a greedy fill finds nodes with room enough but the gang still does not
+        fit, it asks once whether the gang would fit with every candidate gone
+        (``hopeless``); when it would not, nothing more is tried. A fill that makes
+        room at its first try never pays for that question (one dry run over every
+        candidate of the domain: 2,500 evictions rolled back, per gang of the
+        gang-preemption benchmark)."""
         session, stmt, need = run.session, run.stmt, run.need
+        hopeless = _Memo(lambda: not self._fits_without_all(run, scored))
         ways = _ways(session, scored)
         if ways is not None:
-            return self._exact(run, ways)
+            return None if hopeless() else self._exact(run, ways)
         whole = _whole_jobs(scored)
         slots = Slots(session, run.pending)
         wholes = {sc.bundle.job.uid: sc for sc in whole}
         fill = NodeFill(session, scored, slots, wholes, run.vec)
         mark = stmt.checkpoint()
         if len(whole) > EXACT_LIMIT:
-            chosen = self._fill(run, fill, set(), allow_break=True)
+            chosen = self._fill(run, fill, set(), allow_break=True, hopeless=hopeless)
             return None if chosen is None else self._trim(run, chosen)
-        spared = self._fill(run, fill, set(), allow_break=False)
+        spared = self._fill(run, fill, set(), allow_break=False, hopeless=hopeless)
         if spared is not None:
             return self._trim(run, spared)
+        if hopeless():
+            return None
         wanted = need > 0
         for size in range(1, len(whole) + 1):
             for combo in itertools.combinations(whole, size):
@@ -412,7 +421,7 @@ class GangSearch:
                 for sc in combo:
                     self._evict(run, sc)
                 fill.reset()
-                spared = self._fill(run, fill, broken, allow_break=False)
+                spared = self._fill(run, fill, broken, allow_break=False, hopeless=hopeless)
                 if spared is not None:
                     return self._trim(run, [*spared, *combo])
                 stmt.rollback(mark)
@@ -427,13 +436,22 @@ class GangSearch:
         mark = run.stmt.checkpoint()
         try:
             for sc in scored:
-                self._evict(run, sc)
+                kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
+                for t in (*sc.bundle.tasks, *sc.extras):
+                    if t.status is not TaskStatus.RELEASING:  # not evicted already
+                        self._evict_task(run, t, kind)
             return self._fits(run)
         finally:
             run.stmt.rollback(mark)
 
     def _fill(
-        self, run: _Search, fill: NodeFill, broken: set[str], *, allow_break: bool
+        self,
+        run: _Search,
+        fill: NodeFill,
+        broken: set[str],
+        *,
+        allow_break: bool,
+        hopeless: Callable[[], bool],
     ) -> list[Scored] | None:
         """Evict, round after round, the cheapest way any node of the domain has to room
         for one more of the gang's pods (:class:`~.fill.NodeFill`: spares first, then,
@@ -450,8 +468,13 @@ class GangSearch:
         breaks: list[str] = []
         while True:
             free = session.table.free(fill.slots.priority, "", slice(None), rows, releasing=True)
-            if fill.slots.total(free) >= len(run.pending) and self._fits(run):
-                break
+            if fill.slots.total(free) >= len(run.pending):
+                if self._fits(run):
+                    break
+                if hopeless():  # room on the nodes, yet no fit: something else refuses
+                    stmt.rollback(cp)
+                    fill.reset()
+                    return None
             way = fill.best(rows, free, broken, evicted, allow_break=allow_break)
             if way is None:
                 stmt.rollback(cp)
@@ -714,3 +737,16 @@ def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
         kind = Kind.WHOLE if w.broken else Kind.SAFE
         out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
     return out
+
+
+class _Memo:
+    """A question asked at most once: the answer of ``ask()`` the first time, kept."""
+
+    def __init__(self, ask: Callable[[], bool]) -> None:
+        self._ask = ask
+        self._answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self._answer is None:
+            self._answer = self._ask()
+        return self._answer

@@ -607,12 +607,16 @@ class SchedulingLoop:
                     ref, effect.node, exc, shown=lambda: self._shown_bound(task.uid, effect.node)
                 )
                 if outcome is not Outcome.TOOK_EFFECT:
-                    self._bind_failed(effect, ref, exc)
+                    # not there, but maybe on another node (or unknown): nothing said on it
+                    await self._bind_failed(effect, ref, exc, say=False)
                     self._unreserve(written)
                     return
             except ApiError as exc:
                 if assigned_node(exc) != effect.node:
-                    self._bind_failed(effect, ref, exc)
+                    # a conflict: the pod is on another node, or changed; nothing said on it
+                    await self._bind_failed(
+                        effect, ref, exc, say=not isinstance(exc, ConflictError)
+                    )
                     self._unreserve(written)
                     return
             self._bound(effect, ref, t0)
@@ -647,10 +651,10 @@ class SchedulingLoop:
                     else Outcome.DID_NOT
                 )
                 if outcome is not Outcome.TOOK_EFFECT:
-                    self._claim_failed(effect, ref, target, exc, written)
+                    await self._claim_failed(effect, ref, target, exc, written)
                     return None
             except (ApiError, InvariantError) as exc:
-                self._claim_failed(effect, ref, target, exc, written)
+                await self._claim_failed(effect, ref, target, exc, written)
                 return None
             self.ledger.claim_written(target)
             if target.extended is None:
@@ -660,11 +664,11 @@ class SchedulingLoop:
                 await self.ports.status.patch_pod_status(ref, extended_status(target))
             except ApiError as exc:
                 what = f"naming ResourceClaim {target.key} in the pod's status"
-                self._claim_failed(effect, ref, target, exc, written, what=what)
+                await self._claim_failed(effect, ref, target, exc, written, what=what)
                 return None
         return written
 
-    def _claim_failed(
+    async def _claim_failed(
         self,
         effect: Bind,
         ref: ObjectRef,
@@ -674,16 +678,18 @@ class SchedulingLoop:
         *,
         what: str = "",
     ) -> None:
+        """A claim write of ``effect`` failed (the binding was not tried): the pod says
+        why, then its bind is forgotten (see :meth:`_bind_failed`)."""
+        if not what:
+            claim = binding.key if binding.name else "for its extended resources"
+            what = f"writing ResourceClaim {claim}"
+        message = f"Binding rejected: {what}: {exc}"
+        await self.status.bind_failed(effect.task, message)
         self.ledger.forget(effect)
         self.metrics.binds.labels("error").inc()
         self._failed_call("claim", exc)
         self.metrics.schedule_attempts.labels("error", PROFILE).inc()
-        if not what:
-            claim = binding.key if binding.name else "for its extended resources"
-            what = f"writing ResourceClaim {claim}"
-        self.ports.events.record(
-            Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {what}: {exc}")
-        )
+        self.ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
         self._unreserve(written)
 
     def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
@@ -769,7 +775,15 @@ class SchedulingLoop:
         task = self.cache.tasks.get(uid)
         return task is not None and task.node_name == node and task.status is not TaskState.BINDING
 
-    def _bind_failed(self, effect: Bind, ref: ObjectRef, exc: ApiError) -> None:
+    async def _bind_failed(self, effect: Bind, ref: ObjectRef, exc: ApiError, *, say: bool) -> None:
+        """The bind of ``effect`` failed: with ``say`` (refused: the pod is known not to be
+        bound; not after a lost reply, whose read may show it on another node), its
+        ``PodScheduled`` condition says why first (reason SchedulerError, as
+        kube-scheduler's failure handler writes), so a pod whose binds keep failing is
+        not pending without a reason; then the bind is forgotten, and the pod is tried
+        again by a later cycle, whose bind cannot land before that write."""
+        if say:
+            await self.status.bind_failed(effect.task, f"Binding rejected: {exc}")
         self.ledger.forget(effect)
         self.metrics.binds.labels("error").inc()
         self._failed_call("bind", exc)

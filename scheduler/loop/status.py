@@ -202,6 +202,22 @@ def _comparable(status: Mapping[str, Any]) -> object:
     return (conds, rest)
 
 
+def _scheduled_false(message: str, now: str, *, error: bool) -> dict[str, Any]:
+    """The pod status patch of ``PodScheduled=False`` with ``message`` (reason
+    SchedulerError with ``error``, else Unschedulable)."""
+    return {
+        "conditions": [
+            {
+                "type": L.POD_SCHEDULED,
+                "status": "False",
+                "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
+                "message": message,
+                "lastTransitionTime": now,
+            }
+        ]
+    }
+
+
 class StatusReporter:
     """Owned by the loop; one per scheduler. Not thread-safe (the loop's task only)."""
 
@@ -264,19 +280,28 @@ class StatusReporter:
                 self._unschedulable(task, msg, now, error=error)
         self._event_backoff.retain(unschedulable)
 
+    async def bind_failed(self, task: TaskInfo, message: str) -> None:
+        """A bind of ``task`` failed (a write of its claims, or its binding) and the pod is
+        known not to be bound: say so in its ``PodScheduled`` condition (False, reason
+        SchedulerError), as kube-scheduler's failure handler does. Awaited by the bind's
+        task before the bind is forgotten, so no later bind of the pod lands before it;
+        once per message (a later cycle that says the same does not write it again). A
+        failed write is counted and logged, never raised."""
+        if self._pod_messages.get(task.uid) == message:
+            return
+        self._pod_messages[task.uid] = message
+        now = rfc3339(self._ports.clock.wall())
+        try:
+            await self._ports.status.patch_pod_status(
+                ObjectRef.of_pod(task), _scheduled_false(message, now, error=True)
+            )
+        except Exception as exc:  # an ApiError: the next failure or cycle writes it again
+            self._pod_messages.pop(task.uid, None)
+            self._on_failed("patch", exc)
+
     def _unschedulable(self, task: TaskInfo, msg: str, now: str, *, error: bool) -> None:
         ref = ObjectRef.of_pod(task)
-        patch = {
-            "conditions": [
-                {
-                    "type": L.POD_SCHEDULED,
-                    "status": "False",
-                    "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
-                    "message": msg,
-                    "lastTransitionTime": now,
-                }
-            ]
-        }
+        patch = _scheduled_false(msg, now, error=error)
 
         async def call() -> None:
             try:

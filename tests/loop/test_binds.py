@@ -53,6 +53,9 @@ class Case:
     outcome: str | None = None
     """The ``scheduler_api_ambiguous_resolved_total`` outcome, if ambiguous."""
     reads_made: int | None = None
+    said: bool = False
+    """The pod's ``PodScheduled`` condition was written (False, SchedulerError) before
+    the bind was forgotten: only for a refusal, when the pod is known not to be bound."""
 
 
 CASES = {
@@ -96,7 +99,7 @@ CASES = {
     "409-naming-another-node": Case(
         fail=ConflictError('pod default/p is already assigned to node "n2"'), reads_made=0
     ),
-    "refused": Case(fail=ServerError("injected failure of bind"), reads_made=0),
+    "refused": Case(fail=ServerError("injected failure of bind"), reads_made=0, said=True),
     "gone": Case(fail=NotFoundError('pods "p" not found'), result="gone", reads_made=0),
 }
 
@@ -130,6 +133,18 @@ def test_bind_outcomes(case: Case) -> None:
     anyio.run(main, backend="asyncio", backend_options={"loop_factory": VirtualTimeLoop})
     live = cache.tasks.get("default/p")
     assert live is not None and live.status is case.status
+    patches = [payload for call, name, payload in cluster.landed if call == "patch"]
+    if case.said:
+        [patch] = patches
+        [condition] = patch["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled",
+            "False",
+            "SchedulerError",
+        )
+        assert condition["message"] == f"Binding rejected: {case.fail}"
+    else:
+        assert patches == []
     assert live.node_name == ("" if case.status is TaskStatus.PENDING else "n1")
     registry = loop.metrics.registry
     assert registry.get_sample_value("sluice_bind_total", {"result": case.result}) == 1

@@ -18,16 +18,27 @@ from scheduler import app
 from scheduler.actions.preempt import NO_VICTIMS
 from scheduler.api import labels as L
 from scheduler.api.convert import task_from_pod
+from scheduler.api.errors import ServerError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.queue_tree import queue_tree
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.cache import SchedulerCache
 from scheduler.logging import quiet
-from scheduler.loop.status import job_phase, pod_group_status, queue_status, rfc3339
+from scheduler.loop.status import (
+    StatusReporter,
+    job_phase,
+    pod_group_status,
+    queue_status,
+    rfc3339,
+)
+from scheduler.loop.workers import WorkerPool
+from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from tests.builders import pod
+from tests.fakes import FakeCluster
 
 Obj = dict[str, Any]
 S = TaskStatus
@@ -577,3 +588,40 @@ def test_queue_status_in_a_tree(name: str, state: str, observed: Obj, expected: 
     if "conditions" in got:
         got["conditions"] = [c["type"] for c in got["conditions"]]
     assert got == expected
+
+
+# A refused bind says why ------------------------------------------------------------------
+
+
+def test_a_refused_bind_is_said_once_per_message_and_again_after_a_failed_write() -> None:
+    """``StatusReporter.bind_failed``: the pod's PodScheduled condition is written False
+    with reason SchedulerError; the same message again writes nothing; a write that
+    failed is forgotten, so the next failure writes it again."""
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, VirtualClock())
+    failed: list[str] = []
+    reporter = StatusReporter(
+        ports,
+        SchedulerCache(L.SCHEDULER_NAME),
+        WorkerPool("status", 4, lambda label, exc: None),
+        lambda call, exc: failed.append(call),
+    )
+    p = task("p", S.PENDING)
+    cluster.fail[("patch", "p")] = [ServerError("refused")]
+
+    async def main() -> None:
+        await reporter.bind_failed(p, "Binding rejected: no")  # its write fails
+        await reporter.bind_failed(p, "Binding rejected: no")  # written
+        await reporter.bind_failed(p, "Binding rejected: no")  # said already
+        await reporter.bind_failed(p, "Binding rejected: other")  # a new message
+
+    anyio.run(main, backend_options={"loop_factory": VirtualTimeLoop})
+    assert failed == ["patch"]
+    written = [payload for call, name, payload in cluster.landed if call == "patch"]
+    assert [c["conditions"][0]["message"] for c in written] == [
+        "Binding rejected: no",
+        "Binding rejected: other",
+    ]
+    assert {(c["conditions"][0]["status"], c["conditions"][0]["reason"]) for c in written} == {
+        ("False", "SchedulerError")
+    }

@@ -54,18 +54,23 @@ def world(gang_size: int) -> list[Obj]:
     return objects
 
 
-@pytest.fixture
-def dry_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the search's dry runs of allocate (``GangSearch._place``)."""
+def _counting(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
+    """Counts the calls of ``GangSearch.<method>`` (in the list's one item)."""
     count = [0]
-    place = GangSearch._place
+    original = getattr(GangSearch, method)
 
     def counted(self: GangSearch, *args: Any) -> bool:
         count[0] += 1
-        return place(self, *args)
+        return bool(original(self, *args))
 
-    monkeypatch.setattr(GangSearch, "_place", counted)
+    monkeypatch.setattr(GangSearch, method, counted)
     return count
+
+
+@pytest.fixture
+def dry_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the search's dry runs of allocate (``GangSearch._place``)."""
+    return _counting(monkeypatch, "_place")
 
 
 def test_a_gang_its_queue_cannot_take_is_not_searched_for(dry_runs: list[int]) -> None:
@@ -83,15 +88,7 @@ def test_a_gang_its_queue_can_take_is_still_made_room_for(dry_runs: list[int]) -
 @pytest.fixture
 def hopeless_asked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the dry runs with every candidate gone (``GangSearch._fits_without_all``)."""
-    count = [0]
-    ask = GangSearch._fits_without_all
-
-    def counted(self: GangSearch, *args: Any) -> bool:
-        count[0] += 1
-        return ask(self, *args)
-
-    monkeypatch.setattr(GangSearch, "_fits_without_all", counted)
-    return count
+    return _counting(monkeypatch, "_fits_without_all")
 
 
 def test_a_gang_the_greedy_fill_places_never_pays_for_the_question(

@@ -132,7 +132,7 @@ class CycleReport:
     settled: bool = False
     """The cycle decided nothing and left no pod of Sluice waiting
     (:func:`~scheduler.loop.idle.settled`): until the cache changes, the next may be
-    skipped."""
+    skipped. Worked out only by a loop that skips idle cycles (``skip_idle``)."""
     parts: dict[str, float] = field(default_factory=dict)
     """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
 
@@ -363,13 +363,14 @@ class SchedulingLoop:
         report.deferred = len(session.deferred)
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
-        report.settled = settled(
-            session.jobs.values(),
-            decided=report.decided or bool(report.job_errors),
-            deferred=report.deferred,
-            failed=bool(report.failed),
-        )
-        self.idle.after_cycle(report.revision, settled=report.settled)
+        if self.skip_idle:  # the scan of every task is for the idle check only
+            report.settled = settled(
+                session.jobs.values(),
+                decided=report.decided or bool(report.job_errors),
+                deferred=report.deferred,
+                failed=bool(report.failed),
+            )
+            self.idle.after_cycle(report.revision, settled=report.settled)
         await self._apply(report.effects[report.handed_on :], report)
         if self._real_time and report.effects:
             # Let the binds just submitted send their requests before the cycle's own
@@ -803,7 +804,7 @@ class SchedulingLoop:
 
     def _failed_call(self, call: str, exc: Exception) -> None:
         self.metrics.api_errors.labels(call).inc()
-        self.idle.disturbed()  # a status write failed: the next cycle writes it again
+        self.idle.disturbed()  # a call failed: the next cycle runs to retry what it was
         if call == "patch" and isinstance(exc, AmbiguousError):
             # The status reporter's writes: the next cycle compares what it wants with what
             # the events show, so a patch that took effect is not written again.

@@ -43,6 +43,7 @@ a dry run of allocate restricted to it:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -394,7 +395,7 @@ class GangSearch:
         candidate of the domain: 2,500 evictions rolled back, per gang of the
         gang-preemption benchmark)."""
         session, stmt, need = run.session, run.stmt, run.need
-        hopeless = _Memo(lambda: not self._fits_without_all(run, scored))
+        hopeless = functools.cache(lambda: not self._fits_without_all(run, scored))
         ways = _ways(session, scored)
         if ways is not None:
             return None if hopeless() else self._exact(run, ways)
@@ -436,10 +437,7 @@ class GangSearch:
         mark = run.stmt.checkpoint()
         try:
             for sc in scored:
-                kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
-                for t in (*sc.bundle.tasks, *sc.extras):
-                    if t.status is not TaskStatus.RELEASING:  # not evicted already
-                        self._evict_task(run, t, kind)
+                self._evict(run, sc)
             return self._fits(run)
         finally:
             run.stmt.rollback(mark)
@@ -575,9 +573,12 @@ class GangSearch:
         return [sc for sc in scored if sc.bundle.job.uid in jobs]
 
     def _evict(self, run: _Search, sc: Scored) -> None:
+        """Evict ``sc``'s tasks in ``run.stmt``, those not evicted already (a fill may
+        have taken some of them before it asks :meth:`_fits_without_all`)."""
         kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
         for t in (*sc.bundle.tasks, *sc.extras):
-            self._evict_task(run, t, kind)
+            if t.status is not TaskStatus.RELEASING:
+                self._evict_task(run, t, kind)
 
     def _evict_task(self, run: _Search, task: TaskInfo, kind: Kind) -> None:
         run.stmt.evict(
@@ -737,16 +738,3 @@ def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
         kind = Kind.WHOLE if w.broken else Kind.SAFE
         out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
     return out
-
-
-class _Memo:
-    """A question asked at most once: the answer of ``ask()`` the first time, kept."""
-
-    def __init__(self, ask: Callable[[], bool]) -> None:
-        self._ask = ask
-        self._answer: bool | None = None
-
-    def __call__(self) -> bool:
-        if self._answer is None:
-            self._answer = self._ask()
-        return self._answer

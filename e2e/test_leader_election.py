@@ -135,3 +135,28 @@ async def test_leadership_lost_ends_the_process_with_1(cluster: Cluster, start_s
     # It did not release (or rewrite) a Lease that is no longer its own.
     lease = await cluster.get_lease(lease_name)
     assert lease is not None and lease["spec"]["holderIdentity"] == "e2e-intruder"
+
+
+async def test_a_follower_ends_at_once_on_sigterm(cluster: Cluster, start_scheduler) -> None:
+    """SIGTERM to the replica that waits for the Lease ends it with 0 within a few
+    seconds (a pod's grace period is 30 s); it does not wait to lead first, and the
+    leader goes on leading. (A follower once kept waiting, and was killed when the
+    leader was stopped after it.)"""
+    await cluster.create_nodes(1)
+    lease_name = f"sluice-{cluster.run_id}"
+    replicas = [await start_scheduler(leader_elect=True) for _ in range(2)]
+    first = await wait_for(
+        lambda: _other_holder(cluster, lease_name, ""), timeout=30, what="a leader"
+    )
+    leader = await wait_for(
+        lambda: next((p for p in replicas if p.identity() == first), None),
+        timeout=10,
+        what=f"the replica {first} to log that it leads",
+    )
+    follower = next(p for p in replicas if p is not leader)
+    started = time.monotonic()
+    assert await follower.terminate(timeout=10) == 0, follower.tail()
+    assert time.monotonic() - started < 5, follower.tail()
+    assert leader.returncode is None, leader.tail()
+    lease = await cluster.get_lease(lease_name)
+    assert lease is not None and lease["spec"]["holderIdentity"] == first

@@ -221,7 +221,8 @@ async def _main(
             loop.freeze_heap = True
             loop.skip_idle = True  # a quiet cluster costs no snapshot a second
             live.append(LivePage(loop))
-            tg.start_soon(_stop_on_signal, loop)
+            waiting = anyio.CancelScope()
+            tg.start_soon(_stop_on_signal, loop, health, waiting)
             if args.leader_elect:
                 elector = LeaderElector(
                     client,
@@ -230,7 +231,8 @@ async def _main(
                         namespace=args.leader_elect_resource_namespace,
                     ),
                 )
-                await elector.run(lambda: _schedule(loop, health))
+                with waiting:
+                    await elector.run(lambda: _schedule(loop, health))
             else:
                 await _schedule(loop, health)
             await backend.flush_events(EVENT_FLUSH_SECONDS)
@@ -265,9 +267,16 @@ async def _schedule(loop: SchedulingLoop, health: Health) -> None:
         health.leading = False
 
 
-async def _stop_on_signal(loop: SchedulingLoop) -> None:
+async def _stop_on_signal(loop: SchedulingLoop, health: Health, waiting: anyio.CancelScope) -> None:
+    """On SIGTERM or SIGINT: a leader (or a process without election) finishes its
+    cycle, hands on its effects and returns (:meth:`SchedulingLoop.stop`); a follower,
+    still waiting for the Lease, stops waiting at once (``waiting`` is cancelled; the
+    elector releases the Lease if it had just taken it). A follower that waited to lead
+    first would outlive the pod's grace period whenever the leader is stopped after it."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            log.info("stopping", signal=signal.Signals(signum).name)
+            log.info("stopping", signal=signal.Signals(signum).name, leading=health.leading)
             loop.stop()
+            if not health.leading:
+                waiting.cancel()
             return

@@ -253,7 +253,7 @@ class SoakChecks:
                 )
         for uid, since in list(self._nominated_since.items()):
             if d.held_settled(since, now, s.settle_seconds) > s.gated_limit:
-                pod = self._pod_by_uid(uid)
+                pod = self.pod_by_uid(uid)
                 self.violate(
                     "preemptor_gated",
                     uid,
@@ -263,14 +263,14 @@ class SoakChecks:
                 )
         for uid, since in list(self._pending_since.items()):
             if d.held_settled(since, now, s.settle_seconds) > s.reason_limit:
-                pod = self._pod_by_uid(uid)
+                pod = self.pod_by_uid(uid)
                 self.violate(
                     "pending_without_reason",
                     uid,
                     f"pod {name_of(pod)} pending {now - since:.0f} s without a reason",
                 )
 
-    def _pod_by_uid(self, uid: str) -> dict[str, Any]:
+    def pod_by_uid(self, uid: str) -> dict[str, Any]:
         for p in self.pods.values():
             if str((p.get("metadata") or {}).get("uid")) == uid:
                 return p

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 import anyio
 from control_plane import LocalControlPlane
 from dra_driver import ClaimWatch, FakeDriver
-from harness import Cluster, core_path, wait_for
+from harness import Cluster, condition, core_path, name_of, node_of, wait_for
 
 from soak import trends
 from soak.chaos import Chaos
@@ -35,6 +36,11 @@ from soak.world import JOB_LABEL, World
 
 FINAL_SETTLE_CAP = 300.0
 """At most this long after the deadline, waiting for the cluster to have settled."""
+
+PROBED = ("pending_without_reason", "preemptor_gated")
+"""The invariants about one pod whose violation is probed when it is flagged
+(:meth:`Soak._probe`): the watch's view may be stale, and the leader's is gone once
+the run ends."""
 
 
 class Soak:
@@ -57,7 +63,7 @@ class Soak:
         self.checks = SoakChecks(self.workload, settings, self.disturbances)
         self.claims = ClaimWatch(cluster)
         self.replicas = Replicas(
-            cluster, start_scheduler, settings, self.disturbances, extra_args=[]
+            cluster, start_scheduler, settings, self.disturbances, extra_args=["--ui"]
         )
         self.chaos = Chaos(cluster, self.replicas, settings, self.disturbances, control_plane)
         self.binds: list[float] = self.replicas.binds
@@ -66,6 +72,9 @@ class Soak:
         self.t0 = time.monotonic()
         self.work_seconds = 0.0
         self.settled_after = 0.0
+        self.probes: dict[str, str] = {}
+        """Violation subject (a pod's uid) -> what the API server and the leader said of
+        the pod when it was flagged (:meth:`_probe`)."""
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
@@ -81,12 +90,53 @@ class Soak:
 
     async def _every_second(self) -> None:
         next_load = 0.0
-        while True:
-            self.checks.tick()
-            if time.monotonic() >= next_load:
-                next_load = time.monotonic() + self.settings.sample_every
-                self.load.append(os.getloadavg()[0])
-            await anyio.sleep(1.0)
+        probed = 0
+        async with anyio.create_task_group() as tg:
+            while True:
+                self.checks.tick()
+                for v in self.checks.violations[probed:]:
+                    if v.invariant in PROBED:
+                        tg.start_soon(self._probe, v.subject)
+                probed = len(self.checks.violations)
+                if time.monotonic() >= next_load:
+                    next_load = time.monotonic() + self.settings.sample_every
+                    self.load.append(os.getloadavg()[0])
+                await anyio.sleep(1.0)
+
+    async def _probe(self, uid: str) -> None:
+        """What the API server and the leader say, right now, of the pod ``uid`` just
+        flagged: the pod read afresh (is it there, is it the same pod, its
+        resourceVersion and PodScheduled condition), and the leader's own explanation
+        from its cache (``/ui/explain``: is the pod in it, what holds it). Kept in
+        :attr:`probes` for the violation's detail; a failure is recorded, not raised."""
+        name = name_of(self.checks.pod_by_uid(uid))
+        said: list[str] = []
+        try:
+            pod = await self.cluster.api.request(
+                "GET", core_path("pods", self.cluster.namespace, name), timeout=10
+            )
+            meta = pod.get("metadata") or {}
+            scheduled = condition(pod, "PodScheduled") or {}
+            same = "same" if meta.get("uid") == uid else "another"
+            said.append(
+                f"API server: uid {meta.get('uid')} ({same} pod), resourceVersion "
+                f"{meta.get('resourceVersion')}, node "
+                f"{node_of(pod) or '-'}, PodScheduled {scheduled.get('status', '-')} "
+                f"{scheduled.get('reason', '')} {scheduled.get('message', '')!r}"
+            )
+        except Exception as exc:
+            said.append(f"API server: {exc}")
+        leader = self.replicas.leader()
+        if leader is None:
+            said.append("leader: none right now")
+        else:
+            path = f"/ui/explain?kind=pod&name={self.cluster.namespace}/{name}"
+            try:
+                status, text = await leader.process.http_get(path)
+                said.append(f"leader {leader.index} ({status}): {text[:3000]}")
+            except Exception as exc:
+                said.append(f"leader {leader.index}: {exc!r}")
+        self.probes[uid] = "\n  ".join(said)
 
     async def run(self) -> dict[str, Any]:
         s = self.settings
@@ -156,11 +206,21 @@ class Soak:
     # ----------------------------------------------------------------- the report
 
     def _story(self, subject: str) -> str:
-        """What the watch saw of every pod of the job ``subject`` names (for a
-        violation's detail): node, deletion, conditions, nominations."""
+        """What the watch saw of every pod of the job ``subject`` names, or of the pod
+        whose uid it is (for a violation's detail): node, deletion, conditions,
+        nominations; for a pod, what was probed when it was flagged."""
         job = self.workload.jobs.get(subject)
         if job is None:
-            return ""
+            h = self.cluster.recorder.by_uid.get(subject)
+            if h is None:
+                return ""
+            meta = h.last.get("metadata") or {}
+            conditions = ", ".join("/".join(c) for c in h.conditions)
+            return (
+                f"\n  watch: uid {subject}, resourceVersion {meta.get('resourceVersion')}, "
+                f"node={h.node or '-'} deleted={h.deleted} nominated={h.nominated} "
+                f"conditions=[{conditions}]\n  {self.probes.get(subject, 'not probed')}"
+            )
         lines = []
         for h in self.cluster.recorder.by_uid.values():
             labels = (h.last.get("metadata") or {}).get("labels") or {}
@@ -271,7 +331,8 @@ async def run_soak(
     control_plane: LocalControlPlane | None,
     report_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Run one soak; its report (also written to ``report_path`` as JSON when given)."""
+    """Run one soak; its report (also written to ``report_path`` as JSON when given, with
+    each replica's log beside it: ``<stem>-replica-N.log``)."""
     import json
 
     soak = Soak(cluster, start_scheduler, settings, control_plane)
@@ -281,4 +342,9 @@ async def run_soak(
         await soak.cleanup()
     if report_path is not None:
         report_path.write_text(json.dumps(result, indent=1) + "\n")
+        for r in soak.replicas.all_replicas():  # the logs outlive pytest's tmp dirs
+            log = r.process.log_path
+            kept = report_path.with_name(f"{report_path.stem}-replica-{r.index}.log")
+            if log.exists() and log.parent != report_path.parent:
+                shutil.copyfile(log, kept)
     return result

@@ -14,9 +14,8 @@ copies everything afresh), counted, and the loop goes on. Nothing a plugin raise
 the process.
 
 The loop owns one task group; every background call belongs to it, and failures are
-handled where they are expected (a refused bind forgets the assumed pod, which is then
-retried; a bind whose reply was lost keeps it until its outcome is learnt) and logged and
-counted otherwise.
+handled where they are expected (the binds and their claims: :mod:`scheduler.loop.binder`;
+the status writes: :mod:`scheduler.loop.status`) and logged and counted otherwise.
 """
 
 from __future__ import annotations
@@ -32,22 +31,15 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from scheduler.api.dra.convert import extended_status
-from scheduler.api.dra.model import ClaimBinding, ClaimInfo
 from scheduler.api.errors import (
     AmbiguousError,
-    ApiError,
-    ConflictError,
     InvariantError,
-    NotFoundError,
-    assigned_node,
 )
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.queue import QueueShare
 from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU
 from scheduler.api.task import TaskInfo
-from scheduler.api.task import TaskStatus as TaskState
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import (
     Bind,
@@ -60,16 +52,16 @@ from scheduler.framework.effects import (
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
+from scheduler.loop.binder import Binder
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.errors import JobErrorLog, cycle_failed
 from scheduler.loop.idle import IdleCycles, settled
 from scheduler.loop.queue import JobQueue, ReservationChange
-from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
-from scheduler.ports import ClusterPorts, Event, ObjectRef
-from scheduler.preemption.outcomes import Outcome, OutcomeResolver
+from scheduler.ports import ClusterPorts
+from scheduler.preemption.outcomes import OutcomeResolver
 
 log = get_logger("sluice.loop")
 
@@ -197,8 +189,17 @@ class SchedulingLoop:
         self.queue = JobQueue(ports.clock, ports.events, self.metrics, wake=self.wake)
         """Every hold on a job between cycles; its view goes with each snapshot."""
         self.error_log = JobErrorLog(self.metrics)
-        self._deallocating: set[str] = set()
-        """DRA claims whose deallocation is in flight."""
+        self.binder = Binder(
+            ports,
+            cache,
+            self.metrics,
+            binds=self.binds,
+            writes=self.writes,
+            status=self.status,
+            outcomes=self.outcomes,
+            on_failed=self._failed_call,
+        )
+        """Hands on the binds (their claims first) and clears the claims nobody holds."""
         self._generation = 0
         """The cache's generation when the cycle under way took its snapshot."""
         self._pending_series: set[str] = set()
@@ -382,7 +383,7 @@ class SchedulingLoop:
             )
             await anyio.sleep(0)
             report.slice_started = time.perf_counter()
-        self._deallocate_stale_claims(session)
+        self.binder.release_stale_claims(session)
         self.status.report(session)
         self._report_pending()
         self._report_queue_shares(session)
@@ -563,7 +564,7 @@ class SchedulingLoop:
         for effect in effects:
             withdrawn = self.ledger.assume(effect)
             if isinstance(effect, Bind):
-                self._bind(effect)
+                self.binder.bind(effect)
             elif isinstance(effect, (Evict, Nominate, ClearNomination)):
                 preemption.append(effect)
                 if withdrawn:
@@ -577,230 +578,6 @@ class SchedulingLoop:
             await self.preemption.handle(preemption, displaced)
             if waits:
                 report.slice_started = time.perf_counter()
-
-    def _bind(self, effect: Bind) -> None:
-        """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is
-        retried); an ambiguous failure keeps it until the outcome is learnt
-        (:class:`~scheduler.preemption.outcomes.OutcomeResolver`): took effect, it stays
-        bound; did not (or unknown at the deadline), it is forgotten. A 409 saying the pod
-        is already on the node chosen is success (an earlier attempt's reply was lost)."""
-        task = effect.task
-        ref = ObjectRef.of_pod(task)
-
-        async def call() -> None:
-            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
-                await bind()
-
-        async def bind() -> None:
-            t0 = time.perf_counter()
-            written = await self._write_claims(effect, ref) if effect.claims else ()
-            if written is None:
-                return
-            try:
-                await self.ports.binder.bind(ref, effect.node, effect.annotations)
-            except NotFoundError:
-                self.ledger.forget(effect)  # the pod is gone; its DELETED event follows
-                self.metrics.binds.labels("gone").inc()
-                self._unreserve(written)
-                return
-            except AmbiguousError as exc:
-                outcome = await self.outcomes.bind(
-                    ref, effect.node, exc, shown=lambda: self._shown_bound(task.uid, effect.node)
-                )
-                if outcome is not Outcome.TOOK_EFFECT:
-                    # not there, but maybe on another node (or unknown): nothing said on it
-                    await self._bind_failed(effect, ref, exc, say=False)
-                    self._unreserve(written)
-                    return
-            except ApiError as exc:
-                if assigned_node(exc) != effect.node:
-                    # a conflict: the pod is on another node, or changed; nothing said on it
-                    await self._bind_failed(
-                        effect, ref, exc, say=not isinstance(exc, ConflictError)
-                    )
-                    self._unreserve(written)
-                    return
-            self._bound(effect, ref, t0)
-
-        self.binds.submit(f"bind {ref.key}", call)
-
-    async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
-        """Write the claims of ``effect`` before its binding, one after the other, as
-        kube-scheduler's PreBind does (allocation, reservation; for the claim of a pod's
-        extended resources: create it, write it, then name it in the pod's
-        ``status.extendedResourceClaimStatus``). Returns the bindings written; None when
-        one failed, after the bind is forgotten (retried later) and what was written is
-        withdrawn (reservations removed, a claim created deleted). A write whose reply was
-        lost is read back: the claim reserved for the pod means it took effect. A create
-        whose reply was lost fails: a claim it made is found and deleted by a later cycle
-        (:func:`~scheduler.loop.stale_claims.stale_extended_claims`)."""
-        claims = self.ports.claims
-        written: list[ClaimBinding] = []
-        for binding in effect.claims:
-            target = binding
-            try:
-                if claims is None:
-                    raise InvariantError("no ClaimWriter: cannot write DRA claims")
-                if binding.extended is not None:
-                    target = await claims.create_claim(binding)
-                    written.append(target)  # deleted again if anything after fails
-                await claims.reserve_claim(target)
-            except AmbiguousError as exc:
-                outcome = (
-                    await self.outcomes.claim(target, exc, read=claims.read_claim)  # type: ignore[union-attr]
-                    if target.name
-                    else Outcome.DID_NOT
-                )
-                if outcome is not Outcome.TOOK_EFFECT:
-                    await self._claim_failed(effect, ref, target, exc, written)
-                    return None
-            except (ApiError, InvariantError) as exc:
-                await self._claim_failed(effect, ref, target, exc, written)
-                return None
-            self.ledger.claim_written(target)
-            if target.extended is None:
-                written.append(target)
-                continue
-            try:
-                await self.ports.status.patch_pod_status(ref, extended_status(target))
-            except ApiError as exc:
-                what = f"naming ResourceClaim {target.key} in the pod's status"
-                await self._claim_failed(effect, ref, target, exc, written, what=what)
-                return None
-        return written
-
-    async def _claim_failed(
-        self,
-        effect: Bind,
-        ref: ObjectRef,
-        binding: ClaimBinding,
-        exc: Exception,
-        written: Sequence[ClaimBinding],
-        *,
-        what: str = "",
-    ) -> None:
-        """A claim write of ``effect`` failed (the binding was not tried): the pod says
-        why, then its bind is forgotten (see :meth:`_bind_failed`)."""
-        if not what:
-            claim = binding.key if binding.name else "for its extended resources"
-            what = f"writing ResourceClaim {claim}"
-        message = f"Binding rejected: {what}: {exc}"
-        await self.status.bind_failed(effect.task, message)
-        self.ledger.forget(effect)
-        self.metrics.binds.labels("error").inc()
-        self._failed_call("claim", exc)
-        self.metrics.schedule_attempts.labels("error", PROFILE).inc()
-        self.ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
-        self._unreserve(written)
-
-    def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
-        """Withdraw the reservations of a pod whose bind failed after its claims were
-        written (kube-scheduler's Unreserve); the allocations stay (the pod's next
-        attempt uses them, or the claim controller releases them), but a claim made for
-        the pod's extended resources is deleted. Best effort, in the background: a
-        failure is logged (a claim left is deleted by a later cycle)."""
-        claims = self.ports.claims
-        if claims is None:
-            return
-        for binding in written:
-            if binding.extended is not None:
-                self._delete_claim(binding.namespace, binding.name, binding.uid)
-                continue
-
-            async def call(b: ClaimBinding = binding) -> None:
-                try:
-                    await claims.unreserve_claim(b)
-                except ApiError as exc:
-                    self._failed_call("claim", exc)
-
-            self.writes.submit(f"unreserve {binding.key}", call)
-
-    def _delete_claim(self, namespace: str, name: str, uid: str) -> None:
-        """Delete, in the background, a claim made for a pod's extended resources
-        (:meth:`~scheduler.ports.ClaimWriter.delete_claim`); once at a time per claim,
-        NotFound counting as done."""
-        claims = self.ports.claims
-        key = f"{namespace}/{name}"
-        if claims is None or key in self._deallocating:
-            return
-        self._deallocating.add(key)
-
-        async def call() -> None:
-            try:
-                await claims.delete_claim(namespace, name, uid)
-                log.info("deleted a claim made for extended resources", claim=key)
-            except NotFoundError:
-                pass
-            except ApiError as exc:
-                self._failed_call("claim", exc)
-            finally:
-                self._deallocating.discard(key)
-
-        self.writes.submit(f"delete {key}", call)
-
-    def _deallocate_stale_claims(self, session: Session) -> None:
-        """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
-        stale_claims` picks (kube-scheduler's PostFilter), in the background; a failure
-        (a conflict: the claim changed) is logged, and the next cycle looks again."""
-        claims = self.ports.claims
-        if claims is None or session.snapshot.dra is None:
-            return
-        unschedulable = {
-            t.uid
-            for job in session.jobs.values()
-            for t in job.tasks.values()
-            if t.uid in session.task_reasons or job.uid in session.job_reasons
-        }
-        view = session.snapshot.dra
-        for claim in stale_extended_claims(view, session.jobs, unschedulable.__contains__):
-            self._delete_claim(claim.namespace, claim.name, claim.uid)
-        stale = stale_claims(view, session.jobs, unschedulable.__contains__, self.cache.dra.assumed)
-        for claim in stale:
-            if claim.key in self._deallocating:
-                continue
-            self._deallocating.add(claim.key)
-
-            async def call(c: ClaimInfo = claim) -> None:
-                try:
-                    await claims.deallocate_claim(c.namespace, c.name, c.uid, c.resource_version)
-                    log.info("deallocated a claim nobody holds", claim=c.key)
-                except ApiError as exc:
-                    self._failed_call("claim", exc)
-                finally:
-                    self._deallocating.discard(c.key)
-
-            self.writes.submit(f"deallocate {claim.key}", call)
-
-    def _shown_bound(self, uid: str, node: str) -> bool:
-        """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""
-        task = self.cache.tasks.get(uid)
-        return task is not None and task.node_name == node and task.status is not TaskState.BINDING
-
-    async def _bind_failed(self, effect: Bind, ref: ObjectRef, exc: ApiError, *, say: bool) -> None:
-        """The bind of ``effect`` failed: with ``say`` (refused: the pod is known not to be
-        bound; not after a lost reply, whose read may show it on another node), its
-        ``PodScheduled`` condition says why first (reason SchedulerError, as
-        kube-scheduler's failure handler writes), so a pod whose binds keep failing is
-        not pending without a reason; then the bind is forgotten, and the pod is tried
-        again by a later cycle, whose bind cannot land before that write."""
-        if say:
-            await self.status.bind_failed(effect.task, f"Binding rejected: {exc}")
-        self.ledger.forget(effect)
-        self.metrics.binds.labels("error").inc()
-        self._failed_call("bind", exc)
-        self.metrics.schedule_attempts.labels("error", PROFILE).inc()
-        if not isinstance(exc, ConflictError | AmbiguousError):
-            self.ports.events.record(
-                Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
-            )
-
-    def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
-        self.metrics.binds.labels("ok").inc()
-        self.metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
-        self.metrics.attempt_duration.labels("scheduled", PROFILE).observe(time.perf_counter() - t0)
-        self.ports.events.record(
-            Event(ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}")
-        )
 
     def _failed_call(self, call: str, exc: Exception) -> None:
         self.metrics.api_errors.labels(call).inc()

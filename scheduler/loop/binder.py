@@ -1,0 +1,304 @@
+"""Binder: the binds a cycle decided, with the DRA claims written before them (layer 3).
+
+Job: hand each :class:`~scheduler.framework.effects.Bind` to the API server in the
+background, as kube-scheduler's binding cycle does (PreBind writes the pod's claims, then
+the binding), and leave the cache true to what happened: a refusal forgets the assumed
+pod (a later cycle tries it again) after its ``PodScheduled`` condition says why; an
+ambiguous failure keeps it until its outcome is learnt
+(:class:`~scheduler.preemption.outcomes.OutcomeResolver`); a claim written for a bind that
+failed is withdrawn. Also clears the claims nobody holds any more (kube-scheduler's
+PostFilter for DRA).
+
+Owned by the :class:`~scheduler.loop.scheduler_loop.SchedulingLoop`: called from its task
+only; the calls run in the loop's pools (binds in ``binds``; claim withdrawals and
+deletions in ``writes``). Failures are counted and logged through ``on_failed`` (the
+loop's), never raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from scheduler.api.dra.convert import extended_status
+from scheduler.api.dra.model import ClaimBinding, ClaimInfo
+from scheduler.api.errors import (
+    AmbiguousError,
+    ApiError,
+    ConflictError,
+    InvariantError,
+    NotFoundError,
+    assigned_node,
+)
+from scheduler.api.task import TaskStatus
+from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import Bind, EffectLedger
+from scheduler.framework.session import Session
+from scheduler.logging import get_logger
+from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
+from scheduler.loop.status import StatusReporter
+from scheduler.loop.workers import WorkerPool
+from scheduler.metrics import PROFILE, Metrics
+from scheduler.ports import ClusterPorts, Event, ObjectRef
+from scheduler.preemption.outcomes import Outcome, OutcomeResolver
+
+log = get_logger("sluice.loop")
+
+
+class Binder:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        ports: ClusterPorts,
+        cache: SchedulerCache,
+        metrics: Metrics,
+        *,
+        binds: WorkerPool,
+        writes: WorkerPool,
+        status: StatusReporter,
+        outcomes: OutcomeResolver,
+        on_failed: Callable[[str, Exception], None],
+    ) -> None:
+        self._ports = ports
+        self._cache = cache
+        self._ledger: EffectLedger = cache
+        """Where binds were assumed, and are forgotten when their call fails."""
+        self._metrics = metrics
+        self._binds = binds
+        self._writes = writes
+        self._status = status
+        self._outcomes = outcomes
+        self._on_failed = on_failed
+        self._deallocating: set[str] = set()
+        """DRA claims whose deallocation or deletion is in flight."""
+
+    def bind(self, effect: Bind) -> None:
+        """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is
+        retried); an ambiguous failure keeps it until the outcome is learnt
+        (:class:`~scheduler.preemption.outcomes.OutcomeResolver`): took effect, it stays
+        bound; did not (or unknown at the deadline), it is forgotten. A 409 saying the pod
+        is already on the node chosen is success (an earlier attempt's reply was lost)."""
+        task = effect.task
+        ref = ObjectRef.of_pod(task)
+
+        async def call() -> None:
+            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
+                await bind()
+
+        async def bind() -> None:
+            t0 = time.perf_counter()
+            written = await self._write_claims(effect, ref) if effect.claims else ()
+            if written is None:
+                return
+            try:
+                await self._ports.binder.bind(ref, effect.node, effect.annotations)
+            except NotFoundError:
+                self._ledger.forget(effect)  # the pod is gone; its DELETED event follows
+                self._metrics.binds.labels("gone").inc()
+                self._unreserve(written)
+                return
+            except AmbiguousError as exc:
+                outcome = await self._outcomes.bind(
+                    ref, effect.node, exc, shown=lambda: self._shown_bound(task.uid, effect.node)
+                )
+                if outcome is not Outcome.TOOK_EFFECT:
+                    # not there, but maybe on another node (or unknown): nothing said on it
+                    await self._bind_failed(effect, ref, exc, say=False)
+                    self._unreserve(written)
+                    return
+            except ApiError as exc:
+                if assigned_node(exc) != effect.node:
+                    # a conflict: the pod is on another node, or changed; nothing said on it
+                    await self._bind_failed(
+                        effect, ref, exc, say=not isinstance(exc, ConflictError)
+                    )
+                    self._unreserve(written)
+                    return
+            self._bound(effect, ref, t0)
+
+        self._binds.submit(f"bind {ref.key}", call)
+
+    async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
+        """Write the claims of ``effect`` before its binding, one after the other, as
+        kube-scheduler's PreBind does (allocation, reservation; for the claim of a pod's
+        extended resources: create it, write it, then name it in the pod's
+        ``status.extendedResourceClaimStatus``). Returns the bindings written; None when
+        one failed, after the bind is forgotten (retried later) and what was written is
+        withdrawn (reservations removed, a claim created deleted). A write whose reply was
+        lost is read back: the claim reserved for the pod means it took effect. A create
+        whose reply was lost fails: a claim it made is found and deleted by a later cycle
+        (:func:`~scheduler.loop.stale_claims.stale_extended_claims`)."""
+        claims = self._ports.claims
+        written: list[ClaimBinding] = []
+        for binding in effect.claims:
+            target = binding
+            try:
+                if claims is None:
+                    raise InvariantError("no ClaimWriter: cannot write DRA claims")
+                if binding.extended is not None:
+                    target = await claims.create_claim(binding)
+                    written.append(target)  # deleted again if anything after fails
+                await claims.reserve_claim(target)
+            except AmbiguousError as exc:
+                outcome = (
+                    await self._outcomes.claim(target, exc, read=claims.read_claim)  # type: ignore[union-attr]
+                    if target.name
+                    else Outcome.DID_NOT
+                )
+                if outcome is not Outcome.TOOK_EFFECT:
+                    await self._claim_failed(effect, ref, target, exc, written)
+                    return None
+            except (ApiError, InvariantError) as exc:
+                await self._claim_failed(effect, ref, target, exc, written)
+                return None
+            self._ledger.claim_written(target)
+            if target.extended is None:
+                written.append(target)
+                continue
+            try:
+                await self._ports.status.patch_pod_status(ref, extended_status(target))
+            except ApiError as exc:
+                what = f"naming ResourceClaim {target.key} in the pod's status"
+                await self._claim_failed(effect, ref, target, exc, written, what=what)
+                return None
+        return written
+
+    async def _claim_failed(
+        self,
+        effect: Bind,
+        ref: ObjectRef,
+        binding: ClaimBinding,
+        exc: Exception,
+        written: Sequence[ClaimBinding],
+        *,
+        what: str = "",
+    ) -> None:
+        """A claim write of ``effect`` failed (the binding was not tried): the pod says
+        why, then its bind is forgotten (see :meth:`_bind_failed`)."""
+        if not what:
+            claim = binding.key if binding.name else "for its extended resources"
+            what = f"writing ResourceClaim {claim}"
+        message = f"Binding rejected: {what}: {exc}"
+        await self._status.bind_failed(effect.task, message)
+        self._ledger.forget(effect)
+        self._metrics.binds.labels("error").inc()
+        self._on_failed("claim", exc)
+        self._metrics.schedule_attempts.labels("error", PROFILE).inc()
+        self._ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
+        self._unreserve(written)
+
+    def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
+        """Withdraw the reservations of a pod whose bind failed after its claims were
+        written (kube-scheduler's Unreserve); the allocations stay (the pod's next
+        attempt uses them, or the claim controller releases them), but a claim made for
+        the pod's extended resources is deleted. Best effort, in the background: a
+        failure is logged (a claim left is deleted by a later cycle)."""
+        claims = self._ports.claims
+        if claims is None:
+            return
+        for binding in written:
+            if binding.extended is not None:
+                self._delete_claim(binding.namespace, binding.name, binding.uid)
+                continue
+
+            async def call(b: ClaimBinding = binding) -> None:
+                try:
+                    await claims.unreserve_claim(b)
+                except ApiError as exc:
+                    self._on_failed("claim", exc)
+
+            self._writes.submit(f"unreserve {binding.key}", call)
+
+    def _delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        """Delete, in the background, a claim made for a pod's extended resources
+        (:meth:`~scheduler.ports.ClaimWriter.delete_claim`); once at a time per claim,
+        NotFound counting as done."""
+        claims = self._ports.claims
+        key = f"{namespace}/{name}"
+        if claims is None or key in self._deallocating:
+            return
+        self._deallocating.add(key)
+
+        async def call() -> None:
+            try:
+                await claims.delete_claim(namespace, name, uid)
+                log.info("deleted a claim made for extended resources", claim=key)
+            except NotFoundError:
+                pass
+            except ApiError as exc:
+                self._on_failed("claim", exc)
+            finally:
+                self._deallocating.discard(key)
+
+        self._writes.submit(f"delete {key}", call)
+
+    def release_stale_claims(self, session: Session) -> None:
+        """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
+        stale_claims` picks (kube-scheduler's PostFilter), in the background; a failure
+        (a conflict: the claim changed) is logged, and the next cycle looks again."""
+        claims = self._ports.claims
+        if claims is None or session.snapshot.dra is None:
+            return
+        unschedulable = {
+            t.uid
+            for job in session.jobs.values()
+            for t in job.tasks.values()
+            if t.uid in session.task_reasons or job.uid in session.job_reasons
+        }
+        view = session.snapshot.dra
+        for claim in stale_extended_claims(view, session.jobs, unschedulable.__contains__):
+            self._delete_claim(claim.namespace, claim.name, claim.uid)
+        stale = stale_claims(
+            view, session.jobs, unschedulable.__contains__, self._cache.dra.assumed
+        )
+        for claim in stale:
+            if claim.key in self._deallocating:
+                continue
+            self._deallocating.add(claim.key)
+
+            async def call(c: ClaimInfo = claim) -> None:
+                try:
+                    await claims.deallocate_claim(c.namespace, c.name, c.uid, c.resource_version)
+                    log.info("deallocated a claim nobody holds", claim=c.key)
+                except ApiError as exc:
+                    self._on_failed("claim", exc)
+                finally:
+                    self._deallocating.discard(c.key)
+
+            self._writes.submit(f"deallocate {claim.key}", call)
+
+    def _shown_bound(self, uid: str, node: str) -> bool:
+        """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""
+        task = self._cache.tasks.get(uid)
+        return task is not None and task.node_name == node and task.status is not TaskStatus.BINDING
+
+    async def _bind_failed(self, effect: Bind, ref: ObjectRef, exc: ApiError, *, say: bool) -> None:
+        """The bind of ``effect`` failed: with ``say`` (refused: the pod is known not to be
+        bound; not after a lost reply, whose read may show it on another node), its
+        ``PodScheduled`` condition says why first (reason SchedulerError, as
+        kube-scheduler's failure handler writes), so a pod whose binds keep failing is
+        not pending without a reason; then the bind is forgotten, and the pod is tried
+        again by a later cycle, whose bind cannot land before that write."""
+        if say:
+            await self._status.bind_failed(effect.task, f"Binding rejected: {exc}")
+        self._ledger.forget(effect)
+        self._metrics.binds.labels("error").inc()
+        self._on_failed("bind", exc)
+        self._metrics.schedule_attempts.labels("error", PROFILE).inc()
+        if not isinstance(exc, ConflictError | AmbiguousError):
+            self._ports.events.record(
+                Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
+            )
+
+    def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
+        self._metrics.binds.labels("ok").inc()
+        self._metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
+        self._metrics.attempt_duration.labels("scheduled", PROFILE).observe(
+            time.perf_counter() - t0
+        )
+        self._ports.events.record(
+            Event(ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}")
+        )

@@ -36,6 +36,7 @@ this command started is stopped (``down``) however it ends, SIGTERM included."""
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import os
@@ -637,6 +638,17 @@ def run_order(
     return out
 
 
+def compile_sluice() -> None:
+    """Byte-compile the scheduler's modules (into ``__pycache__``, as ``pip install``
+    does for the image) before any run: a checkout run with ``PYTHONDONTWRITEBYTECODE=1``
+    would otherwise compile every module again at each start (0.11 s of a 0.64 s import,
+    measured), which no installed Sluice does; kube-scheduler's binary has nothing to
+    compile. Modules changed later are compiled in memory at import, as usual."""
+    import scheduler
+
+    compileall.compile_dir(Path(scheduler.__file__).parent, quiet=1)
+
+
 def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -698,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     _shapes(args), _runners(args)  # check them before starting anything
     if args.rounds < 1:
         raise SystemExit(f"--rounds: must be at least 1, got {args.rounds}")
+    compile_sluice()
     if args.kubeconfig is not None or (args.state and (args.state / "kubeconfig").exists()):
         kubeconfig = args.kubeconfig or args.state / "kubeconfig"
         plane = ControlPlane(kubeconfig, args.state, started=False)

@@ -11,7 +11,8 @@ beyond its share is the first to be reclaimed.
 
 A gang is committed only when it is ready, otherwise its statement is rolled back and
 nothing of it is bound. Jobs whose waiting tasks all request nothing are left to
-``backfill``. Once the action has spent its time budget it stops between two jobs and
+``backfill``. Once its slice is over (its time budget spent, or the cycle's shorter first
+slice: :meth:`~scheduler.framework.session.Session.slice_over`) it stops between two jobs and
 leaves where it is in the session (:meth:`~scheduler.framework.session.Session.carry`):
 the loop hands on what was decided so far, lets the binds go out, and runs the action
 again on the same session, which goes on from there.
@@ -78,12 +79,12 @@ class AllocateAction:
     def _round(self, session: Session, progress: _Progress) -> bool:
         """Try the jobs of ``progress`` queue by queue (the first round within each
         queue's share, the second beyond it); the first round notes in it the jobs that
-        lacked only their queue's share. False when the time budget ran out first
+        lacked only their queue's share. False when the slice was over first
         (``progress`` then holds what is left)."""
         pending = progress.pending
         while pending:
             name = min(pending, key=lambda q: session.queue_key(session.queues[q]))
-            if session.out_of_time():
+            if session.slice_over():
                 return False
             queue = session.queues[name]
             queued = pending[name]

@@ -42,13 +42,14 @@ from scheduler.kube import (
 )
 from scheduler.kube.optional import OptionalInformers
 from scheduler.kube.resources import NODES
-from scheduler.live import LivePage, add_routes
+from scheduler.live.routes import add_routes
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
 from scheduler.metrics.runtime import register_runtime_metrics
 
 if TYPE_CHECKING:
     from scheduler.framework.registry import ResolvedConfiguration
+    from scheduler.live.service import LivePage
     from scheduler.loop.scheduler_loop import SchedulingLoop
 
 log = get_logger("sluice.run")
@@ -216,6 +217,7 @@ async def _main(
             # first round.
             gc.freeze()
             from scheduler import app
+            from scheduler.live.service import LivePage
 
             loop = app.build_loop(resolved, cache, backend.ports(), metrics)
             loop.freeze_heap = True

@@ -241,6 +241,7 @@ class Session:
         (:meth:`try_job`): no later action tries them, they say nothing new, and the next
         cycle tries them first (the loop runs it at once)."""
         self._out_of_time: Callable[[], bool] = _never
+        self._slice_over: Callable[[], bool] = _never
         self._tried = 0
         self._carried: dict[str, object] = {}
         """What actions that ran out of time left to go on with (:meth:`carry`)."""
@@ -320,26 +321,41 @@ class Session:
 
     # Boundaries ----------------------------------------------------------------------
 
-    def run_action(self, action: Action, out_of_time: Callable[[], bool] | None = None) -> None:
+    def run_action(
+        self,
+        action: Action,
+        out_of_time: Callable[[], bool] | None = None,
+        slice_over: Callable[[], bool] | None = None,
+    ) -> None:
         """Run ``action`` on this session. While it runs, every question about one job
         (a JOB-scoped extension point) must be asked inside that job's boundary.
 
         ``out_of_time`` (the loop's clock against the action's time budget; None: no
         budget) is asked before each job the action tries (:meth:`try_job`): once it says
-        yes, the jobs left are deferred to the next cycle."""
+        yes, the jobs left are deferred to the next cycle. ``slice_over`` (default: the
+        same) is what an action that keeps its place asks instead (:meth:`slice_over`):
+        the loop makes the first slice of a cycle shorter than the budget."""
         self._acting = action.name
         self._out_of_time = out_of_time or _never
+        self._slice_over = slice_over or self._out_of_time
         self._tried = 0
         try:
             action.execute(self)
         finally:
             self._acting = ""
-            self._out_of_time = _never
+            self._out_of_time = self._slice_over = _never
 
     def out_of_time(self) -> bool:
         """Has the running action spent its time budget? Never before it tried a job in
         this run (:meth:`note_try`), so every run of an action makes progress."""
         return self._tried > 0 and self._out_of_time()
+
+    def slice_over(self) -> bool:
+        """Should the running action, which keeps its place (:meth:`carry`), stop here
+        and let the loop hand on what was decided? Its budget is spent, or the slice the
+        loop gave it is over (a cycle's first slice is short, so its first binds go out
+        soon). Never before it tried a job in this run, as :meth:`out_of_time`."""
+        return self._tried > 0 and self._slice_over()
 
     def note_try(self) -> None:
         """The running action is about to try a job (what :meth:`try_job` counts)."""
@@ -434,7 +450,7 @@ class Session:
         for i, job in enumerate(ordered):
             if job.uid in self.job_errors or job.uid in self.deferred:
                 continue
-            if keep_place and self.out_of_time():
+            if keep_place and self.slice_over():
                 assert isinstance(ordered, list)
                 self.carry(self._acting, ordered[i:])
                 return

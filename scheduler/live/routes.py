@@ -20,11 +20,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.live.service import LivePage
+
+if TYPE_CHECKING:  # the page is made once the caches are synced, by whoever adds routes
+    from scheduler.live.service import LivePage
 
 PAGE = resources.files("scheduler.live").joinpath("page.html").read_text(encoding="utf-8")
 """The page's HTML (``scheduler/live/page.html``)."""

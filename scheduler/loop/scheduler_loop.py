@@ -73,6 +73,13 @@ duration (capped at the period), or until they are done, before the next cycle s
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
 
+FIRST_SLICE_SECONDS = 0.05
+"""The first slice of a cycle that goes on in slices ends after this long (or the
+action's budget, if shorter), the later ones after the budget: the first binds of a long
+cycle (at start, the whole backlog's) go out at once, not after a whole budget. An
+action that does not keep its place is given the whole budget (a job it does not reach
+waits for the next cycle)."""
+
 SLOW_CYCLE_SECONDS = 2.0
 """A cycle whose decisions take longer is logged (``slow cycle``) with the time of each
 part: the event loop (lease renewals included) waited that long."""
@@ -461,7 +468,7 @@ class SchedulingLoop:
                 where = action.name
                 while True:
                     ta = time.perf_counter()
-                    session.run_action(action, self._out_of_time(ta))
+                    session.run_action(action, self._out_of_time(ta), self._slice_over(ta, report))
                     spent = time.perf_counter() - ta
                     # an action that goes on in slices: its parts summed over them
                     report.parts[action.name] = report.parts.get(action.name, 0.0) + spent
@@ -503,6 +510,17 @@ class SchedulingLoop:
         if self.action_budget <= 0:
             return None
         deadline = started + self.action_budget
+        return lambda: time.perf_counter() > deadline
+
+    def _slice_over(self, started: float, report: CycleReport) -> Callable[[], bool] | None:
+        """Whether the slice of an action begun at ``started`` is over: the first slice
+        of ``report``'s cycle after :data:`FIRST_SLICE_SECONDS`, any other when the
+        action's budget is spent; None without a budget."""
+        if self.action_budget <= 0:
+            return None
+        if report.slices > 1:
+            return self._out_of_time(started)
+        deadline = started + min(FIRST_SLICE_SECONDS, self.action_budget)
         return lambda: time.perf_counter() > deadline
 
     @staticmethod

@@ -172,6 +172,67 @@ def test_later_actions_do_not_try_deferred_jobs() -> None:
     assert not any(t.uid in session.task_reasons for t in job.tasks.values())
 
 
+@pytest.mark.parametrize(
+    ("action", "carried", "deferred"),
+    [
+        pytest.param("allocate", True, 0, id="allocate keeps its place: carries"),
+        pytest.param("backfill", False, 0, id="backfill does not ask: tries every job"),
+    ],
+)
+def test_a_slice_over_ends_only_an_action_that_keeps_its_place(
+    action: str, carried: bool, deferred: int
+) -> None:
+    """The loop's shorter first slice (``slice_over``) stops an action that keeps its
+    place after one job, as a spent budget would; it is not a spent budget, so an action
+    that defers the jobs it does not reach (backfill) is not cut by it."""
+    objects = [
+        node("n1", cpu="8"),
+        *(pod(f"p{i}", cpu="1", creationTimestamp=f"{i}") for i in range(3)),
+        *(pod(f"be-{i}", cpu=None, memory=None, creationTimestamp=f"{i}") for i in range(3)),
+    ]
+    session = cached_session(objects, config=CORE)
+    (run,) = [a for a in session.resolved.actions if a.name == action]
+    session.run_action(run, None, JobsThenOut(1))
+    assert session.unfinished is carried
+    assert len(binds(session)) == (1 if carried else 3)
+    assert len(session.deferred) == deferred
+
+
+def test_the_first_slice_of_a_cycle_is_short() -> None:
+    """On the real clock, with a budget of 10 s and allocate taking 10 ms a pod, the
+    cycle's first slice ends after about FIRST_SLICE_SECONDS (a few pods), its binds
+    handed on, and the rest is decided in one slice of the budget: the first binds of a
+    long cycle go out at once, not after a whole budget."""
+    config = parse_configuration(
+        {"apiVersion": L.API_VERSION, "kind": "SchedulerConfiguration", "actionTimeBudget": "10s"}
+    )
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, SystemClock())
+    objects = [node("n1", cpu="64"), *(pod(f"p{i:02d}", cpu="1") for i in range(30))]
+    loop = SchedulingLoop(cache_with(*objects), app.resolve(config), ports)
+    (allocate,) = [a for a in loop.resolved.actions if a.name == "allocate"]
+    slow = allocate._allocate  # type: ignore[attr-defined]
+
+    def one_pod_in_10ms(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.01)
+        return slow(*args, **kwargs)
+
+    allocate._allocate = one_pod_in_10ms  # type: ignore[attr-defined]
+
+    async def main() -> CycleReport:
+        async with anyio.create_task_group() as tg:
+            loop.binds.attach(tg)
+            loop.writes.attach(tg)
+            report = await loop.run_cycle()
+            tg.cancel_scope.cancel()
+        return report
+
+    report = anyio.run(main)
+    assert report.slices == 2, report  # the short first one, then one within the budget
+    assert 1 <= report.handed_on <= 10, report  # 50 ms of 10 ms pods, not all 30
+    assert len([e for e in report.effects if isinstance(e, Bind)]) == 30
+
+
 def test_a_gang_is_placed_whole_in_the_slice_that_tries_it() -> None:
     """A budget cuts between jobs, never inside one."""
     objects = [

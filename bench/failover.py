@@ -33,7 +33,7 @@ import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import aiohttp
 import anyio
@@ -50,12 +50,10 @@ from bench.real_cluster import (
     measured_pods,
     setup_run,
 )
+from bench.real_runs import RunContext, sluice_argv, start_process, stop_process
 from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, NotFoundError
 from scheduler.kube.resources import LEASES
-
-if TYPE_CHECKING:
-    from bench.real import RunContext
 
 LEASE_DURATION: Final = 15.0
 """Seconds: kube-scheduler's default ``--leader-elect-lease-duration``, and Sluice's."""
@@ -120,9 +118,7 @@ def replica_argv(ctx: RunContext, runner: str, run: str, port: int) -> list[str]
             f"--leader-elect-resource-namespace={run}",
             f"--leader-elect-lease-duration={LEASE_DURATION:g}s",
         ]
-    from bench.real import _sluice_argv
-
-    return _sluice_argv(
+    return sluice_argv(
         ctx,
         port,
         [
@@ -137,8 +133,6 @@ def replica_argv(ctx: RunContext, runner: str, run: str, port: int) -> list[str]
 
 async def run_failover(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
     """One failover run of ``runner`` (see the module docstring); its figures."""
-    from bench.real import _start, _stop
-
     api, opts = ctx.api, ctx.opts
     run = f"bench-fail-{runner[:6].rstrip('-')}-{secrets.token_hex(3)}"
     scheduler_name = KUBE_SCHEDULER if runner == "kube-scheduler" else L.SCHEDULER_NAME
@@ -167,7 +161,7 @@ async def run_failover(ctx: RunContext, shape: Shape, runner: str) -> dict[str, 
         )
         figures["setup_seconds"] = round(time.monotonic() - t_setup, 1)
         ports = [_free_port(), _free_port()]
-        a = await _start(replica_argv(ctx, runner, run, ports[0]), logs[0])
+        a = await start_process(replica_argv(ctx, runner, run, ports[0]), logs[0])
         procs.append(a)
 
         async def a_leads() -> bool:
@@ -177,7 +171,7 @@ async def run_failover(ctx: RunContext, shape: Shape, runner: str) -> dict[str, 
 
         await _wait_for(a_leads, 180, "replica A holding the Lease")
         leader = await _holder(ctx, run, run)
-        b = await _start(replica_argv(ctx, runner, run, ports[1]), logs[1])
+        b = await start_process(replica_argv(ctx, runner, run, ports[1]), logs[1])
         procs.append(b)
         t_b = time.monotonic()
 
@@ -222,7 +216,7 @@ async def run_failover(ctx: RunContext, shape: Shape, runner: str) -> dict[str, 
     finally:
         with anyio.CancelScope(shield=True):
             for proc in procs:
-                await _stop(proc)
+                await stop_process(proc)
             t_clean = time.monotonic()
             try:
                 await cleanup_run(api, run)

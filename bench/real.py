@@ -43,12 +43,11 @@ import os
 import platform
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -57,7 +56,7 @@ import aiohttp
 import anyio
 
 from bench.failover import FAILOVER, run_failover
-from bench.http_workload import _free_port, _get, sluice_command
+from bench.http_workload import _free_port, _get
 from bench.real_cluster import (
     KUBE_SCHEDULER,
     RAW_SCHEDULER,
@@ -84,6 +83,13 @@ from bench.real_cluster import (
 from bench.real_cluster import (
     SHAPES as REAL_SHAPES,
 )
+from bench.real_runs import (
+    Options,
+    RunContext,
+    sluice_argv,
+    start_process,
+    stop_process,
+)
 from bench.workloads import source_revision
 from scheduler.api import labels as L
 from scheduler.api.errors import (
@@ -103,65 +109,7 @@ WORK_BINDS_ONLY: Final = "binds only"
 the last bind: its figures compare with another run's binds only."""
 
 
-@dataclass(slots=True)
-class Options:
-    kube_api_qps: float = 5000.0
-    kube_api_burst: int = 5000
-    event_qps: float = 50.0
-    """``--event-qps`` of the ``sluice-event-qps`` runs (kube-scheduler's default QPS)."""
-    event_burst: int = 100
-    creators: int = 32
-    """Measured pods created at once."""
-    raw_binds: int = 64
-    """Binds at once in a raw run (Sluice's bind pool: ``bindConcurrency`` 64)."""
-    setup_concurrency: int = 32
-    timeout: float = 900.0
-    """How long the measured pods of one run may take to be bound."""
-    events_wait: float = 120.0
-    """After the last bind, how long the bench waits for the Scheduled events of every
-    measured pod before it stops the scheduler (a run cut short is ``binds only``)."""
-    profile: bool = False
-    """Run ``sluice run`` under cProfile (its figures are then inflated)."""
-
-
 # --------------------------------------------------------------------------- one run
-
-
-@dataclass
-class RunContext:
-    api: KubeClient
-    plane: ControlPlane
-    opts: Options
-    workdir: Path
-
-
-async def _start(argv: list[str], log_path: Path) -> anyio.abc.Process:
-    with open(log_path, "wb") as log:
-        return await anyio.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _sluice_argv(ctx: RunContext, port: int, extra: list[str]) -> list[str]:
-    return [
-        *sluice_command(),
-        "run",
-        "--kubeconfig",
-        str(ctx.plane.kubeconfig),
-        "--port",
-        str(port),
-        "--bind-address",
-        "127.0.0.1",
-        "--kube-api-qps",
-        f"{ctx.opts.kube_api_qps:g}",
-        "--kube-api-burst",
-        str(ctx.opts.kube_api_burst),
-        *extra,
-    ]
 
 
 async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> None:
@@ -176,18 +124,6 @@ async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> Non
         if time.monotonic() > deadline:
             raise RuntimeError(f"sluice run not ready after 120 s; see {log_path}")
         await anyio.sleep(0.1)
-
-
-async def _stop(proc: anyio.abc.Process) -> int | None:
-    """SIGTERM (Sluice then writes the events still due), SIGKILL after 30 s."""
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGTERM)
-        with anyio.move_on_after(30):
-            await proc.wait()
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode
 
 
 async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
@@ -278,12 +214,12 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                         extra = ["--event-qps", f"{opts.event_qps:g}"]
                         extra += ["--event-burst", str(opts.event_burst)]
                         figures.update(event_qps=opts.event_qps, event_burst=opts.event_burst)
-                    argv = _sluice_argv(ctx, port, extra)
+                    argv = sluice_argv(ctx, port, extra)
                     if opts.profile:  # cProfile of the scheduler process, kept beside its log
                         prof = log_path.with_suffix(".prof")
                         argv = [sys.executable, "-m", "cProfile", "-o", str(prof), *argv]
                         figures["scheduler_profile"] = str(prof)
-                proc = await _start(argv, log_path)
+                proc = await start_process(argv, log_path)
                 if plane.state is not None and runner == "kube-scheduler":  # `down` stops it
                     (plane.state / "run" / "kube-scheduler.pid").write_text(f"{proc.pid}\n")
                 scheduler = ProcessMeter(proc.pid)
@@ -346,7 +282,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 )
                 figures["idle_cycle_cpu_ms"] = await _idle_cycle_cpu_ms(port, scheduler)
         if proc is not None:
-            figures["scheduler_exit_code"] = await _stop(proc)  # Sluice writes what is due
+            figures["scheduler_exit_code"] = await stop_process(proc)  # Sluice writes what is due
         if runner != "raw":
             figures["scheduled_events"] = await count_scheduled_events(api, run)
         if shape.devices and runner != "raw":
@@ -364,7 +300,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
     finally:
         if proc is not None:
             with anyio.CancelScope(shield=True):
-                await _stop(proc)
+                await stop_process(proc)
             if plane.state is not None and runner == "kube-scheduler":
                 (plane.state / "run" / "kube-scheduler.pid").unlink(missing_ok=True)
         with anyio.CancelScope(shield=True):

@@ -48,7 +48,7 @@ from kubernetes_asyncio.client import Configuration
 
 from scheduler.sim.kubeconfig import write_kubeconfig
 
-__all__ = ["WRITE_KINDS", "FaultProxy", "Faults", "call_kind"]
+__all__ = ["WRITE_KINDS", "FaultProxy", "Faults", "call_kind", "call_resource"]
 
 #: Every kind of write a scheduler makes.
 WRITE_KINDS: Final = frozenset({"bind", "delete", "patch", "create", "evict"})
@@ -87,6 +87,9 @@ class Faults:
     watch_cut_after: float | None = None
     watch_delay: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
+    by_resource: Counter[str] = field(default_factory=Counter)
+    """Writes by kind and resource (``patch pods/status``, ``create events``): what the
+    scheduler spends its client's rate limit on."""
     failed: Counter[str] = field(default_factory=Counter)
     lost: Counter[str] = field(default_factory=Counter)
     cut: int = 0
@@ -120,6 +123,18 @@ def call_kind(method: str, path: str) -> str | None:
     if method in ("PATCH", "PUT"):
         return "patch"
     return None
+
+
+def call_resource(path: str) -> str:
+    """The resource of a request's path, with its subresource: ``pods/status`` for
+    ``/api/v1/namespaces/ns/pods/p/status``, ``queues`` for ``/apis/g/v1/queues/q``."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]  # after the group version
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        rest = rest[2:] if len(rest) > 2 else rest[:1]
+    if not rest:
+        return "?"
+    return "/".join([rest[0], *rest[2:3]])
 
 
 def fault_status(message: str) -> dict[str, Any]:
@@ -241,6 +256,7 @@ class FaultProxy:
         draw = 1.0
         if kind is not None:
             self.faults.calls[kind] += 1
+            self.faults.by_resource[f"{kind} {call_resource(request.path)}"] += 1
             if kind in self.faults.kinds:
                 draw = self._rng.random()
         body = await request.read()

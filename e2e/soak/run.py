@@ -263,6 +263,7 @@ class Soak:
             "pods_pending_at_end": len(self.checks.pending_now()),
             "faults": {
                 "calls": dict(faults.calls),
+                "writes_by_resource": dict(faults.by_resource.most_common()),
                 "refused": dict(faults.failed),
                 "replies_lost": dict(faults.lost),
                 "watches_cut": faults.cut,

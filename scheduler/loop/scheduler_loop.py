@@ -239,9 +239,11 @@ class SchedulingLoop:
 
     @property
     def in_flight(self) -> int:
-        """Background calls not finished yet, and holds still to end (gates, backoffs:
-        something will change when they do)."""
+        """Background calls not finished yet, holds still to end (gates, backoffs:
+        something will change when they do), and pods still to be told their changed
+        reason (after their backoff)."""
         busy = self.binds.in_flight + self.writes.in_flight + self.queue.in_flight
+        busy += self.status.owed
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
     @property

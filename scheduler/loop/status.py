@@ -25,7 +25,7 @@ from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
-from scheduler.loop.event_backoff import EventBackoff
+from scheduler.loop.message_backoff import MessageBackoff
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts, Event, ObjectRef
 
@@ -234,9 +234,14 @@ class StatusReporter:
         """Phases written are assumed through the ledger, as every effect is."""
         self._pool = pool
         self._on_failed = on_failed_call
-        self._pod_messages: dict[str, str] = {}
-        self._event_backoff = EventBackoff()
+        self._conditions = MessageBackoff()
+        """What each pending pod's ``PodScheduled`` condition says, and when a changed
+        reason may be written (:mod:`scheduler.loop.message_backoff`)."""
+        self._event_backoff = MessageBackoff()
         """When each unschedulable pod's FailedScheduling event is due again."""
+        self.owed = 0
+        """Pods whose changed reason waits for their backoff (after the last report): a
+        telling still to come, so the loop is not idle (``SchedulingLoop.in_flight``)."""
         self._group_status: dict[str, object] = {}
         self._queue_status: dict[str, object] = {}
         self.pending_by_queue: dict[str, int] = {}
@@ -252,16 +257,18 @@ class StatusReporter:
         self._report_queues(session, phases)
 
     def _report_pods(self, session: Session, now: str) -> None:
-        """A FailedScheduling event for each unschedulable pod, again after its backoff
-        (:class:`EventBackoff`); its ``PodScheduled=False`` condition when the message
-        changes."""
+        """A FailedScheduling event for each unschedulable pod, and its ``PodScheduled=
+        False`` condition: the first reason at once, a changed one, and a repeated event,
+        after the pod's backoff (:mod:`scheduler.loop.message_backoff`)."""
         clock_now = self._ports.clock.now()
         unschedulable: set[str] = set()
+        waiting: set[str] = set()
+        owed = 0
         for job in session.jobs.values():
             for task in job.tasks.values():
                 if task.status not in WAITING or not task.sluice:
-                    self._pod_messages.pop(task.uid, None)
                     continue
+                waiting.add(task.uid)
                 if job.uid in session.deferred:
                     unschedulable.add(task.uid)  # not tried this cycle: its backoff holds
                     continue
@@ -270,15 +277,19 @@ class StatusReporter:
                     continue
                 msg = told.message
                 unschedulable.add(task.uid)
-                if self._event_backoff.due(task.uid, msg, clock_now):
+                if self._event_backoff.due(task.uid, msg, clock_now, repeat=True):
                     event = Event(ObjectRef.of_pod(task), "Warning", "FailedScheduling", msg)
                     self._ports.events.record(event)
-                if self._pod_messages.get(task.uid) == msg:
-                    continue
-                self._pod_messages[task.uid] = msg
-                error = job.uid in session.failing_jobs
-                self._unschedulable(task, msg, now, error=error)
+                elif self._event_backoff.last(task.uid) != msg:
+                    owed += 1
+                if self._conditions.due(task.uid, msg, clock_now, repeat=False):
+                    error = job.uid in session.failing_jobs
+                    self._unschedulable(task, msg, now, error=error)
+                elif self._conditions.last(task.uid) != msg:
+                    owed += 1
         self._event_backoff.retain(unschedulable)
+        self._conditions.retain(waiting)
+        self.owed = owed
 
     async def bind_failed(self, task: TaskInfo, message: str) -> None:
         """A bind of ``task`` failed (a write of its claims, or its binding) and the pod is
@@ -287,16 +298,16 @@ class StatusReporter:
         task before the bind is forgotten, so no later bind of the pod lands before it;
         once per message (a later cycle that says the same does not write it again). A
         failed write is counted and logged, never raised."""
-        if self._pod_messages.get(task.uid) == message:
+        if self._conditions.last(task.uid) == message:
             return
-        self._pod_messages[task.uid] = message
+        self._conditions.told(task.uid, message, self._ports.clock.now())
         now = rfc3339(self._ports.clock.wall())
         try:
             await self._ports.status.patch_pod_status(
                 ObjectRef.of_pod(task), _scheduled_false(message, now, error=True)
             )
         except Exception as exc:  # an ApiError: the next failure or cycle writes it again
-            self._pod_messages.pop(task.uid, None)
+            self._conditions.forget(task.uid)
             self._on_failed("patch", exc)
 
     def _unschedulable(self, task: TaskInfo, msg: str, now: str, *, error: bool) -> None:
@@ -306,8 +317,8 @@ class StatusReporter:
         async def call() -> None:
             try:
                 await self._ports.status.patch_pod_status(ref, patch)
-            except Exception as exc:  # an ApiError: the next change rewrites it
-                self._pod_messages.pop(task.uid, None)
+            except Exception as exc:  # an ApiError: the next cycle writes it again, at once
+                self._conditions.forget(task.uid)
                 self._on_failed("patch", exc)
 
         self._pool.submit_latest(f"status {ref.key}", call)

@@ -6,7 +6,7 @@ first failure, doubling with each failure in a row, at most 60 s, so that someth
 keeps failing is not retried in a tight loop. kube-scheduler spaces a pod's attempts the
 same way (``podInitialBackoffSeconds``, ``podMaxBackoffSeconds``); the repeats of a
 pod's ``FailedScheduling`` event are spaced by their own, shorter rule
-(:mod:`scheduler.loop.event_backoff`).
+(:mod:`scheduler.loop.message_backoff`).
 
 Owned by the scheduling queue (:mod:`scheduler.loop.queue`); its task only.
 """

@@ -202,6 +202,13 @@ def _comparable(status: Mapping[str, Any]) -> object:
     return (conds, rest)
 
 
+def _without_messages(key: object) -> object:
+    """A :func:`_comparable` key with its conditions' messages left out."""
+    assert isinstance(key, tuple)
+    conds: tuple[tuple[object, ...], ...] = key[0]
+    return (tuple(c[:3] for c in conds), key[1])
+
+
 def _scheduled_false(message: str, now: str, *, error: bool) -> dict[str, Any]:
     """The pod status patch of ``PodScheduled=False`` with ``message`` (reason
     SchedulerError with ``error``, else Unschedulable)."""
@@ -243,6 +250,8 @@ class StatusReporter:
         """Pods whose changed reason waits for their backoff (after the last report): a
         telling still to come, so the loop is not idle (``SchedulingLoop.in_flight``)."""
         self._group_status: dict[str, object] = {}
+        self._group_messages = MessageBackoff()
+        """When a PodGroup whose conditions' text alone changed is written again."""
         self._queue_status: dict[str, object] = {}
         self.pending_by_queue: dict[str, int] = {}
         """Pending pods per queue after the last report (for the metric)."""
@@ -250,6 +259,7 @@ class StatusReporter:
     def report(self, session: Session) -> None:
         now = rfc3339(self._ports.clock.wall())
         phases: dict[str, PodGroupPhase] = {}
+        self.owed = 0
         self._report_pods(session, now)
         self._report_groups(session, now, phases)
         if self._cache.basic_groups:
@@ -289,7 +299,7 @@ class StatusReporter:
                     owed += 1
         self._event_backoff.retain(unschedulable)
         self._conditions.retain(waiting)
-        self.owed = owed
+        self.owed += owed
 
     async def bind_failed(self, task: TaskInfo, message: str) -> None:
         """A bind of ``task`` failed (a write of its claims, or its binding) and the pod is
@@ -324,7 +334,10 @@ class StatusReporter:
         self._pool.submit_latest(f"status {ref.key}", call)
 
     def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
+        """Each PodGroup's status when it changed; a change of a condition's text alone
+        (the reason of a gang that still cannot go) after the gang's backoff, as a pod's."""
         r = session.reservation if session.reservation and session.reservation.nodes else None
+        clock_now = self._ports.clock.now()
         for job in session.jobs.values():
             if not job.has_pod_group or job.problem or job.uid in session.deferred:
                 continue  # a job deferred to the next cycle keeps the status it has
@@ -352,7 +365,13 @@ class StatusReporter:
                 phase = PodGroupPhase(status["phase"])
             phases[job.uid] = phase
             key = _comparable(status)
-            if self._group_status.get(job.uid, _comparable(observed)) == key:
+            last = self._group_status.get(job.uid, _comparable(observed))
+            if last == key:
+                continue
+            if _without_messages(last) != _without_messages(key):
+                self._group_messages.told(job.uid, repr(key), clock_now)
+            elif not self._group_messages.due(job.uid, repr(key), clock_now, repeat=False):
+                self.owed += 1  # only a condition's text moved: after the gang's backoff
                 continue
             self._group_status[job.uid] = key
             self._ledger.assume(SetPhase(job, phase))
@@ -362,6 +381,7 @@ class StatusReporter:
                 self._group_status,
                 job.uid,
             )
+        self._group_messages.retain(set(session.jobs))
 
     def _report_basic_groups(self, session: Session, now: str) -> None:
         """The status of each ``basic`` ``scheduling.k8s.io`` PodGroup, whose pods are

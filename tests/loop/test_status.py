@@ -625,3 +625,84 @@ def test_a_refused_bind_is_said_once_per_message_and_again_after_a_failed_write(
     assert {(c["conditions"][0]["status"], c["conditions"][0]["reason"]) for c in written} == {
         ("False", "SchedulerError")
     }
+
+
+# A changed reason waits for its backoff ----------------------------------------------------
+
+
+class _Submitted:
+    """A WorkerPool that only records the labels submitted."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def submit(self, label: str, call: Any) -> None:
+        self.labels.append(label)
+
+    def submit_latest(self, label: str, call: Any) -> None:
+        self.labels.append(label)
+
+
+class _Clock:
+    """A clock that is where the test puts it."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def now(self) -> float:
+        return self.at
+
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.at
+
+
+@pytest.mark.parametrize(
+    ("times", "texts", "writes", "owed"),
+    [
+        pytest.param([0.0, 0.5, 0.9], "aaa", 1, [0, 0, 0], id="the same reason: once"),
+        pytest.param([0.0, 0.5, 0.9], "abc", 1, [0, 3, 3], id="changed within the backoff: owed"),
+        pytest.param([0.0, 0.5, 1.2], "abc", 2, [0, 3, 0], id="changed, then due: written"),
+        pytest.param(
+            [0.0, 1.0, 2.0, 3.0, 4.0],
+            "abcde",
+            3,
+            [0, 0, 3, 0, 3],
+            id="changing every second: written at 0, 1 and 3 s",
+        ),
+    ],
+)
+def test_a_changed_reason_is_written_after_the_backoff(
+    times: list[float], texts: str, writes: int, owed: list[int]
+) -> None:
+    """A gang of one pod that cannot fit, reported at ``times`` with its reason's text
+    changing as ``texts``: the pod's condition and the PodGroup's status are written at
+    once the first time, then only when the text changed and the pod's (the gang's)
+    backoff has passed (1 s, doubling); a change held back is owed (``owed``: the pod's
+    condition, its event and the PodGroup; the loop stays busy until they are told)."""
+    from dataclasses import replace
+
+    from scheduler.framework.session import open_session
+    from tests.builders import cache_with, node, pod_group
+
+    clock = _Clock()
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
+    objects = [node("n1", cpu="1"), pod_group("g", min_member=1), pod("p", cpu="2", group="g")]
+    cache = cache_with(*objects)
+    pool = _Submitted()
+    reporter = StatusReporter(ports, cache, pool, lambda *_: None)  # type: ignore[arg-type]
+    got = []
+    for at, text in zip(times, texts, strict=True):
+        clock.at = at
+        session = open_session(cache.snapshot(), app.resolve())
+        for action in session.resolved.actions:
+            session.run_action(action)
+        (uid,) = list(session.task_reasons)
+        session.task_reasons[uid] = replace(session.task_reasons[uid], message=f"pod {text}")
+        (job,) = list(session.job_reasons)
+        session.job_reasons[job] = replace(session.job_reasons[job], message=f"gang {text}")
+        reporter.report(session)
+        got.append(reporter.owed)
+    assert pool.labels.count("status default/p") == writes
+    assert pool.labels.count("status PodGroup default/g") == writes
+    assert got == owed

@@ -86,3 +86,16 @@ class FakeCluster:
 
     def of(self, name: str) -> list[tuple[str, Any]]:
         return [(c, p) for c, n, p in self.calls if n == name]
+
+
+class RecordingPool:
+    """A WorkerPool that only records what is submitted."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def submit(self, label: str, call: Any) -> None:
+        self.labels.append(label)
+
+    def submit_latest(self, label: str, call: Any) -> None:
+        self.labels.append(label)

@@ -34,7 +34,7 @@ from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, cached_session, node, pod, pod_group, queue
-from tests.fakes import FakeCluster
+from tests.fakes import FakeCluster, RecordingPool
 from tests.test_properties import (
     Cluster,
     assert_session_consistent,
@@ -346,19 +346,6 @@ def test_cut_cycles_keep_every_guarantee(cluster: Cluster, budget: int) -> None:
     bound = sliced_cycles(cluster.objects, budget)
     check_placements(cluster, {**initially_placed(cluster), **bound}, set(bound))
     assert sliced_cycles(cluster.objects, budget) == bound
-
-
-class RecordingPool:
-    """A WorkerPool that only records what is submitted."""
-
-    def __init__(self) -> None:
-        self.labels: list[str] = []
-
-    def submit(self, label: str, call: Any) -> None:
-        self.labels.append(label)
-
-    def submit_latest(self, label: str, call: Any) -> None:
-        self.labels.append(label)
 
 
 def test_a_deferred_gang_keeps_its_status() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.queue_tree import queue_tree
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.framework.session import open_session
 from scheduler.logging import quiet
 from scheduler.loop.status import (
     StatusReporter,
@@ -37,8 +39,8 @@ from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
-from tests.builders import pod
-from tests.fakes import FakeCluster
+from tests.builders import cache_with, node, pod, pod_group
+from tests.fakes import FakeCluster, RecordingPool
 
 Obj = dict[str, Any]
 S = TaskStatus
@@ -630,19 +632,6 @@ def test_a_refused_bind_is_said_once_per_message_and_again_after_a_failed_write(
 # A changed reason waits for its backoff ----------------------------------------------------
 
 
-class _Submitted:
-    """A WorkerPool that only records the labels submitted."""
-
-    def __init__(self) -> None:
-        self.labels: list[str] = []
-
-    def submit(self, label: str, call: Any) -> None:
-        self.labels.append(label)
-
-    def submit_latest(self, label: str, call: Any) -> None:
-        self.labels.append(label)
-
-
 class _Clock:
     """A clock that is where the test puts it."""
 
@@ -679,17 +668,12 @@ def test_a_changed_reason_is_written_after_the_backoff(
     once the first time, then only when the text changed and the pod's (the gang's)
     backoff has passed (1 s, doubling); a change held back is owed (``owed``: the pod's
     condition, its event and the PodGroup; the loop stays busy until they are told)."""
-    from dataclasses import replace
-
-    from scheduler.framework.session import open_session
-    from tests.builders import cache_with, node, pod_group
-
     clock = _Clock()
     cluster = FakeCluster()
     ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
     objects = [node("n1", cpu="1"), pod_group("g", min_member=1), pod("p", cpu="2", group="g")]
     cache = cache_with(*objects)
-    pool = _Submitted()
+    pool = RecordingPool()
     reporter = StatusReporter(ports, cache, pool, lambda *_: None)  # type: ignore[arg-type]
     got = []
     for at, text in zip(times, texts, strict=True):

@@ -111,15 +111,23 @@ async def test_kubectl_sluice(cluster: Cluster, start_scheduler: Any) -> None:
         (X_K8S, "pair"),
     }
 
-    async def jobs_table() -> dict[str, dict[str, str]] | None:
+    async def jobs_table() -> tuple[dict[str, dict[str, str]], dict[str, Any]] | None:
         rows = _rows((await _kubectl("jobs", *ns, *flags)).stdout)  # flags after, too
         pair = rows["pair"]
-        return rows if (pair["RUNNING"], pair["PHASE"]) == ("2", "Running") else None
+        if (pair["RUNNING"], pair["PHASE"]) != ("2", "Running"):
+            return None
+        # the gang's reason as the table read it: its text may move after the first one
+        # (written when two of its three pods were there), once the gang's backoff passed
+        group = await gang_says_why()
+        said = _unschedulable_message(group)
+        if said is None or not said.startswith(rows["gang"]["REASON"].removesuffix("...")):
+            return None
+        return rows, group or {}
 
-    rows = await wait_for(jobs_table, timeout=30, what="kubectl sluice jobs: the pair running")
-    message = next(c for c in gang_group["status"]["conditions"] if c["type"] == "Unschedulable")[
-        "message"
-    ]
+    rows, gang_group = await wait_for(
+        jobs_table, timeout=30, what="kubectl sluice jobs: the pair running"
+    )
+    message = _unschedulable_message(gang_group) or ""
     assert rows["gang"]["API"] == "sluice" and rows["gang"]["QUEUE"] == team
     assert rows["gang"]["PHASE"] == gang_group["status"]["phase"]
     assert (rows["gang"]["MIN"], rows["gang"]["PENDING"]) == ("3", "3")
@@ -154,3 +162,11 @@ async def test_kubectl_sluice(cluster: Cluster, start_scheduler: Any) -> None:
     missing = await _kubectl("explain", "pod", "nope", *ns, *flags, check=False)
     assert missing.returncode == 2
     assert f"pod {cluster.namespace}/nope: not found" in missing.stderr
+
+
+def _unschedulable_message(group: dict[str, Any] | None) -> str | None:
+    """The message of a PodGroup's ``Unschedulable=True`` condition, if it has one."""
+    for c in ((group or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == "Unschedulable" and c.get("status") == "True":
+            return str(c.get("message") or "")
+    return None

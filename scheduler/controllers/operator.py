@@ -96,8 +96,10 @@ WATCH_SERVER_TIMEOUT: Final[int] = 540
 
 #: Waits between attempts to create ``default``; the last one repeats for as long as it takes.
 KEEPER_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-#: How long the keeper waits for kopf's first listing of Queues at startup.
-LISTING_WAIT: Final = 30.0
+#: Seconds between the keeper's checks that the Queue ``default`` exists (a GET), the
+#: first once kopf has listed the Queues or after this long, whichever comes first: a
+#: deletion no watch event showed is made good within it.
+RECHECK_EVERY: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +307,7 @@ class Controller:
         self._login_lock = asyncio.Lock()
         self._keeper: asyncio.Task[None] | None = None
         self._queues_listed = asyncio.Event()
-        """Set once kopf has listed the Queues (see :meth:`_check_again_once_listed`)."""
+        """Set once kopf has listed the Queues (see :meth:`_keep_checking`)."""
         self._recheck: asyncio.Task[None] | None = None
         self._api: tuple[kopf.ConnectionInfo, GrouperApi] | None = None
         self.grouper = PodGrouper(
@@ -399,23 +401,28 @@ class Controller:
                 )
                 await self._sleep(delay)
 
-    async def _check_again_once_listed(self, logger: kopf.Logger) -> None:
+    async def _keep_checking(self, logger: kopf.Logger) -> None:
         """At startup, the keeper's check may come before kopf has listed the Queues: a
-        deletion of ``default`` in between is in no watch event. kopf calls the filter of
-        :meth:`on_queue_event` only once its Queue index is filled (the list is in, and the
-        watch goes on from it): then check once more. After that every deletion is an
-        event. Waits at most :data:`LISTING_WAIT` seconds (no Queue at all: nothing to
-        miss, and the keeper makes one)."""
+        deletion of ``default`` in between is in no watch event (and when no Queue is left
+        at all, kopf's list calls no handler, so its end is not seen either). So check once
+        more when kopf first calls the filter of :meth:`on_queue_event` (it does so only
+        once its Queue index is filled), or after :data:`RECHECK_EVERY` seconds, and then
+        every :data:`RECHECK_EVERY` seconds (a GET while ``default`` exists): whatever a
+        watch missed is made good within that long. Deletions the watch shows are made
+        good at once (:meth:`on_queue_event`). Until cancelled (:meth:`stop`)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queues_listed.wait(), LISTING_WAIT)
-        self.keep_default_queue(logger)
+            await asyncio.wait_for(self._queues_listed.wait(), RECHECK_EVERY)
+        while True:
+            self.keep_default_queue(logger)
+            await asyncio.sleep(RECHECK_EVERY)  # real time: the injected sleep is the retries'
 
     async def start(self, *, logger: kopf.Logger, **_: Any) -> None:
         """Startup: begin making sure the Queue ``default`` exists (and again once kopf has
-        listed the Queues); start the pod grouper."""
+        listed the Queues, and every :data:`RECHECK_EVERY` seconds); start the pod
+        grouper."""
         self.keep_default_queue(logger)
         self._recheck = asyncio.create_task(
-            self._check_again_once_listed(logger), name="sluice default queue, once listed"
+            self._keep_checking(logger), name="sluice default queue, checked again"
         )
         self.start_grouping()
 

@@ -570,3 +570,31 @@ def test_run_controller_without_a_certificate_is_a_usage_error(
     )
     assert code == 2
     assert "webhook certificate not found" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_a_deletion_no_event_shows_is_healed_by_the_next_check(
+    logins: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Queue is left after the deletion, so kopf's list calls no handler and its end
+    is never seen: the keeper checks again after RECHECK_EVERY anyway, and then every
+    RECHECK_EVERY (the e2e test once waited 30 s for the Queue and timed out)."""
+    monkeypatch.setattr(operator, "RECHECK_EVERY", 0.02)
+    api = FakeApi({"default": {"spec": {"weight": 1}}})
+    ctl = controller(api)
+    await ctl.start(logger=LOG)
+    assert ctl._keeper is not None
+    await ctl._keeper
+    api.queues.pop("default")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "default" in api.queues:
+            break
+    assert "default" in api.queues
+    api.queues.pop("default")  # again, later: the next check makes it again too
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "default" in api.queues:
+            break
+    await ctl.stop()
+    assert api.calls.count(("create", "default")) == 2

@@ -506,24 +506,20 @@ class SchedulingLoop:
             await self._calls_drained()
         report.slice_started = time.perf_counter()
 
-    def _out_of_time(self, started: float) -> Callable[[], bool] | None:
+    def _out_of_time(self, started: float, seconds: float = 0.0) -> Callable[[], bool] | None:
         """Whether an action begun at ``started`` (``perf_counter``) has spent its time
-        budget; None without a budget."""
+        budget (or ``seconds``, when shorter); None without a budget."""
         if self.action_budget <= 0:
             return None
-        deadline = started + self.action_budget
+        deadline = started + min(seconds or self.action_budget, self.action_budget)
         return lambda: time.perf_counter() > deadline
 
     def _slice_over(self, started: float, report: CycleReport) -> Callable[[], bool] | None:
         """Whether the slice of an action begun at ``started`` is over: the first slice
         of ``report``'s cycle after :data:`FIRST_SLICE_SECONDS`, any other when the
         action's budget is spent; None without a budget."""
-        if self.action_budget <= 0:
-            return None
-        if report.slices > 1:
-            return self._out_of_time(started)
-        deadline = started + min(FIRST_SLICE_SECONDS, self.action_budget)
-        return lambda: time.perf_counter() > deadline
+        first = report.slices == 1  # no slice handed on yet in this cycle
+        return self._out_of_time(started, FIRST_SLICE_SECONDS if first else 0.0)
 
     @staticmethod
     def _freeze_heap() -> None:

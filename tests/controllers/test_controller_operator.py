@@ -330,6 +330,14 @@ async def test_start_and_stop(logins: list[int]) -> None:
     assert keeper.cancelled()
 
 
+async def _until_made_again(api: FakeApi) -> None:
+    """Let the controller run until the Queue ``default`` exists again (at most 1 s)."""
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "default" in api.queues:
+            return
+
+
 @pytest.mark.anyio
 async def test_a_deletion_before_kopf_has_listed_the_queues_is_healed(logins: list[int]) -> None:
     """The startup check finds ``default``; it is deleted before kopf's first list of
@@ -344,10 +352,7 @@ async def test_a_deletion_before_kopf_has_listed_the_queues_is_healed(logins: li
     await asyncio.sleep(0.01)
     assert api.calls == [("get", "default")]  # not listed yet: no second check
     assert ctl.is_default_queue_deleted(type=None, name="other") is False  # the listing
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if "default" in api.queues:
-            break
+    await _until_made_again(api)
     await ctl.stop()
     assert api.calls == [("get", "default"), ("get", "default"), ("create", "default")]
 
@@ -586,15 +591,9 @@ async def test_a_deletion_no_event_shows_is_healed_by_the_next_check(
     assert ctl._keeper is not None
     await ctl._keeper
     api.queues.pop("default")
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if "default" in api.queues:
-            break
+    await _until_made_again(api)
     assert "default" in api.queues
     api.queues.pop("default")  # again, later: the next check makes it again too
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if "default" in api.queues:
-            break
+    await _until_made_again(api)
     await ctl.stop()
     assert api.calls.count(("create", "default")) == 2

@@ -274,8 +274,8 @@ StartScheduler = Callable[..., Awaitable[SchedulerProcess]]
 async def start_scheduler(
     cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[StartScheduler]:
-    """``await start_scheduler(leader_elect=..., feature_gates=..., ready=True)``: a
-    ``sluice run`` subprocess against the test's cluster, waited on until ready
+    """``await start_scheduler(leader_elect=..., feature_gates=..., config=..., ready=True)``:
+    a ``sluice run`` subprocess against the test's cluster, waited on until ready
     (``/readyz``). Stopped with SIGTERM after the test; when the test failed, the tail
     of each one's log is printed (pytest shows it with the failure)."""
     started: list[SchedulerProcess] = []
@@ -292,7 +292,8 @@ async def start_scheduler(
         if options.get("leader_elect"):
             options.setdefault("lease_namespace", cluster.lease_namespace)
             options.setdefault("lease_name", f"sluice-{cluster.run_id}")
-        proc = SchedulerProcess(cluster.scheduler_kubeconfig, tmp_path, config=config, **options)
+        options.setdefault("config", config)
+        proc = SchedulerProcess(cluster.scheduler_kubeconfig, tmp_path, **options)
         started.append(proc)
         await proc.start()
         if ready:

@@ -42,11 +42,18 @@ KINDS = ("pod", "podgroup")
 
 
 def explain(
-    cache: SchedulerCache, resolved: ResolvedConfiguration, kind: str, key: str, *, now: float = 0.0
+    cache: SchedulerCache,
+    resolved: ResolvedConfiguration,
+    kind: str,
+    key: str,
+    *,
+    now: float = 0.0,
+    wall: float = 0.0,
 ) -> dict[str, Any]:
     """What the next cycle would do for the pod or PodGroup ``key`` (``namespace/name``),
-    and why. Raises InvalidInputError naming the object when it is not there."""
-    return explain_snapshot(cache.snapshot(now=now), resolved, kind, key)
+    and why, as a cycle at ``now`` (the loop's clock) and ``wall`` (Unix seconds) would
+    see it. Raises InvalidInputError naming the object when it is not there."""
+    return explain_snapshot(cache.snapshot(now=now, wall=wall), resolved, kind, key)
 
 
 def explain_snapshot(

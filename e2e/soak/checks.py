@@ -15,8 +15,14 @@ settled (:class:`soak.disturbances.Disturbances`):
 * ``pending_without_reason``: a pod of the scheduler not bound and without
   ``PodScheduled=False`` and a reason, for longer than ``reason_limit``;
 * ``reclaimed_back``: a job whose pods were evicted by a reclaim for another job, and
-  which then reclaims from that job (victims and reclaimers from the ``Preempted``
-  events, which name the pod a reclaim made room for).
+  which then reclaims from that job within ``reclaim_min_runtime`` seconds (victims and
+  reclaimers from the ``Preempted`` events, which name the pod a reclaim made room for;
+  times from the events' ``eventTime``, when the scheduler decided). The replicas run
+  with that minimum runtime (``actionArguments.reclaim.minRuntimeSeconds``): a job is
+  no victim of a reclaim before it has run so long, so nothing may come back sooner.
+  Later, shares have moved with demand (the hot queue changes every
+  ``hot_queue_seconds``) and a reclaim back is fair share at work, not a ping-pong: such
+  pairs are reported (:attr:`SoakChecks.reclaimed_back_later`), not counted.
 
 :meth:`SoakChecks.tick` runs every second too, so a state that holds with no event is
 judged on time. Evictions are counted here, each victim once: preemptions and reclaims,
@@ -33,6 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, Protocol
 
 from harness import Cluster, ListWatch, condition, core_path, name_of, node_of
@@ -95,6 +102,9 @@ class SoakChecks:
         self.reclaims: list[tuple[str, str, float]] = []
         """(reclaiming job, victim job, when) of every reclaim seen in the events."""
         self._reclaimed_from: dict[tuple[str, str], float] = {}
+        self.reclaimed_back_later: list[dict[str, Any]] = []
+        """Reclaims back after the minimum runtime: the two jobs, their queues, and the
+        seconds between the two reclaims."""
         self._seen_events: set[str] = set()
 
     def event_watch(self, cluster: Cluster) -> ListWatch:
@@ -225,16 +235,29 @@ class SoakChecks:
         victim = self.workload.job_of(victim_pod)
         if reclaimer is None or victim is None or reclaimer.name == victim.name:
             return
-        now = time.monotonic() if now is None else now
+        decided = _unix_seconds(event.get("eventTime"))
+        now = decided or (time.time() if now is None else now)
         self.reclaims.append((reclaimer.name, victim.name, now))
-        self._reclaimed_from[(reclaimer.name, victim.name)] = now
-        if (victim.name, reclaimer.name) in self._reclaimed_from:
-            self.violate(
-                "reclaimed_back",
-                f"{victim.name}<->{reclaimer.name}",
-                f"job {victim.name} (queue {victim.queue}) reclaimed from "
-                f"{reclaimer.name} (queue {reclaimer.queue}), and {reclaimer.name} from it",
+        self._reclaimed_from.setdefault((reclaimer.name, victim.name), now)
+        first = self._reclaimed_from.get((victim.name, reclaimer.name))
+        if first is None:
+            return
+        gap = round(now - first, 1)
+        if gap >= self.settings.reclaim_min_runtime:
+            self.reclaimed_back_later.append(
+                {
+                    "jobs": [reclaimer.name, victim.name],
+                    "queues": [reclaimer.queue, victim.queue],
+                    "seconds": gap,
+                }
             )
+            return
+        self.violate(
+            "reclaimed_back",
+            f"{victim.name}<->{reclaimer.name}",
+            f"job {victim.name} (queue {victim.queue}) reclaimed from {reclaimer.name} "
+            f"(queue {reclaimer.queue}), and {reclaimer.name} from it {gap} s later",
+        )
 
     # ----------------------------------------------------------------- every second
 
@@ -293,3 +316,13 @@ def _told_why(pod: Mapping[str, Any]) -> bool:
 def _scheduled_message(pod: Mapping[str, Any]) -> str:
     scheduled = condition(pod, "PodScheduled") or {}
     return str(scheduled.get("message") or scheduled.get("reason") or "no PodScheduled")
+
+
+def _unix_seconds(micro_time: object) -> float:
+    """An event's ``eventTime`` (RFC 3339, UTC) in Unix seconds; 0 when absent or bad."""
+    if not isinstance(micro_time, str) or not micro_time:
+        return 0.0
+    try:
+        return datetime.fromisoformat(micro_time.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

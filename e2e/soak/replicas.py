@@ -18,10 +18,13 @@ ended) to the new holder of the Lease and to the next bind the watcher sees.
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -119,6 +122,7 @@ class Replicas:
         self.t0 = time.monotonic()
         self._started = 0
         self._holder = ""
+        self._config_path: Path | None = None
         self.binds: list[float] = []
         """Seconds since the start at which the watcher saw each pod bound (the soak's
         list, in order)."""
@@ -135,13 +139,29 @@ class Replicas:
 
     async def _start_one(self) -> Replica:
         proc = await self.start_scheduler(
-            leader_elect=True, extra_args=self.extra_args, ready=False
+            leader_elect=True, extra_args=self.extra_args, config=self._config(), ready=False
         )
         proc.forbidden_tolerated = self.forbidden_windows  # type: ignore[attr-defined]
         self._started += 1
         replica = Replica(proc, self._started, self.now())
         self.live.append(replica)
         return replica
+
+    def _config(self) -> Path:
+        """The replicas' SchedulerConfiguration: the defaults, the cluster's scheduler
+        name, and the soak's reclaim minimum runtime (written once, to a directory of its
+        own that :meth:`stop` removes)."""
+        if self._config_path is None:
+            path = Path(tempfile.mkdtemp(prefix="sluice-soak-")) / "scheduler-config.yaml"
+            path.write_text(
+                "apiVersion: scheduling.sluice.dev/v1alpha1\n"
+                "kind: SchedulerConfiguration\n"
+                f"schedulerName: {self.cluster.scheduler_name}\n"
+                "actionArguments:\n"
+                f"  reclaim: {{minRuntimeSeconds: {self.settings.reclaim_min_runtime}}}\n"
+            )
+            self._config_path = path
+        return self._config_path
 
     # ----------------------------------------------------------------- who leads
 
@@ -293,6 +313,8 @@ class Replicas:
                     f"replica {r.index} exited with {r.process.returncode} on SIGTERM\n"
                     + r.process.tail(30)
                 )
+        if self._config_path is not None:
+            shutil.rmtree(self._config_path.parent, ignore_errors=True)
 
     def all_replicas(self) -> list[Replica]:
         return [*self.ended, *self.live]

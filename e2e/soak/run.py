@@ -259,6 +259,7 @@ class Soak:
             "pods_scheduled": len(self.binds),
             "evictions": dict(self.checks.evictions),
             "reclaims_seen_in_events": len(self.checks.reclaims),
+            "reclaimed_back_later": self.checks.reclaimed_back_later,
             "workload": self.workload.summary(),
             "pods_pending_at_end": len(self.checks.pending_now()),
             "faults": {

@@ -61,6 +61,12 @@ class SoakSettings:
     outage_seconds: float = 4.0
     """How long the proxy stops listening (both replicas lose the server)."""
 
+    # -- the scheduler's configuration
+    reclaim_min_runtime: float = 30.0
+    """The replicas' ``actionArguments.reclaim.minRuntimeSeconds``: a job is no victim of
+    a reclaim before it has run this long, and ``reclaimed_back`` counts a job that
+    reclaims back from the job it gave to sooner than this."""
+
     # -- the checks
     settle_seconds: float = 60.0
     """How long after the last disturbance (a kill, an outage, a leader change until its

@@ -18,6 +18,12 @@ the eviction, both in the resources the eviction frees that the reclaiming pod a
 in. No ping-pong: victims come only from queues above their share, and the
 reclaiming queue never goes above its own, so it is never a victim of the queue it took
 from; and the lowest share strictly rises with each reclaim.
+
+That holds while demand stands still. Deserved shares follow demand (pending pods count),
+so two queues near their shares trade places as pods arrive and leave, and a job can be
+taken back by the job it gave to seconds later. ``minRuntimeSeconds`` (KAI's reclaim
+min-runtime) is the hysteresis: a job that started less than that ago is no victim, and
+a job held back only by that is tried again when the first victim comes of age.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ class ReclaimAction:
 
     def __init__(self, arguments: ReclaimArguments) -> None:
         self.args = arguments
-        policy = QueueReclaim()
+        policy = QueueReclaim(arguments.minRuntimeSeconds)
         self.search = VictimSearch(arguments, policy)
         self.gang_search = GangSearch(policy, arguments.roiThreshold)
 

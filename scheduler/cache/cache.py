@@ -895,10 +895,11 @@ class SchedulerCache:
 
     # Snapshot -------------------------------------------------------------------------
 
-    def snapshot(self, *, now: float = 0.0) -> Snapshot:
+    def snapshot(self, *, now: float = 0.0, wall: float = 0.0) -> Snapshot:
         """A copy of what the next cycle decides on, for a session to change freely, taken
-        at ``now`` (the loop's clock). What the scheduler holds back itself is not in the
-        cache: the loop attaches its scheduling queue's view (:attr:`Snapshot.queue`).
+        at ``now`` (the loop's clock) and ``wall`` (the wall clock, Unix seconds). What the
+        scheduler holds back itself is not in the cache: the loop attaches its scheduling
+        queue's view (:attr:`Snapshot.queue`).
 
         Tasks and nodes are copied only when they changed since the last snapshot, here
         or in the session that used it (:class:`~.snapshots.Copies`); the others' copies
@@ -910,6 +911,7 @@ class SchedulerCache:
         tasks, nodes = self._copies.take(self.tasks, self.nodes)
         snap = self._build(tasks, nodes, last_jobs)
         snap.now = now
+        snap.wall = wall
         snap.dra = self.dra.view()
         self.dra.extend_nodes(snap, self.nodes, self.tasks.values())
         return self._copies.retire(snap)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, TextIO
 
 import anyio
@@ -76,7 +77,7 @@ def run_explain(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for kind in OBJECT_KINDS:
         for obj in listed.get(kind, ()):
             cache.handle(kind, "ADDED", obj)
-    result = explain(cache, resolved, args.kind, args.name)
+    result = explain(cache, resolved, args.kind, args.name, wall=time.time())
     if args.output == "json":
         out.write(json.dumps(result, indent=2) + "\n")
     elif args.output == "yaml":

@@ -208,6 +208,11 @@ class Session:
         self.failing_jobs: set[str] = set()
         """Jobs whose reason is a scheduler error (new this cycle, or backing off after
         one): their pods say ``SchedulerError`` rather than ``Unschedulable``."""
+        self.revisits: dict[str, float] = {}
+        """Jobs that something only time ends holds back (a reclaim's victims too young
+        to take: ``minRuntimeSeconds``): seconds from the cycle's start after which
+        trying them again may help (:meth:`revisit`). The loop's scheduling queue wakes
+        a parked job then, instead of waiting for an event."""
         self.version = 0
         """Moves so far: what a cache of session-derived values is keyed on."""
         self.starvation = StarvationDecision(
@@ -265,6 +270,12 @@ class Session:
     def now(self) -> float:
         """The loop's clock when this cycle began."""
         return self.snapshot.now
+
+    @property
+    def wall(self) -> float:
+        """The wall clock (Unix seconds) when this cycle began: what API timestamps such
+        as a pod's ``status.startTime`` are compared with."""
+        return self.snapshot.wall
 
     @property
     def reservation(self) -> Reservation | None:
@@ -393,6 +404,13 @@ class Session:
             return False
         self._tried += 1
         return True
+
+    def revisit(self, job_uid: str, after: float) -> None:
+        """Trying job ``job_uid`` again ``after`` seconds from the cycle's start may help,
+        though nothing else changes (see :attr:`revisits`); the earliest time given in a
+        cycle counts. Idempotent."""
+        if after > 0:
+            self.revisits[job_uid] = min(after, self.revisits.get(job_uid, after))
 
     def defer(self, job: JobInfo) -> None:
         """Leave ``job`` to the next cycle: what this cycle recorded about it is dropped,

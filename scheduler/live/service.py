@@ -111,6 +111,7 @@ class LivePage:
         cache = self.loop.cache
         snapshot = cache.full_snapshot()
         snapshot.now = self.loop.ports.clock.now()
+        snapshot.wall = self.loop.ports.clock.wall()
         view = self.summary.queue_view
         snapshot.queue = QueueView(
             {j: h for j, h in view.holds.items() if h.kind is not HoldKind.PARKED},

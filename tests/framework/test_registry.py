@@ -197,6 +197,16 @@ def test_resolve_builds_typed_arguments() -> None:
             "actionArguments.reclaim.roiThreshold",
             "roiThreshold must not be negative",
         ),
+        (
+            {"actions": ["preempt"], "actionArguments": {"preempt": {"minRuntimeSeconds": 30}}},
+            "actionArguments.preempt.minRuntimeSeconds",
+            "applies to reclaim only: a preemption follows priority",
+        ),
+        (
+            {"actions": ["reclaim"], "actionArguments": {"reclaim": {"minRuntimeSeconds": -1}}},
+            "actionArguments.reclaim.minRuntimeSeconds",
+            "minRuntimeSeconds must not be negative",
+        ),
     ],
     ids=[
         "unknown-action",
@@ -214,6 +224,8 @@ def test_resolve_builds_typed_arguments() -> None:
         "unknown-action-argument",
         "roiThreshold-for-preempt",
         "roiThreshold-out-of-range",
+        "minRuntimeSeconds-for-preempt",
+        "minRuntimeSeconds-out-of-range",
     ],
 )
 def test_resolve_refuses(fields: dict[str, Any], field: str, message: str) -> None:

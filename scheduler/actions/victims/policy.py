@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from scheduler.actions.victims.bundles import Kind
 from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, kube_rank_bound
+from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
@@ -227,7 +228,8 @@ class QueueReclaim:
     priority; the reclaiming queue must stay within its own share. Victims come from the
     queue of lowest queue priority first (the reverse of the queue order), then from the
     queue furthest above its share; then as kube-scheduler ranks them (lower pod
-    priorities first)."""
+    priorities first). With a minimum runtime (``minRuntimeSeconds``), a job that
+    started less than that ago is no victim (:meth:`too_young`)."""
 
     reason = EvictReason.RECLAIMED
     nothing_helps = (
@@ -235,8 +237,11 @@ class QueueReclaim:
     )
     priority_first = False
 
-    def __init__(self) -> None:
+    def __init__(self, min_runtime: float = 0.0) -> None:
         self._shares: tuple[Session, int, _Shares] | None = None
+        self.min_runtime = min_runtime
+        """Seconds a job runs before it may be a victim (``minRuntimeSeconds``)."""
+        self._young: tuple[Session, dict[str, float]] | None = None
 
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         del preemptor  # the reclaim action asks first whether any queue is above its share
@@ -259,7 +264,9 @@ class QueueReclaim:
         """Pods of other queues above their share, of the queue of lowest queue priority
         first, then of the queue furthest above its share, then lower pod priority, then
         younger; those the plugins protect left out (the reclaim budgets are not asked:
-        :meth:`possible`)."""
+        :meth:`possible`), and those of jobs too young (:meth:`too_young`: the
+        preemptor's job is then to be tried again when the first of them comes of age,
+        :meth:`Session.revisit`)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
         out: list[TaskInfo] = []
@@ -269,11 +276,36 @@ class QueueReclaim:
             owner = session.jobs.get(t.job_id)
             if owner is None or owner.queue == mine:
                 continue
-            if shares.of(owner.queue) > 1.0:
+            if shares.of(owner.queue) <= 1.0:
+                continue
+            young_for = self.too_young(session, owner)
+            if young_for > 0:
+                session.revisit(preemptor.job_id, young_for)
+            else:
                 out.append(t)
         if not out:
             return []
         return session.victims(preemptor, sorted(out, key=lambda t: self._taken(session, t)))
+
+    def too_young(self, session: Session, job: JobInfo) -> float:
+        """How much longer ``job`` is too young to be a victim (0: it is not): until its
+        youngest member that holds room has run :attr:`min_runtime` since its
+        ``status.startTime`` (a gang one of whose pods was replaced lately restarted).
+        Pods with no start time, and a cycle that knows no wall clock, protect nothing.
+        Cached per session: start times do not change within one."""
+        if self.min_runtime <= 0 or session.wall <= 0:
+            return 0.0
+        cached = self._young
+        if cached is None or cached[0] is not session:
+            cached = self._young = (session, {})
+        left = cached[1].get(job.uid)
+        if left is None:
+            latest = max(
+                (t.start_time for t in job.tasks.values() if t.status in EVICTABLE), default=0.0
+            )
+            left = latest + self.min_runtime - session.wall if latest > 0 else 0.0
+            cached[1][job.uid] = left = max(left, 0.0)
+        return left
 
     def _taken(self, session: Session, t: TaskInfo) -> tuple[int, float, int, float, str]:
         """The order victims are taken in, the first first (see :meth:`candidates`)."""

@@ -70,6 +70,8 @@ class SearchArguments:
     REFUSED: ClassVar[Mapping[str, str]] = {
         "roiThreshold": "applies to reclaim only: preemption takes the victims of lowest "
         "priority first and never lets ROI outweigh priority (ROI only breaks ties)",
+        "minRuntimeSeconds": "applies to reclaim only: a preemption follows priority, and a "
+        "pod of higher priority is never taken back by the one it preempted",
     }
     """Arguments of another action, refused here with the reason (the config loader)."""
 
@@ -92,11 +94,17 @@ class SearchArguments:
 @dataclass(frozen=True, slots=True)
 class ReclaimArguments(SearchArguments):
     """The reclaim action's arguments (``actionArguments.reclaim``): the candidate window
-    of :class:`SearchArguments`, and how much ROI must differ to outweigh priority."""
+    of :class:`SearchArguments`, how much ROI must differ to outweigh priority, and how
+    long a job runs before a reclaim may take it."""
 
     roiThreshold: float = 0.05
     """Between two bundles of queues equally above their share, ROI decides over
     priority only when the two differ by more than this."""
+    minRuntimeSeconds: float = 0.0
+    """A job none of whose running pods has run this long (since its ``status.startTime``)
+    is no victim of a reclaim (KAI's reclaim min-runtime): the hysteresis that keeps
+    queues whose deserved shares move a little with demand from taking pods back and
+    forth. 0 (the default, as Volcano): no such protection."""
 
     REFUSED: ClassVar[Mapping[str, str]] = {}
 
@@ -104,6 +112,8 @@ class ReclaimArguments(SearchArguments):
         SearchArguments.__post_init__(self)
         if not self.roiThreshold >= 0:
             raise ValueError("roiThreshold must not be negative")
+        if not self.minRuntimeSeconds >= 0:
+            raise ValueError("minRuntimeSeconds must not be negative")
 
 
 Bounded = tuple[RankKey, NodeInfo, list[TaskInfo]]

@@ -122,21 +122,24 @@ class JobQueue:
         return changes
 
     def next_deadline(self, now: float) -> float:
-        """When, after ``now``, a hold next ends by itself (a backoff, a gate's timeout);
-        ``inf``: none will. A parked job's retry is not counted: it is a safety net, not
-        news. Holds already over are let go by the next :meth:`view`."""
+        """When, after ``now``, a hold next ends by itself (a backoff, a gate's timeout, a
+        parked job's time to be tried again that the session gave); ``inf``: none will.
+        A parked job's 5-minute retry is not counted: it is a safety net, not news. Holds
+        already over are let go by the next :meth:`view`."""
         deadlines = (
             self._gates.next_deadline(now),
             self._errors.next_deadline(now),
             self._no_preemption.next_deadline(now),
+            self._parking.next_revisit(now),
         )
         return min(deadlines)
 
     @property
     def in_flight(self) -> int:
         """Holds that will end by themselves or at an event already under way: gates and
-        backoffs (something changes when they do)."""
-        return len(self._gates) + len(self._errors) + len(self._no_preemption)
+        backoffs (something changes when they do), and parked jobs to be tried again at
+        a time the session gave."""
+        return len(self._gates) + len(self._errors) + len(self._no_preemption) + self._parking.timed
 
     @property
     def parked(self) -> int:

@@ -13,7 +13,9 @@ the cache's :attr:`~scheduler.cache.SchedulerCache.generation` at the cycle's sn
 what it was told. Before each snapshot a parked job is let go when the generation moved (a
 pod deleted or completed, a node, queue, PodGroup, budget or topology changed: room may
 have freed), when it got a new pod of its own, or one of its pods lost its last scheduling
-gate (a gang may now be whole), or ``retry_every`` seconds after it was parked
+gate (a gang may now be whole), at the time the session said trying it again may help
+though nothing else changes (:attr:`~scheduler.framework.session.Session.revisits`: a
+reclaim's victims come of age), or ``retry_every`` seconds after it was parked
 (kube-scheduler's 5 minutes). The others are held (``HoldKind.PARKED``): the actions do
 not try them, and say again what they were told, so pods, PodGroups, ``sluice simulate``
 and the metrics keep the true reasons.
@@ -31,6 +33,7 @@ Owned by the scheduling queue (:mod:`scheduler.loop.queue`); its task only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -50,6 +53,9 @@ class _Entry:
     hold: Hold
     round: int
     """The round it was parked in (see the module docstring)."""
+    timed: bool = False
+    """Let go at a time the session gave (:attr:`Session.revisits`), not only at an
+    event or the safety net's ``retry_every``."""
 
 
 class Parking:
@@ -63,6 +69,19 @@ class Parking:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def next_revisit(self, now: float) -> float:
+        """When, after ``now``, a job parked until a time the session gave is let go
+        (``inf``: none is); the ``retry_every`` safety net is not counted."""
+        return min(
+            (e.hold.until for e in self._entries.values() if e.timed and e.hold.until > now),
+            default=math.inf,
+        )
+
+    @property
+    def timed(self) -> int:
+        """Jobs parked until a time the session gave: each is tried again then."""
+        return sum(1 for e in self._entries.values() if e.timed)
+
     def holds(self, generation: int, fresh: set[str], now: float) -> dict[str, Hold]:
         """Let go the jobs whose parking ended (see the module docstring); the holds of the
         others, for the snapshot about to be taken at ``generation``."""
@@ -72,7 +91,7 @@ class Parking:
             for uid, e in self._entries.items()
             if (e.generation == generation or e.round == in_round)
             and uid not in fresh
-            and now - e.since < self.retry_every
+            and now < e.hold.until
         }
         return {uid: e.hold for uid, e in self._entries.items()}
 
@@ -107,13 +126,14 @@ class Parking:
             told = session.job_reasons.get(uid)
             pending = any(t.sluice and t.status is TaskStatus.PENDING for t in job.tasks.values())
             if pending and (reasons or told is not None):
+                revisit = session.revisits.get(uid, math.inf)
                 hold = Hold(
                     HoldKind.PARKED,
                     told=told,
-                    until=now + self.retry_every,
+                    until=now + min(self.retry_every, revisit),
                     task_reasons=reasons,
                 )
-                entries[uid] = _Entry(generation, now, hold, self._round)
+                entries[uid] = _Entry(generation, now, hold, self._round, revisit < math.inf)
         self._entries = entries
         if session.deferred:
             self._round_open = True

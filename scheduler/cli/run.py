@@ -122,9 +122,26 @@ def run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         return anyio.run(_main, args, config, events)
-    except LeadershipLost as exc:
-        log.error("leadership lost; exiting", error=str(exc))
+    except BaseException as exc:
+        lost = leadership_lost(exc)
+        if lost is None:
+            raise
+        log.error("leadership lost; exiting", error=str(lost))
         return 1
+
+
+def leadership_lost(exc: BaseException) -> LeadershipLost | None:
+    """The :class:`LeadershipLost` that ended the run, when it alone did: raised bare, or
+    wrapped in the task groups' exception groups (however nested) with nothing else.
+    Then ``sluice run`` exits with 1 and one log line, as kube-scheduler does, not with a
+    traceback. None for anything else (the caller raises it again)."""
+    if isinstance(exc, LeadershipLost):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        lost, rest = exc.split(LeadershipLost)
+        if lost is not None and rest is None:
+            return leadership_lost(lost.exceptions[0])
+    return None
 
 
 class Resolution:

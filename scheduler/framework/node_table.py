@@ -65,18 +65,33 @@ class TableView(Protocol):
         rows: IndexVector | None = None,
         *,
         releasing: bool = False,
+        job: str = "",
     ) -> IntMatrix: ...
 
     def free_row(
-        self, priority: int, uid: str, row: int, cols: IntVector, *, releasing: bool = False
+        self,
+        priority: int,
+        uid: str,
+        row: int,
+        cols: IntVector,
+        *,
+        releasing: bool = False,
+        job: str = "",
     ) -> IntVector: ...
 
 
 class NodeTable:
     """Columns of node resources. Owned by one Session; updated only through it."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], extra_names: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        extra_names: Iterable[str] = (),
+        queue_of: Mapping[str, str] | None = None,
+    ) -> None:
         names = {CPU, MEMORY, PODS}
+        self.queue_of: Mapping[str, str] = queue_of or {}
+        """Job uid -> its queue: nominated room is yielded only within a queue."""
         for n in nodes:
             names.update(n.allocatable)
         names.update(extra_names)
@@ -86,8 +101,8 @@ class NodeTable:
         self.row: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self._vectors: dict[Resource, IntVector] = {}
         self._amounts: dict[Resource, tuple[int, ...]] = {}
-        self.nominations: dict[int, dict[str, tuple[int, IntVector]]] = {}
-        """Row -> uid -> (priority, request) of the tasks nominated to that node."""
+        self.nominations: dict[int, dict[str, tuple[int, str, IntVector]]] = {}
+        """Row -> uid -> (priority, job uid, request) of the tasks nominated to that node."""
         shape = (len(self.nodes), len(self.columns))
         if not self.nodes:
             self.allocatable: IntMatrix = np.zeros(shape, dtype=np.int64)
@@ -106,7 +121,7 @@ class NodeTable:
         for i, n in enumerate(self.nodes):
             if not n.nominated.is_zero():
                 self.nominations[i] = {
-                    t.uid: (t.priority, self.request(t.request))
+                    t.uid: (t.priority, t.job_id, self.request(t.request))
                     for t in n.tasks.values()
                     if t.status is TaskStatus.PIPELINED
                 }
@@ -147,21 +162,26 @@ class NodeTable:
         rows: IndexVector | None = None,
         *,
         releasing: bool = False,
+        job: str = "",
     ) -> IntMatrix:
-        """Room for a task of ``priority`` (uid ``uid``) on every row (or on ``rows``, in
-        their order), in columns ``cols``.
+        """Room for a task of ``priority`` (uid ``uid``, of job ``job``) on every row (or on
+        ``rows``, in their order), in columns ``cols``.
 
         ``idle`` less what is nominated to the node, except nominations of lower priority
-        and the task's own (KEP-4832: a nominated pod keeps its room from pods of equal or
-        lower priority only); plus the room of pods being evicted when ``releasing`` (the
-        view of a preemptor that waits for its victims).
+        in the same queue, and the task's own (KEP-4832: a nominated pod keeps its room
+        from pods of equal or lower priority only; and, as priority decides nothing
+        across queues, from every pod of another queue: else the copy of a pod a reclaim
+        evicted, of higher priority, would take back the room nominated to the reclaimer,
+        and be reclaimed again, every other cycle); plus the room of pods being evicted
+        when ``releasing`` (the view of a preemptor that waits for its victims). Without
+        ``job``, nominations of lower priority of any queue yield.
         """
         if rows is None:
             free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
             if releasing:
                 free += self.releasing[:, cols]
             for row, noms in self.nominations.items():
-                yielded = self._yielded(noms, priority, uid, cols)
+                yielded = self._yielded(noms, priority, uid, job, cols)
                 if yielded is not None:
                     free[row] += yielded
             return free
@@ -170,41 +190,59 @@ class NodeTable:
             free += self.releasing[rows][:, cols]
         for i, row in enumerate(rows.tolist()):
             on_row = self.nominations.get(row)
-            yielded = self._yielded(on_row, priority, uid, cols) if on_row else None
+            yielded = self._yielded(on_row, priority, uid, job, cols) if on_row else None
             if yielded is not None:
                 free[i] += yielded
         return free
 
     def free_row(
-        self, priority: int, uid: str, row: int, cols: IntVector, *, releasing: bool = False
+        self,
+        priority: int,
+        uid: str,
+        row: int,
+        cols: IntVector,
+        *,
+        releasing: bool = False,
+        job: str = "",
     ) -> IntVector:
         """:meth:`free` of one row, at the cost of one row."""
         free: IntVector = self.idle[row, cols] - self.nominated[row, cols]
         if releasing:
             free = free + self.releasing[row, cols]
         on_row = self.nominations.get(row)
-        yielded = self._yielded(on_row, priority, uid, cols) if on_row else None
+        yielded = self._yielded(on_row, priority, uid, job, cols) if on_row else None
         if yielded is not None:
             free = free + yielded
         return free
 
-    @staticmethod
     def _yielded(
-        noms: dict[str, tuple[int, IntVector]], priority: int, uid: str, cols: IntVector | slice
+        self,
+        noms: dict[str, tuple[int, str, IntVector]],
+        priority: int,
+        uid: str,
+        job: str,
+        cols: IntVector | slice,
     ) -> IntVector | None:
-        """Room nominated on one row that a task of ``priority`` (uid ``uid``) may take:
-        the nominations of lower priority, and its own. None when there is none."""
+        """Room nominated on one row that a task of ``priority`` (uid ``uid``, of job
+        ``job``) may take: the nominations of lower priority in its queue, and its own.
+        None when there is none."""
         out: IntVector | None = None
-        for other, (prio, vec) in noms.items():
-            if other == uid or prio < priority:
+        queue = self.queue_of.get(job) if job else None
+        for other, (prio, owner, vec) in noms.items():
+            if other == uid or (
+                prio < priority and (queue is None or self.queue_of.get(owner) == queue)
+            ):
                 out = vec[cols] if out is None else out + vec[cols]
         return out
 
-    def nominate(self, node: str, uid: str, priority: int, vec: IntVector, add: bool) -> None:
-        """Record (or drop) a task nominated to ``node``; keeps :attr:`nominated` in step."""
+    def nominate(
+        self, node: str, uid: str, priority: int, vec: IntVector, add: bool, *, job: str = ""
+    ) -> None:
+        """Record (or drop) a task nominated to ``node`` (``job``: its job's uid); keeps
+        :attr:`nominated` in step."""
         i = self.row[node]
         if add:
-            self.nominations.setdefault(i, {})[uid] = (priority, vec)
+            self.nominations.setdefault(i, {})[uid] = (priority, job, vec)
             self.nominated[i] += vec
         else:
             noms = self.nominations.get(i, {})

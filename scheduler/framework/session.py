@@ -185,7 +185,9 @@ class Session:
         extra = {
             name for job in self.jobs.values() for t in job.tasks.values() for name in t.request
         }
-        self.table = NodeTable(list(self.nodes.values()), extra)
+        self.table = NodeTable(
+            list(self.nodes.values()), extra, {uid: job.queue for uid, job in self.jobs.items()}
+        )
         self.hooks = HookSet()
         self.plugins: list[tuple[int, Plugin]] = []
         self.effects: list[Effect] = []
@@ -745,7 +747,7 @@ class Session:
         table = self.table
         vec = table.request(task.request)
         if status is TaskStatus.PIPELINED:
-            table.nominate(node, task.uid, task.priority, vec, add=sign < 0)
+            table.nominate(node, task.uid, task.priority, vec, add=sign < 0, job=task.job_id)
             return
         if status not in USES_NODE:
             return

@@ -1,4 +1,5 @@
-"""NodeTable.free: the room a task may use, with nominations by priority (KEP-4832)."""
+"""NodeTable.free: the room a task may use, with nominations by priority (KEP-4832) within
+a queue."""
 
 from __future__ import annotations
 
@@ -15,33 +16,39 @@ ONE_CPU = Resource.parse({"cpu": "1"}, obj="Pod p", field="x")
 
 def table() -> NodeTable:
     """Three nodes of 4 CPU: n1 has 1 CPU releasing; n2 has a nomination of priority 5
-    (uid ``nom``) of 1 CPU."""
+    (uid ``nom``, of job ``j-nom`` in queue ``a``) of 1 CPU. Jobs ``j-a`` are of queue
+    ``a``, ``j-b`` of queue ``b``."""
     nodes = [NodeInfo(name, allocatable=CPU_4) for name in ("n0", "n1", "n2")]
-    t = NodeTable(nodes)
+    t = NodeTable(nodes, queue_of={"j-nom": "a", "j-a": "a", "j-b": "b"})
     cpu = t.col["cpu"]
     t.idle[1, cpu] -= 1000
     t.releasing[1, cpu] += 1000
-    t.nominate("n2", "nom", 5, t.request(ONE_CPU), add=True)
+    t.nominate("n2", "nom", 5, t.request(ONE_CPU), add=True, job="j-nom")
     return t
 
 
 @pytest.mark.parametrize(
-    ("priority", "uid", "releasing", "expected"),
+    ("priority", "uid", "job", "releasing", "expected"),
     [
-        (5, "x", False, [4000, 3000, 3000]),  # equal priority: the nomination keeps its room
-        (9, "x", False, [4000, 3000, 4000]),  # higher priority: it may take it
-        (1, "nom", False, [4000, 3000, 4000]),  # the nominated task itself
-        (5, "x", True, [4000, 4000, 3000]),  # releasing room counts while preempting
+        (5, "x", "j-a", False, [4000, 3000, 3000]),  # equal priority: it keeps its room
+        (9, "x", "j-a", False, [4000, 3000, 4000]),  # higher priority, same queue: may take it
+        (9, "x", "j-b", False, [4000, 3000, 3000]),  # higher priority, another queue: may not
+        (1, "nom", "j-nom", False, [4000, 3000, 4000]),  # the nominated task itself
+        (5, "x", "j-a", True, [4000, 4000, 3000]),  # releasing room counts while preempting
     ],
+    ids=["equal", "higher-same-queue", "higher-other-queue", "itself", "releasing"],
 )
 def test_free_counts_nominations_by_priority(
-    priority: int, uid: str, releasing: bool, expected: list[int]
+    priority: int, uid: str, job: str, releasing: bool, expected: list[int]
 ) -> None:
     t = table()
     cols = np.array([t.col["cpu"]])
-    assert t.free(priority, uid, cols, releasing=releasing)[:, 0].tolist() == expected
+    got = t.free(priority, uid, cols, releasing=releasing, job=job)
+    assert got[:, 0].tolist() == expected
     rows = np.array([2, 0])
-    free = t.free(priority, uid, cols, rows, releasing=releasing)
+    free = t.free(priority, uid, cols, rows, releasing=releasing, job=job)
     assert free[:, 0].tolist() == [expected[2], expected[0]]
-    by_row = [int(t.free_row(priority, uid, r, cols, releasing=releasing)[0]) for r in range(3)]
+    by_row = [
+        int(t.free_row(priority, uid, r, cols, releasing=releasing, job=job)[0]) for r in range(3)
+    ]
     assert by_row == expected

@@ -465,7 +465,9 @@ class GangSearch:
         spares: list[TaskInfo] = []
         breaks: list[str] = []
         while True:
-            free = session.table.free(fill.slots.priority, "", slice(None), rows, releasing=True)
+            free = session.table.free(
+                fill.slots.priority, "", slice(None), rows, releasing=True, job=run.job.uid
+            )
             if fill.slots.total(free) >= len(run.pending):
                 if self._fits(run):
                     break
@@ -603,7 +605,9 @@ class GangSearch:
         of the least size they ask)."""
         slots = Slots(run.session, run.pending)
         rows = np.flatnonzero(run.domain.rows)
-        free = run.session.table.free(slots.priority, "", slice(None), rows, releasing=True)
+        free = run.session.table.free(
+            slots.priority, "", slice(None), rows, releasing=True, job=run.job.uid
+        )
         if slots.total(free) < len(run.pending):
             return False
         cp = run.stmt.checkpoint()
@@ -644,6 +648,7 @@ def _need(session: Session, pending: Sequence[TaskInfo], domain: NodeSet) -> Int
             slice(None),
             np.flatnonzero(domain.rows),
             releasing=True,
+            job=pending[0].job_id,
         )
         .clip(min=0)
         .sum(axis=0)

@@ -86,9 +86,10 @@ class PredicatesPlugin:
         spec = task.spec
         static = self._static.verdict(spec.shape)
         check = self._checks.of(spec.request, table)
-        # Nominations of lower priority and the task's own do not block it (KEP-4832);
+        # Nominations of lower priority in its queue and the task's own do not block it
+        # (KEP-4832, and no priority across queues);
         # the room of pods being evicted counts when asked (a preemptor's view).
-        free = table.free(task.priority, task.uid, check.cols, releasing=releasing)
+        free = table.free(task.priority, task.uid, check.cols, releasing=releasing, job=task.job_id)
         short = free < check.need
         short_any: BoolVector = np.logical_or.reduce(short, axis=1)
         pods = self._pods_index()
@@ -124,7 +125,9 @@ class PredicatesPlugin:
         check = self._checks.of(spec.request, table)
         if check.unknown:
             return False
-        free = table.free_row(task.priority, task.uid, row, check.cols, releasing=releasing)
+        free = table.free_row(
+            task.priority, task.uid, row, check.cols, releasing=releasing, job=task.job_id
+        )
         return not bool((free < check.need).any())
 
     def shortfall(
@@ -135,7 +138,9 @@ class PredicatesPlugin:
         affinity) free no countable room, so they add nothing: a lower bound, as the hook
         asks."""
         check = self._checks.of(task.spec.request, table)
-        free = table.free(task.priority, task.uid, check.cols, rows, releasing=releasing)
+        free = table.free(
+            task.priority, task.uid, check.cols, rows, releasing=releasing, job=task.job_id
+        )
         out: IntMatrix = np.zeros((len(rows), len(table.columns)), dtype=np.int64)
         out[:, check.cols] = np.maximum(check.need - free, 0)
         return out

@@ -58,6 +58,7 @@ from harness.recorders import (
     pod_requests,
     quantity,
     uid_of,
+    unix_seconds,
 )
 from harness.waiting import free_port, gather_bounded, hold_for, wait_for
 
@@ -107,5 +108,6 @@ __all__ = [
     "rebinds_in_log",
     "sluice_command",
     "uid_of",
+    "unix_seconds",
     "wait_for",
 ]

@@ -10,6 +10,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
@@ -30,6 +31,17 @@ _SUFFIXES: Final[Mapping[str, Decimal]] = {
     "Ti": Decimal(2) ** 40,
 }
 _QUANTITY: Final = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def unix_seconds(timestamp: object) -> float | None:
+    """An API timestamp (RFC 3339 or MicroTime, UTC: ``2026-11-26T10:00:00.000000Z``) in
+    Unix seconds; None when absent or malformed."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def quantity(value: Any) -> Decimal:

@@ -39,10 +39,9 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Final, Protocol
 
-from harness import Cluster, ListWatch, condition, core_path, name_of, node_of
+from harness import Cluster, ListWatch, condition, core_path, name_of, node_of, unix_seconds
 
 from soak.disturbances import Disturbances
 from soak.settings import SoakSettings
@@ -235,7 +234,7 @@ class SoakChecks:
         victim = self.workload.job_of(victim_pod)
         if reclaimer is None or victim is None or reclaimer.name == victim.name:
             return
-        decided = _unix_seconds(event.get("eventTime"))
+        decided = unix_seconds(event.get("eventTime"))
         now = decided or (time.time() if now is None else now)
         self.reclaims.append((reclaimer.name, victim.name, now))
         self._reclaimed_from.setdefault((reclaimer.name, victim.name), now)
@@ -316,13 +315,3 @@ def _told_why(pod: Mapping[str, Any]) -> bool:
 def _scheduled_message(pod: Mapping[str, Any]) -> str:
     scheduled = condition(pod, "PodScheduled") or {}
     return str(scheduled.get("message") or scheduled.get("reason") or "no PodScheduled")
-
-
-def _unix_seconds(micro_time: object) -> float:
-    """An event's ``eventTime`` (RFC 3339, UTC) in Unix seconds; 0 when absent or bad."""
-    if not isinstance(micro_time, str) or not micro_time:
-        return 0.0
-    try:
-        return datetime.fromisoformat(micro_time.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0

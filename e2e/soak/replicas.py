@@ -23,13 +23,12 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
-from harness import ApiFailure, Cluster, SchedulerProcess
+from harness import ApiFailure, Cluster, SchedulerProcess, unix_seconds
 
 from soak.disturbances import Disturbance, Disturbances
 from soak.settings import SoakSettings
@@ -357,11 +356,8 @@ class Replicas:
 
 def _seconds_since(micro_time: str, t0: float) -> float | None:
     """A Lease's MicroTime (UTC) as seconds since the monotonic ``t0``."""
-    if not micro_time:
-        return None
-    try:
-        wall = datetime.fromisoformat(micro_time.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    wall = unix_seconds(micro_time)
+    if wall is None:
         return None
     return wall - time.time() + time.monotonic() - t0
 

@@ -9,7 +9,9 @@ counts a violation (once per subject) when it holds too long while the cluster i
 settled (:class:`soak.disturbances.Disturbances`):
 
 * ``gang_below_minimum``: a gang with some members bound but fewer than its minimum,
-  for longer than ``gang_partial_limit``;
+  for longer than ``gang_partial_limit`` (a member's eviction failed, or its
+  replacement waits out its Job's backoff: the replicas dissolve such a gang after
+  ``dissolve_grace``);
 * ``preemptor_gated``: a pod nominated to a node (``status.nominatedNodeName``) and not
   bound, for longer than ``gated_limit``;
 * ``pending_without_reason``: a pod of the scheduler not bound and without

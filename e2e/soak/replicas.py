@@ -148,8 +148,8 @@ class Replicas:
 
     def _config(self) -> Path:
         """The replicas' SchedulerConfiguration: the defaults, the cluster's scheduler
-        name, and the soak's reclaim minimum runtime (written once, to a directory of its
-        own that :meth:`stop` removes)."""
+        name, the soak's reclaim minimum runtime and dissolve grace (written once, to a
+        directory of its own that :meth:`stop` removes)."""
         if self._config_path is None:
             path = Path(tempfile.mkdtemp(prefix="sluice-soak-")) / "scheduler-config.yaml"
             path.write_text(
@@ -158,6 +158,7 @@ class Replicas:
                 f"schedulerName: {self.cluster.scheduler_name}\n"
                 "actionArguments:\n"
                 f"  reclaim: {{minRuntimeSeconds: {self.settings.reclaim_min_runtime}}}\n"
+                f"  dissolve: {{graceSeconds: {self.settings.dissolve_grace}}}\n"
             )
             self._config_path = path
         return self._config_path

@@ -67,6 +67,11 @@ class SoakSettings:
     a reclaim before it has run this long, and ``reclaimed_back`` counts a job that
     reclaims back from the job it gave to sooner than this."""
 
+    dissolve_grace: float = 30.0
+    """The replicas' ``actionArguments.dissolve.graceSeconds``: what is left of a gang
+    that runs below its minimum this long is evicted. Under ``gang_partial_limit``, so
+    that a broken gang the scheduler leaves standing is a violation."""
+
     # -- the checks
     settle_seconds: float = 60.0
     """How long after the last disturbance (a kill, an outage, a leader change until its

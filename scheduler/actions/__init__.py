@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.actions.allocate import AllocateAction
 from scheduler.actions.backfill import BackfillAction
+from scheduler.actions.dissolve import DissolveAction, DissolveArguments
 from scheduler.actions.elect import ElectAction, ElectArguments
 from scheduler.actions.enqueue import EnqueueAction
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
@@ -38,3 +39,6 @@ def register_builtin(registry: Registry) -> None:
     # Starvation protection changes only the session's reservation, which the loop keeps.
     registry.add_action(ActionSpec("elect", ElectAction, ElectArguments))
     registry.add_action(ActionSpec("reserve", ReserveAction))
+    registry.add_action(
+        ActionSpec("dissolve", DissolveAction, DissolveArguments, emits=frozenset({Evict}))
+    )

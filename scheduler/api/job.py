@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from scheduler.api.resource import ZERO, Resource
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.task_states import ALIVE, COUNTS_FOR_GANG
+from scheduler.api.task_states import ALIVE, COUNTS_FOR_GANG, EVICTABLE, KEEPS_GANG_GOING
 
 
 class PodGroupPhase(enum.Enum):
@@ -67,6 +67,10 @@ class JobInfo:
     """The PodGroup's conditions as last seen: (type, status, reason, message)."""
     problem: str = ""
     """Why the job cannot be scheduled at all, found when building it (a missing PodGroup)."""
+    below_minimum_since: float | None = None
+    """Since when (the loop's clock) the cache has seen this gang run below its minimum
+    (:meth:`runs_below_minimum`), without a break; None while it does not. Set by the
+    cache on each snapshot, read by the ``dissolve`` action."""
 
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -84,6 +88,35 @@ class JobInfo:
     def placed_by_role(self, extra: frozenset[TaskStatus] = frozenset()) -> Counter[str]:
         statuses = COUNTS_FOR_GANG | extra
         return Counter(t.role for t in self.tasks.values() if t.status in statuses)
+
+    @property
+    def elastic(self) -> bool:
+        """Does the gang spare by count only (minMember below the sum of its
+        minTaskMember)? Then only minMember binds, not each role's minimum."""
+        return bool(self.min_task_member) and self.min_member < sum(self.min_task_member.values())
+
+    def short_of_minimum(self, statuses: frozenset[TaskStatus]) -> bool:
+        """Are the members in ``statuses`` fewer than ``minMember``, or, unless the gang
+        is elastic, fewer than a role's ``minTaskMember``?"""
+        if self.count(statuses) < self.min_member:
+            return True
+        if self.elastic or not self.min_task_member:
+            return False
+        by_role = Counter(t.role for t in self.tasks.values() if t.status in statuses)
+        return any(by_role[r] < n for r, n in self.min_task_member.items())
+
+    def runs_below_minimum(self) -> bool:
+        """Is this PodGroup's gang running below its minimum: some members running (bound,
+        not being evicted), but fewer of them there or on their way
+        (:data:`~scheduler.api.task_states.KEEPS_GANG_GOING`) than it needs? A member
+        evicted, failed or deleted whose replacement is not placed leaves it so; such a
+        gang cannot do its work and holds its room for nothing. A gang with a member
+        that succeeded is finishing, not broken; a gang of one never runs below."""
+        if not self.has_pod_group or not any(t.status in EVICTABLE for t in self.tasks.values()):
+            return False
+        if any(t.status is TaskStatus.SUCCEEDED for t in self.tasks.values()):
+            return False
+        return self.short_of_minimum(KEEPS_GANG_GOING)
 
     def valid_count(self) -> int:
         """Tasks that can still run: every task that has not failed."""
@@ -112,6 +145,7 @@ class JobInfo:
             self.pod_group_uid,
             self.conditions,
             self.problem,
+            self.below_minimum_since,
         )
 
     def __repr__(self) -> str:

@@ -26,6 +26,11 @@ leaving, or nominated. Placement handlers fire when a task enters or leaves this
 COUNTS_FOR_GANG = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.SUCCEEDED})
 """Tasks that count toward a gang's readiness (minMember)."""
 
+KEEPS_GANG_GOING = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.PIPELINED})
+"""Members of a running gang that are there or on their way (placed, or nominated while
+their victims leave): a gang with fewer of them than its minimum, some of them running,
+runs below its minimum (:meth:`~scheduler.api.job.JobInfo.runs_below_minimum`)."""
+
 ALIVE = frozenset(set(S) - {S.FAILED, S.UNKNOWN})
 """Tasks that are valid members of a gang (not failed)."""
 

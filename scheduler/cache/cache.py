@@ -228,6 +228,9 @@ class SchedulerCache:
         shard's), by node name: attached when it comes."""
         self._copies = Copies()
         """The last snapshot's copies, and what changed since (told at each change)."""
+        self._below_minimum_since: dict[str, float] = {}
+        """Gangs seen running below their minimum at every snapshot since then: job uid ->
+        the loop's clock at the first (:meth:`JobInfo.runs_below_minimum`)."""
         self._handlers: dict[str, Callable[[str, Obj], bool]] = {
             "Pod": self._on_pod,
             "Node": self._on_node,
@@ -912,6 +915,13 @@ class SchedulerCache:
         snap = self._build(tasks, nodes, last_jobs)
         snap.now = now
         snap.wall = wall
+        self._below_minimum_since = {
+            job.uid: self._below_minimum_since.get(job.uid, now)
+            for job in snap.jobs.values()
+            if job.runs_below_minimum()
+        }
+        for uid, since in self._below_minimum_since.items():
+            snap.jobs[uid].below_minimum_since = since
         snap.dra = self.dra.view()
         self.dra.extend_nodes(snap, self.nodes, self.tasks.values())
         return self._copies.retire(snap)
@@ -926,6 +936,9 @@ class SchedulerCache:
         tasks = {uid: t.clone() for uid, t in self.tasks.items()}
         nodes = {name: self.nodes[name].clone(tasks) for name in sorted(self.nodes)}
         snap = self._build(tasks, nodes)
+        for uid, since in self._below_minimum_since.items():
+            if uid in snap.jobs:
+                snap.jobs[uid].below_minimum_since = since
         snap.dra = self.dra.view()
         self.dra.extend_nodes(snap, self.nodes, self.tasks.values())
         return snap

@@ -42,6 +42,7 @@ DEFAULT_ACTIONS: tuple[str, ...] = (
     "reclaim",
     "backfill",
     "reserve",
+    "dissolve",
 )
 
 

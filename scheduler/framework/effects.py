@@ -38,6 +38,9 @@ class EvictReason(enum.Enum):
     """For a pod of higher priority of the same queue."""
     RECLAIMED = "reclaimed"
     """For a queue below its share: the pod's queue is above its own."""
+    DISSOLVED = "dissolved"
+    """For no other pod: the pod's gang has run below its minimum for too long (the
+    ``dissolve`` action); it is evicted so that the gang can start again whole."""
 
     __hash__ = object.__hash__
 
@@ -58,7 +61,8 @@ class VictimBundle(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Evict:
     """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``), for ``reason``;
-    ``bundle`` says what the eviction does to the victim's gang."""
+    ``bundle`` says what the eviction does to the victim's gang. A dissolution
+    (:attr:`EvictReason.DISSOLVED`) has no preemptor; every other eviction has one."""
 
     task: TaskInfo
     node: str

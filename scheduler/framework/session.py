@@ -22,6 +22,7 @@ read-only handle on its table, nodes, jobs and queues.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -215,6 +216,11 @@ class Session:
         to take: ``minRuntimeSeconds``): seconds from the cycle's start after which
         trying them again may help (:meth:`revisit`). The loop's scheduling queue wakes
         a parked job then, instead of waiting for an event."""
+        self.wake_at = math.inf
+        """The earliest time (the loop's clock) at which an action would decide something
+        new though nothing else changes (a gang running below its minimum comes to the
+        end of its grace: the ``dissolve`` action); ``inf``: none (:meth:`wake`). The loop
+        runs a cycle then."""
         self.version = 0
         """Moves so far: what a cache of session-derived values is keyed on."""
         self.starvation = StarvationDecision(
@@ -413,6 +419,11 @@ class Session:
         cycle counts. Idempotent."""
         if after > 0:
             self.revisits[job_uid] = min(after, self.revisits.get(job_uid, after))
+
+    def wake(self, at: float) -> None:
+        """An action would decide something new at ``at`` (the loop's clock) by the time
+        alone (see :attr:`wake_at`); the earliest time given in a cycle counts."""
+        self.wake_at = min(self.wake_at, at)
 
     def defer(self, job: JobInfo) -> None:
         """Leave ``job`` to the next cycle: what this cycle recorded about it is dropped,

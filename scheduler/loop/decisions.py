@@ -1,7 +1,8 @@
-"""The preemptions and reclaims a cycle decided, read from its effects (layer 3, loop).
+"""The preemptions, reclaims and dissolutions a cycle decided, read from its effects
+(layer 3, loop).
 
-Used by the simulator's timeline (``preempt`` and ``reclaim`` entries) and the live page's
-list of recent decisions.
+Used by the simulator's timeline (``preempt``, ``reclaim`` and ``dissolve`` entries) and
+the live page's list of recent decisions.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from scheduler.framework.effects import Effect, Evict, EvictReason, Nominate
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One preemption or reclaim decided in a cycle: ``pod`` (the preemptor; None for
-    victims evicted for no single pod), the ``node`` it is nominated to, the ``victims``
-    (``namespace/name``) in the order chosen, and ``kind``: ``reclaim`` when the victims
-    were another queue's, else ``preempt``."""
+    """One preemption, reclaim or dissolution decided in a cycle: ``pod`` (the preemptor;
+    None for victims evicted for no single pod), the ``node`` it is nominated to (the
+    first victim's for a dissolution), the ``victims`` (``namespace/name``) in the order
+    chosen, and ``kind``: ``reclaim`` when the victims were another queue's,
+    ``dissolve`` when they are what was left of a gang (the ``dissolve`` action's: one
+    decision per gang), else ``preempt``."""
 
     kind: str
     pod: str | None
@@ -28,7 +31,7 @@ class Decision:
 def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
     """The preemptions and reclaims among ``effects`` (a cycle's, in decision order), one
     per preemptor: its Nominate gives the node, its Evicts the victims. A nomination
-    without victims has none."""
+    without victims has none. Then the dissolutions, one per gang."""
     effects = list(effects)
     entries: dict[str | None, dict[str, object]] = {}
     victims: dict[str | None, list[str]] = {}
@@ -36,8 +39,11 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
         if isinstance(e, Nominate):
             entries.setdefault(e.task.key, {"node": e.node, "reclaim": False})
             victims.setdefault(e.task.key, [])
+    dissolved: dict[str, list[Evict]] = {}
     for e in effects:
-        if isinstance(e, Evict):
+        if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED:
+            dissolved.setdefault(e.task.job_id, []).append(e)
+        elif isinstance(e, Evict):
             owner = e.preemptor.key if e.preemptor is not None else None
             entry = entries.setdefault(owner, {"node": e.node, "reclaim": False})
             victims.setdefault(owner, []).append(e.task.key)
@@ -51,4 +57,7 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
             tuple(victims[owner]),
         )
         for owner, entry in entries.items()
+    ] + [
+        Decision("dissolve", None, evicts[0].node, tuple(e.task.key for e in evicts))
+        for evicts in dissolved.values()
     ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,6 +230,10 @@ class SchedulingLoop:
         as they run many loops in one process."""
         self._frozen = False
         self.idle = IdleCycles()
+        self._wake_at = math.inf
+        """When the last cycle's actions would decide something new by the time alone
+        (:attr:`Session.wake_at`): the loop runs a cycle then, and counts it in flight
+        until then (no idle skip, no simulation ends before)."""
         self.skip_idle = False
         """Skip a cycle while nothing changed since one that had nothing to do
         (:mod:`scheduler.loop.idle`). ``sluice run`` sets it; simulations do not (they
@@ -243,7 +248,7 @@ class SchedulingLoop:
         something will change when they do), and pods still to be told their changed
         reason (after their backoff)."""
         busy = self.binds.in_flight + self.writes.in_flight + self.queue.in_flight
-        busy += self.status.owed
+        busy += self.status.owed + (self._wake_at < math.inf)
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
     @property
@@ -321,7 +326,7 @@ class SchedulingLoop:
                         await self._calls_drained()
                     rest = self.ports.clock.now() - started - spent
                 # A hold that ends by itself (a backoff, a gate's timeout) wakes the loop.
-                deadline = self.queue.next_deadline(self.ports.clock.now())
+                deadline = min(self.queue.next_deadline(self.ports.clock.now()), self._wake_at)
                 wait = min(period - rest, deadline - self.ports.clock.now())
                 with anyio.move_on_after(max(0.0, wait)):
                     await self._wake.wait()
@@ -347,6 +352,8 @@ class SchedulingLoop:
         t0 = report.slice_started = time.perf_counter()
         session = await self._decide(report)
         report.seconds = time.perf_counter() - t0
+        if session is not None:
+            self._wake_at = session.wake_at
         if session is None:
             self.idle.after_cycle(report.revision, settled=False)
             self.cache.drop_copies()

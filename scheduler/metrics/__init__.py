@@ -108,6 +108,12 @@ class Metrics:
             "Total reclaims: evictions of pods of queues above their share for a queue below.",
             registry=r,
         )
+        self.gangs_dissolved = Counter(
+            "sluice_gangs_dissolved_total",
+            "Gangs whose running members were evicted after running below their minimum "
+            "for the grace period (the dissolve action).",
+            registry=r,
+        )
         self.reserved_nodes = Gauge(
             "scheduler_reserved_nodes",
             "Nodes reserved for the starving job elected by starvation protection.",

@@ -39,6 +39,13 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    deleted hold their room again, the job goes back to normal scheduling but may not
    preempt until its backoff ends (1 s, doubling to 60 s; the queue keeps it), and the
    failure is counted.
+
+A dissolution (Evict effects of reason ``DISSOLVED``, the ``dissolve`` action's: what is
+left of a gang that ran below its minimum) has no preemptor and no node to nominate: the
+gang's own job is gated the same way until its members are gone, each member gets
+``DisruptionTarget`` and is evicted, with a ``Dissolved`` event; a failed call reverts
+the members not evicted (they hold their room again) and the job backs off before it is
+dissolved again.
 """
 
 from __future__ import annotations
@@ -46,9 +53,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -72,9 +79,22 @@ from scheduler.ports import ClusterPorts, Event, ObjectRef
 from scheduler.preemption.outcomes import Outcome, OutcomeResolver
 
 log = get_logger("sluice.preemption")
+T = TypeVar("T")
 
 PREEMPTION_MESSAGE = "sluice: preempting to accommodate a higher priority pod"
 RECLAIM_MESSAGE = "sluice: reclaiming resources for queue {queue!r}, which is below its share"
+
+
+DISSOLVED_MESSAGE = (
+    "sluice: gang {job} ran below its minimum for longer than the grace period; what is "
+    "left of it is evicted so that it can start again whole"
+)
+
+
+def dissolved_notice(job: str) -> Notice:
+    """What the members of dissolved gang ``job`` (``namespace/name``) are told."""
+    message = DISSOLVED_MESSAGE.format(job=job)
+    return Notice(message, "Dissolved", message)
 
 
 def _is_reclaim(p: Preemption) -> bool:
@@ -154,6 +174,36 @@ class Preemption:
     """The preemptor's place in line for its ``nominatedNodeName`` write."""
 
 
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What a victim is told: the ``DisruptionTarget`` condition's message, and the event
+    (reason, message, related object) recorded once it is evicted."""
+
+    disruption: str
+    reason: str
+    message: str
+    related: ObjectRef | None = None
+
+    @staticmethod
+    def of(p: Preemption) -> Notice:
+        return Notice(
+            disruption_message(p),
+            "Preempted",
+            preempted_message(p),
+            ObjectRef.of_pod(p.preemptor),
+        )
+
+
+@dataclass(slots=True)
+class Dissolution:
+    """The evictions of what is left of one gang (the ``dissolve`` action's), one cycle's."""
+
+    job: str
+    evictions: list[Evict]
+    notice: Notice
+    ticket: GateTicket | None = None
+
+
 @dataclass(slots=True)
 class WriteSlot:
     """A place in one pod's line of ``nominatedNodeName`` writes: the write waits for
@@ -205,13 +255,29 @@ class PreemptionExecutor:
         self._tg = tg
 
     @staticmethod
+    def dissolutions(effects: Sequence[Effect]) -> list[Dissolution]:
+        """The ``DISSOLVED`` evictions among ``effects``, grouped by job in decision order."""
+        by_job: dict[str, Dissolution] = {}
+        for e in effects:
+            if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED:
+                job = e.task.job_id
+                if job not in by_job:
+                    by_job[job] = Dissolution(job, [], dissolved_notice(job))
+                by_job[job].evictions.append(e)
+        return list(by_job.values())
+
+    @staticmethod
     def group(
         effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]] | None = None
     ) -> list[Preemption]:
         """Evict and Nominate effects grouped by preemptor, in decision order, with the
-        nominations each Nominate displaced (by the preemptor's uid)."""
+        nominations each Nominate displaced (by the preemptor's uid). Dissolutions are
+        not theirs (:meth:`dissolutions`)."""
         by_uid: dict[str, Preemption] = {}
         orphans: list[Evict] = []
+        effects = [
+            e for e in effects if not (isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED)
+        ]
         for e in effects:
             if isinstance(e, Nominate):
                 p = by_uid.setdefault(e.task.uid, Preemption(e.task, e.node))
@@ -239,18 +305,40 @@ class PreemptionExecutor:
                 self._tg.start_soon(self._clear_nomination, e.task, self._line_up(e.task))
         for p in self.group(effects, displaced):
             self._gate(p)
-            if self.async_enabled:
-                if self._tg is None:
-                    raise RuntimeError("preemption executor is not attached to a task group")
-                self._running += 1
-                self._tg.start_soon(self._run_async, p, name=f"preempt {p.preemptor.key}")
-            else:
-                self._running += 1
-                try:
-                    failure = await self._calls(p)
-                finally:
-                    self._running -= 1
-                self._report(p, failure)
+            await self._start(p.ticket, self._make_calls, p, f"preempt {p.preemptor.key}")
+        for d in self.dissolutions(effects):
+            self.metrics.gangs_dissolved.inc()
+            victims = [e.task for e in d.evictions]
+            d.ticket = self.gates.close_gate(
+                d.job,
+                [v.uid for v in victims if self.ledger.holds(v.uid)],
+                [v.uid for v in victims if self.ledger.holds_devices(v.uid)],
+            )
+            await self._start(d.ticket, self._dissolve, d, f"dissolve {d.job}")
+
+    async def _start(
+        self,
+        ticket: GateTicket | None,
+        calls: Callable[[T], Awaitable[str | None]],
+        subject: T,
+        name: str,
+    ) -> None:
+        """Run ``calls(subject)`` in the background (or now, with asynchronous preemption
+        off), then report its outcome for ``ticket``'s gate."""
+        if ticket is None:
+            raise RuntimeError(f"{name} ran without a gate")
+        if self.async_enabled:
+            if self._tg is None:
+                raise RuntimeError("preemption executor is not attached to a task group")
+            self._running += 1
+            self._tg.start_soon(self._run_async, ticket, calls, subject, name=name)
+        else:
+            self._running += 1
+            try:
+                failure = await self._calls(calls, subject)
+            finally:
+                self._running -= 1
+            self.gates.calls_done(ticket, failure)
 
     def _gate(self, p: Preemption) -> None:
         """Close (or join) the gate of ``p``'s job and line up its nomination writes."""
@@ -305,18 +393,15 @@ class PreemptionExecutor:
         if self._last_write.get(slot.uid) is slot.done:
             del self._last_write[slot.uid]
 
-    async def _run_async(self, p: Preemption) -> None:
+    async def _run_async(
+        self, ticket: GateTicket, calls: Callable[[T], Awaitable[str | None]], subject: T
+    ) -> None:
         try:
             async with self._limit:
-                failure = await self._calls(p)
+                failure = await self._calls(calls, subject)
         finally:
             self._running -= 1
-        self._report(p, failure)
-
-    def _report(self, p: Preemption, failure: str | None) -> None:
-        if p.ticket is None:
-            raise RuntimeError(f"preemption of {p.preemptor.key} ran without a gate")
-        self.gates.calls_done(p.ticket, failure)
+        self.gates.calls_done(ticket, failure)
 
     @property
     def calls_in_flight(self) -> int:
@@ -328,13 +413,14 @@ class PreemptionExecutor:
         while self._calling:
             await self._calls_done.wait()
 
-    async def _calls(self, p: Preemption) -> str | None:
-        """The API calls of one preemption: None when all succeeded, else why not."""
+    async def _calls(self, calls: Callable[[T], Awaitable[str | None]], subject: T) -> str | None:
+        """The API calls of one preemption or dissolution: None when all succeeded, else
+        why not (counted while they run, for :meth:`calls_drained`)."""
         self._calling += 1
         if self._calls_done.is_set():
             self._calls_done = anyio.Event()
         try:
-            return await self._make_calls(p)
+            return await calls(subject)
         finally:
             self._calling -= 1
             if self._calling == 0:
@@ -346,7 +432,7 @@ class PreemptionExecutor:
         slot = p.nomination or self._line_up(p.preemptor)
         try:
             await self._clear_lower_nominations(p)
-            await self._evict_all(p, done)
+            await self._evict_all(p.victims, Notice.of(p), done)
             await self._set_nomination(p.preemptor, p.node, slot)
         except Exception as exc:
             # An ApiError is expected; anything else is a bug, logged with its traceback,
@@ -380,36 +466,54 @@ class PreemptionExecutor:
             with contextlib.suppress(NotFoundError):
                 await self._write_nomination(t, None, slot)
 
-    async def _evict_all(self, p: Preemption, done: set[str]) -> None:
-        """Evict the victims of ``p`` at once (as kube-scheduler does), adding each one
-        evicted (or found gone) to ``done``. Every call runs to its end, so ``done`` is
-        exact; then the first failure, if any, is raised."""
+    async def _dissolve(self, d: Dissolution) -> str | None:
+        """The API calls of dissolution ``d``: None when every member is evicted, else
+        why not (the members not evicted hold their room again)."""
+        done: set[str] = set()
+        try:
+            await self._evict_all([e.task for e in d.evictions], d.notice, done)
+        except Exception as exc:
+            if not isinstance(exc, ApiError):
+                log.error("dissolution calls crashed", job=d.job, exc_info=exc)
+            self.metrics.api_errors.labels("preemption").inc()
+            log.warning("dissolution failed", job=d.job, error=str(exc))
+            for e in d.evictions:
+                if e.task.uid not in done:
+                    self.ledger.forget(e)
+            return f"the last dissolution failed: {exc}"
+        log.info("gang dissolved", job=d.job, pods=len(d.evictions))
+        return None
+
+    async def _evict_all(self, victims: Sequence[TaskInfo], notice: Notice, done: set[str]) -> None:
+        """Evict ``victims`` at once (as kube-scheduler does), adding each one evicted (or
+        found gone) to ``done``. Every call runs to its end, so ``done`` is exact; then
+        the first failure, if any, is raised."""
         failures: list[ApiError] = []
 
         async def evict(victim: TaskInfo) -> None:
             try:
-                await self._evict(p, victim)
+                await self._evict(victim, notice)
             except ApiError as exc:
                 failures.append(exc)
             else:
                 done.add(victim.uid)
 
-        if len(p.victims) == 1:
-            await evict(p.victims[0])
+        if len(victims) == 1:
+            await evict(victims[0])
         else:
             async with anyio.create_task_group() as tg:
-                for v in p.victims:
+                for v in victims:
                     tg.start_soon(evict, v, name=f"evict {v.key}")
         if failures:
             raise failures[0]
 
-    async def _evict(self, p: Preemption, victim: TaskInfo) -> None:
+    async def _evict(self, victim: TaskInfo, notice: Notice) -> None:
         ref = ObjectRef.of_pod(victim)
         condition = {
             "type": L.DISRUPTION_TARGET,
             "status": "True",
             "reason": L.REASON_PREEMPTION,
-            "message": disruption_message(p),
+            "message": notice.disruption,
         }
         try:
             await self._patch_pod_status(ref, {"conditions": [condition]})
@@ -436,10 +540,10 @@ class PreemptionExecutor:
             Event(
                 ref,
                 "Normal",
-                "Preempted",
-                preempted_message(p),
+                notice.reason,
+                notice.message,
                 action="Preempting",
-                related=ObjectRef.of_pod(p.preemptor),
+                related=notice.related,
             )
         )
 

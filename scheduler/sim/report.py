@@ -274,14 +274,18 @@ def _nodes_svg(  # noqa: PLR0917
                     )
         y += height + 4
     for e in timeline:
-        if e["event"] in ("preempt", "reclaim") and e.get("node") in row_of:
+        if e["event"] in ("preempt", "reclaim", "dissolve") and e.get("node") in row_of:
             cx, cy = x(e["t"]), row_of[e["node"]]
             victims = ", ".join(e.get("victims") or ()) or "none"
+            what = (
+                "what was left of a gang below its minimum"
+                if e["event"] == "dissolve"
+                else html.escape(str(e["pod"]))
+            )
             rows.append(
                 f'<path class="{e["event"]}" d="M{cx - 5:.1f},{cy - 2} L{cx + 5:.1f},{cy - 2} '
                 f'L{cx:.1f},{cy + 7} Z" fill="#d62728"><title>{e["event"]} for '
-                f"{html.escape(str(e['pod']))} at {e['t']:g}s: victims "
-                f"{html.escape(victims)}</title></path>"
+                f"{what} at {e['t']:g}s: victims {html.escape(victims)}</title></path>"
             )
     rows.append(_axis(x, end, y + 4))
     return (

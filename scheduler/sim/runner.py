@@ -24,7 +24,8 @@ What the result reports (``sluice simulate --output json`` prints :meth:`to_json
 * ``nominations`` is pod -> node as ``status.nominatedNodeName`` was last written in
   the API; an entry goes when the nomination is cleared on a pod that is not bound;
 * ``timeline`` tells decisions from effects: ``preempt`` (pod, node, victims) is the
-  decision, at the time and cycle of the cycle that made it; ``delete``, ``evict``,
+  decision, at the time and cycle of the cycle that made it (``reclaim`` and
+  ``dissolve`` likewise, a dissolution with no pod); ``delete``, ``evict``,
   ``bind`` (and ``-failed`` with ``error``) are the API calls as they finished;
   ``nominate`` and ``nomination-cleared`` the changes of ``status.nominatedNodeName``;
   ``arrive``, ``depart``, ``phase`` (of a PodGroup) and ``completed`` the rest. Each
@@ -458,9 +459,10 @@ _GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
 
 
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
-    """The cycle's preemptions and reclaims (:func:`~scheduler.loop.decisions.
-    decisions_of`) as timeline entries: ``preempt`` or ``reclaim``, with the pod (the
-    preemptor), node and victims. A nomination without victims has ``victims: []``."""
+    """The cycle's preemptions, reclaims and dissolutions (:func:`~scheduler.loop.
+    decisions.decisions_of`) as timeline entries: ``preempt``, ``reclaim`` or
+    ``dissolve``, with the pod (the preemptor; None for a dissolution), node and
+    victims. A nomination without victims has ``victims: []``."""
     return [
         {"event": d.kind, "pod": d.pod, "node": d.node, "victims": list(d.victims)}
         for d in decisions_of(report.effects)

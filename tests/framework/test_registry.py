@@ -125,7 +125,7 @@ def test_resolve_builds_typed_arguments() -> None:
         (
             {"actions": ["enqueue", "shuffle"]},
             "actions[1]",
-            "unknown action 'shuffle'; known: allocate, backfill, elect, enqueue",
+            "unknown action 'shuffle'; known: allocate, backfill, dissolve, elect, enqueue",
         ),
         (
             {"tiers": tiers({"name": "gang"}, {"name": "binpack"})},
@@ -207,6 +207,16 @@ def test_resolve_builds_typed_arguments() -> None:
             "actionArguments.reclaim.minRuntimeSeconds",
             "minRuntimeSeconds must not be negative",
         ),
+        (
+            {"actions": ["dissolve"], "actionArguments": {"dissolve": {"graceSeconds": -1}}},
+            "actionArguments.dissolve.graceSeconds",
+            "graceSeconds must be a number of seconds, at least 0",
+        ),
+        (
+            {"actions": ["dissolve"], "actionArguments": {"dissolve": {"graceSeconds": "1m"}}},
+            "actionArguments.dissolve.graceSeconds",
+            "expected float, got str '1m'",
+        ),
     ],
     ids=[
         "unknown-action",
@@ -226,6 +236,8 @@ def test_resolve_builds_typed_arguments() -> None:
         "roiThreshold-out-of-range",
         "minRuntimeSeconds-for-preempt",
         "minRuntimeSeconds-out-of-range",
+        "graceSeconds-out-of-range",
+        "graceSeconds-not-a-number",
     ],
 )
 def test_resolve_refuses(fields: dict[str, Any], field: str, message: str) -> None:

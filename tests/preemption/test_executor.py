@@ -926,3 +926,103 @@ def test_preemptor_message_names_its_victims_and_the_gangs_it_broke(
     preemptor = task_from_pod(pod("high", priority=10))
     p = Preemption(preemptor, "n1", [e.task for e in evictions], evictions)
     assert preemptor_message(p) == expected
+
+
+# Dissolutions (the dissolve action's evictions, for no preemptor) ----------------------------
+
+
+def broken_gang() -> Rig:
+    """Gang ``g`` (minMember 3) runs ``g-0`` and ``g-1`` on n1; its third member is gone."""
+    return rig(
+        node("n1", cpu="4"),
+        pod_group("g", min_member=3),
+        pod("g-0", cpu="1", node="n1", group="g"),
+        pod("g-1", cpu="1", node="n1", group="g"),
+    )
+
+
+def dissolution(r: Rig, *names: str) -> list[Effect]:
+    return [
+        Evict(
+            r.task(n),
+            "n1",
+            EvictReason.DISSOLVED,
+            queue="default",
+            bundle=VictimBundle.WHOLE,
+        )
+        for n in names
+    ]
+
+
+def test_a_dissolution_evicts_every_member_and_gates_the_gang_until_they_are_gone() -> None:
+    r = broken_gang()
+    dissolved = (
+        "sluice: gang default/g ran below its minimum for longer than the grace period; "
+        "what is left of it is evicted so that it can start again whole"
+    )
+
+    async def body(r: Rig) -> None:
+        await r.handle(dissolution(r, "g-0", "g-1"))
+        assert r.gated("g-0"), "the gang waits for its members to go before it is placed"
+        await settle()
+        for name in ("g-0", "g-1"):
+            condition = {**CONDITION, "message": dissolved}
+            assert r.cluster.of(name) == [("patch", {"conditions": [condition]}), ("evict", None)]
+        assert [(e.reason, e.message) for e in r.cluster.events] == [("Dissolved", dissolved)] * 2
+        assert r.sample("sluice_gangs_dissolved_total") == 1
+        assert r.executions("success") == 0, "a dissolution is no preemption"
+        job = r.job("g-0")
+        r.delete("g-0")
+        assert job in gated(r.view())
+        r.delete("g-1")
+        assert job not in gated(r.view())
+        assert r.executor.in_flight == 0
+
+    run(body, r)
+
+
+def test_a_failed_dissolution_reverts_what_was_not_evicted_and_backs_off() -> None:
+    r = broken_gang()
+
+    async def body(r: Rig) -> None:
+        r.cluster.always[("evict", "g-1")] = ServerError("boom")
+        await r.handle(dissolution(r, "g-0", "g-1"))
+        await settle()
+        g0, g1 = r.live("g-0"), r.live("g-1")
+        assert g0 is not None and g1 is not None
+        assert g0.status is TaskStatus.RELEASING, "its eviction succeeded"
+        assert g1.status is TaskStatus.RUNNING, "it holds its room again"
+        assert not r.gated("g-1")
+        hold = r.view().holds[r.job("g-1")]
+        assert hold.kind is HoldKind.NO_PREEMPTION, "not dissolved again before the backoff"
+        cancelled = {
+            "type": "DisruptionTarget",
+            "status": "False",
+            "reason": "PreemptionCancelled",
+            "message": "sluice: the eviction failed; the pod is not being preempted",
+        }
+        assert r.cluster.of("g-1")[-1] == ("patch", {"conditions": [cancelled]})
+
+    run(body, r)
+
+
+def test_dissolutions_and_preemptions_of_one_cycle_go_their_own_ways() -> None:
+    r = rig(
+        node("n1", cpu="4"),
+        pod_group("g", min_member=3),
+        pod("g-0", cpu="1", node="n1", group="g"),
+        pod("low", cpu="3", node="n1", priority=1),
+        pod("high", cpu="3", priority=100),
+    )
+
+    async def body(r: Rig) -> None:
+        effects = r.preemption("high", "n1", "low") + dissolution(r, "g-0")
+        assert [p.preemptor.name for p in PreemptionExecutor.group(effects)] == ["high"]
+        assert [d.job for d in PreemptionExecutor.dissolutions(effects)] == [r.job("g-0")]
+        await r.handle(effects)
+        assert r.gated("high") and r.gated("g-0")
+        await settle()
+        assert r.cluster.of("high") == [("patch", {"nominatedNodeName": "n1"})]
+        assert ("evict", None) in r.cluster.of("g-0")
+
+    run(body, r)

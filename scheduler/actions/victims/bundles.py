@@ -25,6 +25,7 @@ from typing import Any
 
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
+from scheduler.api.task_states import COUNTS_FOR_GANG
 from scheduler.framework.effects import VictimBundle
 
 Kind = VictimBundle
@@ -42,17 +43,12 @@ class Bundle:
 
 def elastic(job: JobInfo) -> bool:
     """Does the gang spare by count only (minMember below the sum of its minTaskMember)?"""
-    return bool(job.min_task_member) and job.min_member < sum(job.min_task_member.values())
+    return job.elastic
 
 
 def below_minimum(job: JobInfo) -> bool:
     """Is the running gang already below its minimum (in all, or in a role)?"""
-    if job.placed_count() < job.min_member:
-        return True
-    if elastic(job) or not job.min_task_member:
-        return False
-    by_role = job.placed_by_role()
-    return any(by_role[r] < n for r, n in job.min_task_member.items())
+    return job.short_of_minimum(COUNTS_FOR_GANG)
 
 
 def keeps_whole(job: JobInfo, tasks: Collection[TaskInfo]) -> bool:

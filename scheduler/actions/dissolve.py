@@ -15,9 +15,11 @@ nominated) ends the count.
 Runs last, after preempt and reclaim: those may take a broken gang's pods first (they
 cost nothing to evict) for a pod that needs the room. Not dissolved: a gang with a
 member that opted out of being a victim (``scheduling.sluice.dev/preemptable:
-"false"``), and a gang the scheduling queue holds (its eviction is under way, or failed
-and backs off). The evictions go through the preemption executor with no preemptor: the
-gang's own job is gated until its members are gone. Decisions depend on the snapshot
+"false"``), and a gang whose eviction is under way (behind its gate) or failed and
+backs off. A gang whose replacements the scheduling queue parked (they found no room)
+is dissolved all the same: that is the case the action is for. The evictions go through
+the preemption executor with no preemptor: the gang's own job is gated until its
+members are gone. Decisions depend on the snapshot
 only (the time since comes with it), so a replay decides the same.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler.api.holds import HoldKind
 from scheduler.api.job import JobInfo
 from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.effects import EvictReason, VictimBundle
@@ -67,8 +70,9 @@ class DissolveAction:
         session.for_each_job(sorted(jobs, key=lambda j: j.uid), self._dissolve)
 
     def _dissolve(self, session: Session, job: JobInfo) -> None:
-        if session.hold(job) is not None:
-            return
+        hold = session.hold(job)
+        if hold is not None and hold.kind in (HoldKind.EVICTIONS, HoldKind.NO_PREEMPTION):
+            return  # its evictions are under way, or failed and it backs off
         running = [t for t in job.tasks.values() if t.status in EVICTABLE]
         if not all(t.preemptable for t in running):
             return

@@ -239,6 +239,7 @@ def test_configmap_holds_the_default_configuration() -> None:
         "reclaim",
         "backfill",
         "reserve",
+        "dissolve",
     ]
     assert config.plugin_names() == [
         "priority",

@@ -252,3 +252,44 @@ def test_a_job_reclaimed_back(
         checks.on_event("ADDED", event)
     assert [v.invariant for v in checks.violations] == broken
     assert len(checks.reclaimed_back_later) == later
+
+
+def _victim(name: str, message: str) -> dict[str, Any]:
+    """A pod deleted after the scheduler marked it DisruptionTarget with ``message``."""
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": message,
+    }
+    return {"metadata": {"name": name, "uid": name}, "status": {"conditions": [condition]}}
+
+
+@pytest.mark.parametrize(
+    ("deleted", "events", "counted"),
+    [
+        ([_victim("p", "sluice: preempting to accommodate a higher priority pod")], [], "preempt"),
+        (
+            [_victim("p", "sluice: reclaiming resources for queue 'b', which is below its share")],
+            [],
+            "reclaim",
+        ),
+        (
+            [_victim("p", "sluice: gang ns/g ran below its minimum for longer than the grace")],
+            [],
+            "dissolve",
+        ),
+        ([], [{"reason": "Dissolved", "regarding": {"name": "p"}}], "dissolve"),
+    ],
+    ids=["preempted", "reclaimed", "dissolved-by-condition", "dissolved-by-event"],
+)
+def test_evictions_are_counted_by_kind(
+    deleted: list[dict[str, Any]], events: list[dict[str, Any]], counted: str
+) -> None:
+    """What was left of a gang below its minimum is counted as dissolved, not preempted."""
+    checks = _checks()
+    for pod in deleted:
+        checks.on_pod("DELETED", pod, now=0.0)
+    for event in events:
+        checks.on_event("ADDED", {"metadata": {"uid": "e"}, **event})
+    assert dict(checks.evictions) == {counted: 1}

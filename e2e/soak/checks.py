@@ -27,8 +27,9 @@ settled (:class:`soak.disturbances.Disturbances`):
   pairs are reported (:attr:`SoakChecks.reclaimed_back_later`), not counted.
 
 :meth:`SoakChecks.tick` runs every second too, so a state that holds with no event is
-judged on time. Evictions are counted here, each victim once: preemptions and reclaims,
-from the victims' ``Preempted`` events (``Preempted by ...``, ``Reclaimed by ...``) and
+judged on time. Evictions are counted here, each victim once: preemptions, reclaims and
+dissolutions, from the victims' ``Preempted`` events (``Preempted by ...``, ``Reclaimed
+by ...``) and ``Dissolved`` events, and
 from the ``DisruptionTarget`` condition the scheduler sets on a victim before it goes
 (either may be missed: an event is best effort, a deletion seen only in a relist shows the
 pod as last watched).
@@ -64,6 +65,7 @@ INVARIANTS: Final = (
 
 _RECLAIMED_BY: Final = re.compile(r"^Reclaimed by queue '([^']*)' for pod ([^/\s]+)/(\S+) on node")
 _RECLAIM_MESSAGE: Final = "reclaiming resources for queue"
+_DISSOLVE_MESSAGE: Final = "ran below its minimum"
 
 
 class Jobs(Protocol):
@@ -193,12 +195,20 @@ class SoakChecks:
             return
         if target.get("reason") != "PreemptionByScheduler":
             return
-        kind = "reclaim" if _RECLAIM_MESSAGE in str(target.get("message", "")) else "preempt"
+        message = str(target.get("message", ""))
+        kind = (
+            "reclaim"
+            if _RECLAIM_MESSAGE in message
+            else "dissolve"
+            if _DISSOLVE_MESSAGE in message
+            else "preempt"
+        )
         self._victims.setdefault(name, kind)
 
     @property
     def evictions(self) -> Counter[str]:
-        """Victims so far by kind (``preempt``, ``reclaim``), each counted once."""
+        """Victims so far by kind (``preempt``, ``reclaim``, and ``dissolve``: what was
+        left of a gang below its minimum), each counted once."""
         return Counter(self._victims.values())
 
     # ----------------------------------------------------------------- gangs
@@ -221,6 +231,10 @@ class SoakChecks:
             self.on_event("ADDED", e)
 
     def on_event(self, kind: str, event: dict[str, Any], now: float | None = None) -> None:
+        if kind != "DELETED" and event.get("reason") == "Dissolved":
+            victim_pod = str((event.get("regarding") or {}).get("name") or "")
+            self._victims[victim_pod] = "dissolve"
+            return
         if kind == "DELETED" or event.get("reason") != "Preempted":
             return
         uid = str((event.get("metadata") or {}).get("uid") or "")

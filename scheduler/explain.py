@@ -33,7 +33,7 @@ from scheduler.api.resource import ResourceSum
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
 from scheduler.framework.fit import Fit
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
@@ -169,9 +169,14 @@ def _describe(  # noqa: PLR0917
             "binds": binds,
             "nominations": nominations,
             "evictions": list(evictions.values()),
+            "dissolves": [
+                e.task.key
+                for e in session.effects
+                if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED and e.task.uid in mine
+            ],
         },
         "pods": pods,
-        "gang": _gang(job, before),
+        "gang": _gang(session, job, before),
         "queue": _queue(session, job),
         "waits_for": _waits(session, job, before),
     }
@@ -213,15 +218,20 @@ def _devices(binding: ClaimBinding) -> list[str]:
     return [str(d) for d in binding.allocation.devices] if binding.allocation else []
 
 
-def _gang(job: JobInfo, before: dict[str, tuple[TaskStatus, str]]) -> dict[str, Any]:
+def _gang(
+    session: Session, job: JobInfo, before: dict[str, tuple[TaskStatus, str]]
+) -> dict[str, Any]:
     counts = Counter(status.value for status, _ in before.values())
-    return {
+    out: dict[str, Any] = {
         "podGroup": job.has_pod_group,
         "minMember": job.min_member,
         "minTaskMember": dict(job.min_task_member),
         "pods": len(job.tasks),
         "byStatus": dict(sorted(counts.items())),
     }
+    if job.below_minimum_since is not None:  # the dissolve action's count, as the cache has it
+        out["belowMinimumSeconds"] = round(session.now - job.below_minimum_since, 1)
+    return out
 
 
 def _queue(session: Session, job: JobInfo) -> dict[str, Any]:
@@ -291,6 +301,11 @@ def render(e: dict[str, Any], *, verbose: bool = False) -> str:
             "Next cycle: would nominate "
             + ", ".join(f"{p} to {n}" for p, n in nxt["nominations"].items())
         )
+    if nxt["dissolves"]:
+        lines.append(
+            "Next cycle: would dissolve the gang (below its minimum too long), evicting "
+            + ", ".join(nxt["dissolves"])
+        )
     if e["reason"]:
         lines.append(f"Why: {e['reason']}")
     for p in e["pods"]:
@@ -307,7 +322,14 @@ def render(e: dict[str, Any], *, verbose: bool = False) -> str:
     if g["podGroup"]:
         statuses = ", ".join(f"{n} {s}" for s, n in g["byStatus"].items())
         roles = f", minTaskMember {g['minTaskMember']}" if g["minTaskMember"] else ""
-        lines.append(f"Gang: minMember {g['minMember']}{roles}; {g['pods']} pod(s): {statuses}")
+        below = (
+            f"; running below its minimum for {g['belowMinimumSeconds']:g} s"
+            if "belowMinimumSeconds" in g
+            else ""
+        )
+        lines.append(
+            f"Gang: minMember {g['minMember']}{roles}; {g['pods']} pod(s): {statuses}{below}"
+        )
     q = e["queue"]
     if "problem" in q:
         lines.append(f"Queue: {q['problem']}")

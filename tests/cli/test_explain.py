@@ -163,7 +163,7 @@ def test_a_gang_waiting_for_gated_pods_says_which_gates_hold_them(
     code, out, err = explain(tmp_path, objects, "podgroup", "gang", "-o", "json", capsys=capsys)
     assert code == 0, err
     e = json.loads(out)
-    assert e["next_cycle"] == {"binds": {}, "nominations": {}, "evictions": []}
+    assert e["next_cycle"] == {"binds": {}, "nominations": {}, "evictions": [], "dissolves": []}
     assert "1 held by scheduling gates (kueue.x-k8s.io/admission)" in e["reason"]
     gated = next(p for p in e["pods"] if p["pod"] == "default/g-2")
     assert gated["status"] == "Gated"
@@ -256,3 +256,29 @@ def test_a_pod_asking_an_extended_resource_shows_the_claim_it_would_get(
         "claim default/<extended-resources>: next cycle would allocate gpu.example.com/n1/gpu-0"
         in out
     ), out
+
+
+def test_a_gang_running_below_its_minimum_says_so_and_when_it_is_dissolved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two of gang g's three members run, the third is gone: the gang runs below its
+    minimum, and with a grace of 0 the next cycle would dissolve it."""
+    objects = [
+        {
+            "apiVersion": "scheduling.sluice.dev/v1alpha1",
+            "kind": "SchedulerConfiguration",
+            "actionArguments": {"dissolve": {"graceSeconds": 0}},
+        },
+        *[
+            o
+            for o in objects_of("dissolve_a_gang_left_below_its_minimum.yaml")
+            if o["metadata"]["name"] != "g-2"
+        ],
+    ]
+    code, out, err = explain(tmp_path, objects, "podgroup", "default/g", capsys=capsys)
+    assert code == 0, err
+    assert "Gang: minMember 3; 2 pod(s): 2 Running; running below its minimum for 0 s" in out
+    assert (
+        "Next cycle: would dissolve the gang (below its minimum too long), evicting "
+        "default/g-0, default/g-1"
+    ) in out

@@ -31,6 +31,11 @@ KEEPS_GANG_GOING = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING, S.PIPE
 their victims leave): a gang with fewer of them than its minimum, some of them running,
 runs below its minimum (:meth:`~scheduler.api.job.JobInfo.runs_below_minimum`)."""
 
+BEING_PLACED = frozenset({S.ALLOCATED, S.BINDING})
+"""Members placed and not bound yet (allocated this cycle, or their bind in flight): a
+gang with one is not broken by an eviction (:mod:`scheduler.actions.victims.policy`),
+which would leave them alone on their nodes."""
+
 ALIVE = frozenset(set(S) - {S.FAILED, S.UNKNOWN})
 """Tasks that are valid members of a gang (not failed)."""
 

@@ -757,10 +757,10 @@ class SchedulerCache:
             case Evict():
                 self.assume_evict(effect.task.uid)
             case Nominate():
-                displaced = self._nominated_below(effect.node, effect.task)
+                self.assume_nomination(effect.task.uid, effect.node)
+                displaced = self._overflowing_below(effect.node, effect.task)
                 for t in displaced:
                     self.forget_nomination(t.uid)
-                self.assume_nomination(effect.task.uid, effect.node)
                 return displaced
             case ClearNomination():
                 self.forget_nomination(effect.task.uid)
@@ -803,16 +803,35 @@ class SchedulerCache:
         <scheduler.framework.effects.EffectLedger.holds_devices>`."""
         return self.dra.holds_devices(uid)
 
-    def _nominated_below(self, node: str, task: TaskInfo) -> list[TaskInfo]:
-        """The pods of lower priority than ``task`` nominated to ``node`` (not ``task``)."""
+    def _overflowing_below(self, node: str, task: TaskInfo) -> list[TaskInfo]:
+        """The pods of lower priority than ``task`` nominated to ``node`` that no longer
+        fit there now that ``task`` is (KEP-4832), lowest priority first: taken off until
+        the pods nominated to the node fit in what it will have once the pods leaving it
+        are gone. None when they all fit: a cycle that nominates several pods to one node
+        (a gang and the pods that fill the rest of the room being freed) counted each
+        one's room; withdrawing the lower ones there would free room for others to take
+        and make the gang evict again."""
         info = self.nodes.get(node)
         if info is None:
             return []
-        return [
-            t
-            for t in info.tasks.values()
-            if t.status is TaskStatus.PIPELINED and t.uid != task.uid and t.priority < task.priority
-        ]
+        lower = sorted(
+            (
+                t
+                for t in info.tasks.values()
+                if t.status is TaskStatus.PIPELINED
+                and t.uid != task.uid
+                and t.priority < task.priority
+            ),
+            key=lambda t: (t.priority, -t.creation, t.key),
+        )
+        room = info.future_idle
+        out: list[TaskInfo] = []
+        for t in lower:
+            if not room.any_negative():
+                break
+            room = room + t.request
+            out.append(t)
+        return out
 
     def _move(self, uid: str, status: TaskStatus, node: str) -> TaskInfo | None:
         task = self.tasks.get(uid)

@@ -109,8 +109,10 @@ class EffectLedger(Protocol):
         ClearNomination's pod pending again, a SetPhase's PodGroup in its phase.
 
         Returns, for a Nominate, the pods of lower priority nominated to the same node
-        whose nomination it withdrew (KEP-4832: they may no longer fit); their nominations
-        must be cleared in the API too. Empty for every other effect.
+        whose nomination it withdrew because they no longer fit there with it (KEP-4832;
+        lowest priority first, only as many as needed: those that still fit keep their
+        nomination); their nominations must be cleared in the API too. Empty for every
+        other effect.
         """
         ...
 

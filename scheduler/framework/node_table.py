@@ -88,10 +88,14 @@ class NodeTable:
         nodes: Sequence[NodeInfo],
         extra_names: Iterable[str] = (),
         queue_of: Mapping[str, str] | None = None,
+        gang_priority: Mapping[str, int] | None = None,
     ) -> None:
         names = {CPU, MEMORY, PODS}
         self.queue_of: Mapping[str, str] = queue_of or {}
         """Job uid -> its queue: nominated room is yielded only within a queue."""
+        self.gang_priority: Mapping[str, int] = gang_priority or {}
+        """Job uid -> its priority, for gangs (PodGroups of more than one pod): a gang's
+        member holds its nominated room at the gang's priority, not its own."""
         for n in nodes:
             names.update(n.allocatable)
         names.update(extra_names)
@@ -121,7 +125,11 @@ class NodeTable:
         for i, n in enumerate(self.nodes):
             if not n.nominated.is_zero():
                 self.nominations[i] = {
-                    t.uid: (t.priority, t.job_id, self.request(t.request))
+                    t.uid: (
+                        self.gang_priority.get(t.job_id, t.priority),
+                        t.job_id,
+                        self.request(t.request),
+                    )
                     for t in n.tasks.values()
                     if t.status is TaskStatus.PIPELINED
                 }
@@ -172,9 +180,13 @@ class NodeTable:
         from pods of equal or lower priority only; and, as priority decides nothing
         across queues, from every pod of another queue: else the copy of a pod a reclaim
         evicted, of higher priority, would take back the room nominated to the reclaimer,
-        and be reclaimed again, every other cycle); plus the room of pods being evicted
-        when ``releasing`` (the view of a preemptor that waits for its victims). Without
-        ``job``, nominations of lower priority of any queue yield.
+        and be reclaimed again, every other cycle). A gang's member holds its room at the
+        gang's priority (:attr:`gang_priority`): a gang starts whole, and a pod of lower
+        priority than the gang that took the room of one of its members of lower
+        priority still would waste the gang's evictions and make it evict again. Plus the
+        room of pods being evicted when ``releasing`` (the view of a preemptor that waits
+        for its victims). Without ``job``, nominations of lower priority of any queue
+        yield.
         """
         if rows is None:
             free: IntMatrix = self.idle[:, cols] - self.nominated[:, cols]
@@ -238,10 +250,11 @@ class NodeTable:
     def nominate(
         self, node: str, uid: str, priority: int, vec: IntVector, add: bool, *, job: str = ""
     ) -> None:
-        """Record (or drop) a task nominated to ``node`` (``job``: its job's uid); keeps
-        :attr:`nominated` in step."""
+        """Record (or drop) a task nominated to ``node`` (``job``: its job's uid; a gang's
+        member at the gang's priority); keeps :attr:`nominated` in step."""
         i = self.row[node]
         if add:
+            priority = self.gang_priority.get(job, priority)
             self.nominations.setdefault(i, {})[uid] = (priority, job, vec)
             self.nominated[i] += vec
         else:

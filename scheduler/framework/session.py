@@ -187,7 +187,10 @@ class Session:
             name for job in self.jobs.values() for t in job.tasks.values() for name in t.request
         }
         self.table = NodeTable(
-            list(self.nodes.values()), extra, {uid: job.queue for uid, job in self.jobs.items()}
+            list(self.nodes.values()),
+            extra,
+            {uid: job.queue for uid, job in self.jobs.items()},
+            {u: j.priority for u, j in self.jobs.items() if j.has_pod_group and j.min_member > 1},
         )
         self.hooks = HookSet()
         self.plugins: list[tuple[int, Plugin]] = []

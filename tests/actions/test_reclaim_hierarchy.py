@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -286,3 +289,24 @@ def test_a_victims_copy_of_higher_priority_does_not_take_the_room_back() -> None
     check_no_ping_pong(recorder.reclaims)  # holds: it is always ops taking from eng-b
     lineages = [lineage(key.split("/")[1]) for key in evictions]
     assert len(lineages) == len(set(lineages)), evictions
+
+
+PINNED = yaml.safe_load((Path(__file__).parent / "reclaim_hierarchy_worlds.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "pinned", PINNED, ids=["gang-left-broken", "withdrawn-in-step", "taken-in-step"]
+)
+def test_worlds_the_property_test_found_evict_no_pod_twice(pinned: dict[str, Any]) -> None:
+    """Each of these worlds evicted a pod and then its copy (``why`` says how). No pod
+    (with its copies) is evicted twice in any of them now, nothing reclaims back, and no
+    gang is left broken for the ``dissolve`` action to take down."""
+    world = Static(pinned["objects"], pinned["queue_of"], pinned["recreate"], pinned["priorities"])
+    recorder = Recorder(world)
+    sim = simulated.simulate(
+        world.objects, on_cycle=recorder, on_store=recorder.attach, max_cycles=300
+    )
+    check_no_ping_pong(recorder.reclaims)
+    lineages = [lineage(key.split("/")[1]) for key in sim.result.evictions]
+    assert len(lineages) == len(set(lineages)), (pinned["why"], sim.result.evictions)
+    assert [e for e in sim.result.timeline if e["event"] == "dissolve"] == []

@@ -52,3 +52,21 @@ def test_free_counts_nominations_by_priority(
         int(t.free_row(priority, uid, r, cols, releasing=releasing, job=job)[0]) for r in range(3)
     ]
     assert by_row == expected
+
+
+@pytest.mark.parametrize(
+    ("priority", "job", "expected"),
+    [(9, "j-a", 3000), (11, "j-a", 4000), (1, "j-gang", 4000)],
+    ids=["below-the-gang", "above-the-gang", "itself"],
+)
+def test_a_gang_member_holds_its_room_at_the_gangs_priority(
+    priority: int, job: str, expected: int
+) -> None:
+    """On n2, member ``gm`` (priority 5) of gang ``j-gang`` (priority 10, queue ``a``) is
+    nominated: a pod of its queue takes its room only above the gang's priority."""
+    nodes = [NodeInfo(name, allocatable=CPU_4) for name in ("n0", "n1", "n2")]
+    t = NodeTable(nodes, queue_of={"j-gang": "a", "j-a": "a"}, gang_priority={"j-gang": 10})
+    t.nominate("n2", "gm", 5, t.request(ONE_CPU), add=True, job="j-gang")
+    uid = "gm" if job == "j-gang" else "x"
+    cols = np.array([t.col["cpu"]])
+    assert int(t.free_row(priority, uid, 2, cols, job=job)[0]) == expected

@@ -16,7 +16,7 @@ from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
-from scheduler.api.task_states import EVICTABLE
+from scheduler.api.task_states import BEING_PLACED, EVICTABLE
 from scheduler.framework.effects import EvictReason
 from scheduler.framework.session import Session
 
@@ -118,6 +118,33 @@ def within_share(session: Session, preemptor: TaskInfo) -> bool:
     return session.queue_allocatable(session.queues[job.queue], preemptor)
 
 
+class BeingPlaced:
+    """The gangs some of whose members are being placed (allocated this cycle, or their
+    bind in flight), as an evicting action finds them: none of their pods is a victim
+    this cycle. Breaking such a gang would leave its new members alone on their nodes,
+    bound a moment later to a gang that can no longer run (until the ``dissolve`` action
+    took them down); once the binds are done, the gang is a candidate like any other.
+    A gang taken whole is not being placed, so nothing is lost by waiting a cycle.
+
+    Worked out once per session, at the first question (allocate and backfill place;
+    preempt and reclaim, which ask, only nominate and evict, and their dry runs place
+    the preemptor's own job, which is never asked about)."""
+
+    def __init__(self) -> None:
+        self._cached: tuple[Session, frozenset[str]] | None = None
+
+    def of(self, session: Session) -> frozenset[str]:
+        cached = self._cached
+        if cached is None or cached[0] is not session:
+            jobs = frozenset(
+                job.uid
+                for job in session.jobs.values()
+                if job.has_pod_group and any(t.status in BEING_PLACED for t in job.tasks.values())
+            )
+            cached = self._cached = (session, jobs)
+        return cached[1]
+
+
 class LowerPriority:
     """The preempt action's policy (KEP-4832, kube-scheduler's DefaultPreemption):
     victims have strictly lower priority than the preemptor and are in its queue (other
@@ -129,6 +156,7 @@ class LowerPriority:
 
     def __init__(self) -> None:
         self._lowest: tuple[Session, int, dict[str, int]] | None = None
+        self._placed = BeingPlaced()
 
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         """Is some evictable pod of the preemptor's queue (or job) of lower priority?"""
@@ -160,12 +188,15 @@ class LowerPriority:
     def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         job = session.jobs.get(preemptor.job_id)
         queue = job.queue if job is not None else ""
+        placing = self._placed.of(session)
         out = []
         for t in node.tasks.values():
             if t.status not in EVICTABLE or t.priority >= preemptor.priority or not t.sluice:
                 continue
             owner = session.jobs.get(t.job_id)
             if owner is None or (owner.queue != queue and t.job_id != preemptor.job_id):
+                continue
+            if t.job_id in placing and t.job_id != preemptor.job_id:
                 continue
             out.append(t)
         return session.victims(preemptor, out)
@@ -182,7 +213,9 @@ class LowerPriority:
     def allowed(
         self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
-        return session.victims(preemptor, candidates)
+        """Those of lower priority than ``preemptor`` the plugins let go."""
+        lower = [c for c in candidates if c.priority < preemptor.priority]
+        return session.victims(preemptor, lower) if lower else []
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
         return fits_within_share(session, preemptor, node)
@@ -242,6 +275,7 @@ class QueueReclaim:
         self.min_runtime = min_runtime
         """Seconds a job runs before it may be a victim (``minRuntimeSeconds``)."""
         self._young: tuple[Session, dict[str, float]] | None = None
+        self._placed = BeingPlaced()
 
     def may_help(self, session: Session, preemptor: TaskInfo) -> bool:
         del preemptor  # the reclaim action asks first whether any queue is above its share
@@ -269,12 +303,13 @@ class QueueReclaim:
         :meth:`Session.revisit`)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
+        placing = self._placed.of(session)
         out: list[TaskInfo] = []
         for t in node.tasks.values():
             if t.status not in EVICTABLE or not t.sluice:
                 continue
             owner = session.jobs.get(t.job_id)
-            if owner is None or owner.queue == mine:
+            if owner is None or owner.queue == mine or owner.uid in placing:
                 continue
             if shares.of(owner.queue) <= 1.0:
                 continue

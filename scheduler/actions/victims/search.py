@@ -352,7 +352,10 @@ class VictimSearch:
                     victims.append(v)
             if not victims:
                 return None
-            victims.extend(self.bundle(session, stmt, task, victims))
+            rest = self.bundle(session, stmt, task, victims)
+            if rest is None:
+                return None  # it would break a gang it cannot take whole
+            victims.extend(rest)
             violations = sum(pdb_violations(victims, session.snapshot.budgets))
             return Candidate(node, tuple(victims), violations)
         finally:
@@ -360,12 +363,15 @@ class VictimSearch:
 
     def bundle(
         self, session: Session, stmt: Statement, task: TaskInfo, victims: list[TaskInfo]
-    ) -> list[TaskInfo]:
+    ) -> list[TaskInfo] | None:
         """The rest of every gang the victims break: a gang is the unit of eviction.
 
         A running gang left below its minMember cannot make progress and only holds room,
-        so its other members (wherever they run) go with it, if they may be evicted for
-        ``task``. They are evicted in the statement like the others.
+        so its other members (wherever they run) go with it. They are evicted in the
+        statement like the others. None when some of them may not be evicted for
+        ``task`` (the policy's :meth:`~VictimPolicy.allowed`): the victims would
+        leave that gang broken and running, and are no candidate (as a Whole bundle
+        partly refused is dropped in a gang's search).
         """
         extra: list[TaskInfo] = []
         seen = {v.uid for v in victims}
@@ -375,15 +381,12 @@ class VictimSearch:
                 continue
             if job.placed_count() >= job.min_member:
                 continue  # still whole without the victims
-            members = [
-                t
-                for t in job.tasks.values()
-                if t.status in EVICTABLE
-                and t.uid not in seen
-                and t.sluice
-                and t.priority < task.priority
-            ]
-            for t in self.policy.allowed(session, task, members):
+            members = [t for t in job.tasks.values() if t.status in EVICTABLE and t.uid not in seen]
+            eligible = [t for t in members if t.sluice]
+            allowed = self.policy.allowed(session, task, eligible) if eligible else []
+            if len(allowed) < len(members):
+                return None
+            for t in allowed:
                 stmt.evict(t, self.policy.reason, preemptor=task)
                 extra.append(t)
                 seen.add(t.uid)

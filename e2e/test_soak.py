@@ -235,8 +235,19 @@ def _reclaim(uid: str, victim: str, reclaimer: str) -> dict[str, Any]:
         ([("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 30)], [], 1),  # after the runtime
         ([("e1", "a-1", "b-1", 0), ("e2", "a-2", "b-1", 5)], [], 0),  # the same way twice
         ([("e1", "a-1", "b-1", 0), ("e1", "b-1", "a-1", 5)], [], 0),  # one event seen twice
+        (  # two pods of b taken back at once: one pair reported
+            [("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 40), ("e3", "b-2", "a-2", 40)],
+            [],
+            1,
+        ),
     ],
-    ids=["back-and-forth", "back-after-the-min-runtime", "one-way", "a-series-update"],
+    ids=[
+        "back-and-forth",
+        "back-after-the-min-runtime",
+        "one-way",
+        "a-series-update",
+        "two-pods-of-one-job-back",
+    ],
 )
 def test_a_job_reclaimed_back(
     events: list[tuple[str, str, str, int]], broken: list[str], later: int
@@ -244,7 +255,7 @@ def test_a_job_reclaimed_back(
     """Within the replicas' reclaim minimum runtime (30 s by default) a reclaim back is a
     ping-pong; after it, shares have moved and it is reported, not counted."""
     a = _job("a", ["a-1", "a-2"], bound=["a-1", "a-2"], minimum=1)
-    b = _job("b", ["b-1"], bound=["b-1"], minimum=1)
+    b = _job("b", ["b-1", "b-2"], bound=["b-1", "b-2"], minimum=1)
     checks = _checks(a, b)
     for uid, victim, reclaimer, at in events:
         event = _reclaim(uid, victim, reclaimer)

@@ -259,13 +259,13 @@ class SoakChecks:
             return
         gap = round(now - first, 1)
         if gap >= self.settings.reclaim_min_runtime:
-            self.reclaimed_back_later.append(
-                {
-                    "jobs": [reclaimer.name, victim.name],
-                    "queues": [reclaimer.queue, victim.queue],
-                    "seconds": gap,
-                }
-            )
+            later = {
+                "jobs": [reclaimer.name, victim.name],
+                "queues": [reclaimer.queue, victim.queue],
+                "seconds": gap,
+            }
+            if later not in self.reclaimed_back_later:  # one per pair and time, not per pod
+                self.reclaimed_back_later.append(later)
             return
         self.violate(
             "reclaimed_back",

@@ -31,6 +31,8 @@ report (the keys are described in scheduler/sim/runner.py and the README)::
         - {event: preempt, pod: ns/pod, node: n1, victims: [ns/victim]}
         - {event: delete, pod: ns/victim, atLeast: 3}   # t >= 3 (seconds from the start)
         - {event: bind, pod: ns/pod, atMost: 5, cycle: 4}
+      never:                      # events that never occur: no event has all the
+        - {event: dissolve}       # fields of an entry
 
 A conformance scenario's ``metadata`` also names the case it ports (``source: {file,
 test, case}``) and, for a deliberate departure from the peer's expectation, says why
@@ -132,6 +134,9 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for pod, node in (expect.get("nominations") or {}).items():
         assert result["nominations"].get(pod) == node, result["nominations"]
     check_timeline(expect.get("timeline") or [], result["timeline"])
+    for fields in expect.get("never") or ():
+        seen = [e for e in result["timeline"] if all(e.get(k) == v for k, v in fields.items())]
+        assert not seen, f"{fields} occurred: {seen}"
 
 
 def check_spread(spread: dict[str, Any], bindings: dict[str, str], docs: list[Any]) -> None:

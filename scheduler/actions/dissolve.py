@@ -6,11 +6,13 @@ or on their way (placed, or nominated) than it needs
 (:meth:`~scheduler.api.job.JobInfo.runs_below_minimum`): a member was evicted and the
 eviction of another failed, a member was deleted or failed and its controller has not
 made a new one yet (a Job's replacements wait out its pod-failure backoff), or the new
-one finds no room. Such a gang cannot do its work, yet it holds its room. Once the cache
-has seen it so for ``graceSeconds`` on end (:attr:`JobInfo.below_minimum_since`), its
-running members are evicted, so that it can start again whole and its room serves
-others meanwhile. A member that comes back within the grace (a replacement placed or
-nominated) ends the count.
+one finds no room. Such a gang cannot do its work, yet it holds its room. While an
+eviction of a member that this scheduler asked for is in flight, the gang is not known
+to be broken (the call may fail and leave it whole): the count starts once it settles.
+Once the cache has seen it so for ``graceSeconds`` on end
+(:attr:`JobInfo.below_minimum_since`), its running members are evicted, so that it can
+start again whole and its room serves others meanwhile. A member that comes back within
+the grace (a replacement placed or nominated) ends the count.
 
 Runs last, after preempt and reclaim: those may take a broken gang's pods first (they
 cost nothing to evict) for a pod that needs the room. Not dissolved: a gang with a

@@ -111,11 +111,19 @@ class JobInfo:
         (:data:`~scheduler.api.task_states.KEEPS_GANG_GOING`) than it needs? A member
         evicted, failed or deleted whose replacement is not placed leaves it so; such a
         gang cannot do its work and holds its room for nothing. A gang with a member
-        that succeeded is finishing, not broken; a gang of one never runs below."""
+        that succeeded is finishing, not broken; a gang of one never runs below.
+
+        Nor is a gang with a member whose eviction this scheduler has asked for and the
+        API has not shown yet (releasing, not terminating): the call may fail and the
+        member stay, so the gang is not known to be broken until that is settled. A
+        member the API shows leaving (``deletionTimestamp``) no longer counts."""
         if not self.has_pod_group or not any(t.status in EVICTABLE for t in self.tasks.values()):
             return False
-        if any(t.status is TaskStatus.SUCCEEDED for t in self.tasks.values()):
-            return False
+        for t in self.tasks.values():
+            if t.status is TaskStatus.SUCCEEDED:
+                return False
+            if t.status is TaskStatus.RELEASING and not t.terminating:
+                return False
         return self.short_of_minimum(KEEPS_GANG_GOING)
 
     def valid_count(self) -> int:

@@ -173,9 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
-            from scheduler.cli.run import run
+            from scheduler.cli.signals import caught
 
-            return run(args)
+            with caught() as early:  # before the imports: a SIGTERM from now on stops cleanly
+                from scheduler.cli.run import run
+
+                return run(args, early)
         if args.command == "controller":
             from scheduler.controllers.main import run_controller
 

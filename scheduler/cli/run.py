@@ -4,8 +4,10 @@ Wires the kube backend to the loop: a rate-limited client, informers filling the
 the ports, optional leader election on a Lease, and one HTTP port serving ``/metrics``,
 ``/healthz`` and ``/readyz``. SIGTERM and SIGINT stop the loop after its cycle: in-flight
 binds and status writes finish, running preemption calls get a grace period, and the
-lease is released. Losing leadership ends the process with exit code 1, as
-kube-scheduler does, so that a fresh replica starts from a clean cache.
+lease is released; one that comes while the process still starts (imports, lists) ends
+it at once with exit code 0 (:class:`Stopping`). Losing leadership ends the process
+with exit code 1, as kube-scheduler does, so that a fresh replica starts from a clean
+cache.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import argparse
 import gc
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
@@ -24,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, gene
 
 from scheduler.api.errors import ConfigError, SluiceError
 from scheduler.cache import SchedulerCache
+from scheduler.cli.signals import STOP_SIGNALS, EarlySignals
 from scheduler.config import (
     SchedulerConfiguration,
     load_configuration_file,
@@ -112,8 +115,9 @@ def event_settings(args: argparse.Namespace) -> EventSettings:
     return EventSettings(qps=qps, burst=burst)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry of ``sluice run``. Returns the process's exit code."""
+def run(args: argparse.Namespace, early: EarlySignals | None = None) -> int:
+    """Entry of ``sluice run``. Returns the process's exit code. ``early``: the stop
+    signal caught before this (:func:`scheduler.cli.signals.caught`), acted on at once."""
     configure(args.verbosity)
     config = load_configuration_file(args.config) if args.config else SchedulerConfiguration()
     config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
@@ -121,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     events = event_settings(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
-        return anyio.run(_main, args, config, events)
+        return anyio.run(_main, args, config, events, early or EarlySignals())
     except BaseException as exc:
         lost = leadership_lost(exc)
         if lost is None:
@@ -182,7 +186,10 @@ def _resolve(config: SchedulerConfiguration) -> ResolvedConfiguration:
 
 
 async def _main(
-    args: argparse.Namespace, config: SchedulerConfiguration, events: EventSettings
+    args: argparse.Namespace,
+    config: SchedulerConfiguration,
+    events: EventSettings,
+    early: EarlySignals,
 ) -> int:
     metrics = Metrics()
     register_runtime_metrics(metrics.registry)  # memory, tasks, sockets: read on scrape
@@ -201,47 +208,53 @@ async def _main(
     resolution = Resolution(config)
     try:
         async with client, anyio.create_task_group() as tg:
+            stopping = Stopping(health)
+            tg.start_soon(_stop_on_signal, stopping, early)
             tg.start_soon(resolution.run, tg.cancel_scope)
-            sharding = config.sharding()
-            cache = SchedulerCache(
-                config.scheduler_name,
-                wait_for_pod_grouper=config.wait_for_pod_grouper,
-                sharding=sharding,
-            )
-            backend = KubeBackend(
-                client,
-                eviction_mode=args.eviction_mode,
-                event_settings=events,
-                on_event_drop=lambda reason: metrics.events_dropped.labels(reason).inc(),
-            )
-            await tg.start(backend.run)
-            selectors = {NODES.key: sharding.node_selector()} if sharding else {}
-            informers = InformerSet(client, cache, label_selectors=selectors)
-            health.informers = informers
-            optional = OptionalInformers(client, cache)
-            health.optional = optional
-            await tg.start(informers.run)
-            await tg.start(optional.run)
-            log.info("caches synced")
-            resolved = await resolution.result()
-            if resolved is None:
-                return 2  # refused: raised below
-            # What the lists filled lives as long as the process: keep the cyclic
-            # collector from scanning it again and again while the first cycles decide
-            # (a full collection of 11,000 pods took 0.2 s, three of them in the first
-            # cycle). No collection first: the lists left no cycles, and it would delay
-            # the first bind as long. The loop collects and freezes again after its
-            # first round.
-            gc.freeze()
-            from scheduler import app
-            from scheduler.live.service import LivePage
+            with stopping.starting:
+                sharding = config.sharding()
+                cache = SchedulerCache(
+                    config.scheduler_name,
+                    wait_for_pod_grouper=config.wait_for_pod_grouper,
+                    sharding=sharding,
+                )
+                backend = KubeBackend(
+                    client,
+                    eviction_mode=args.eviction_mode,
+                    event_settings=events,
+                    on_event_drop=lambda reason: metrics.events_dropped.labels(reason).inc(),
+                )
+                await tg.start(backend.run)
+                selectors = {NODES.key: sharding.node_selector()} if sharding else {}
+                informers = InformerSet(client, cache, label_selectors=selectors)
+                health.informers = informers
+                optional = OptionalInformers(client, cache)
+                health.optional = optional
+                await tg.start(informers.run)
+                await tg.start(optional.run)
+                log.info("caches synced")
+                resolved = await resolution.result()
+                if resolved is None:
+                    return 2  # refused: raised below
+                # What the lists filled lives as long as the process: keep the cyclic
+                # collector from scanning it again and again while the first cycles
+                # decide (a full collection of 11,000 pods took 0.2 s, three of them in
+                # the first cycle). No collection first: the lists left no cycles, and
+                # it would delay the first bind as long. The loop collects and freezes
+                # again after its first round.
+                gc.freeze()
+                from scheduler import app
+                from scheduler.live.service import LivePage
 
-            loop = app.build_loop(resolved, cache, backend.ports(), metrics)
-            loop.freeze_heap = True
-            loop.skip_idle = True  # a quiet cluster costs no snapshot a second
-            live.append(LivePage(loop))
-            waiting = anyio.CancelScope()
-            tg.start_soon(_stop_on_signal, loop, health, waiting)
+                loop = app.build_loop(resolved, cache, backend.ports(), metrics)
+                loop.freeze_heap = True
+                loop.skip_idle = True  # a quiet cluster costs no snapshot a second
+                live.append(LivePage(loop))
+                stopping.loop = loop
+            if stopping.loop is None:  # a stop signal came first: nothing to hand on
+                tg.cancel_scope.cancel()
+                log.info("stopped while starting")
+                return 0
             if args.leader_elect:
                 elector = LeaderElector(
                     client,
@@ -250,7 +263,7 @@ async def _main(
                         namespace=args.leader_elect_resource_namespace,
                     ),
                 )
-                with waiting:
+                with stopping.waiting:
                     await elector.run(lambda: _schedule(loop, health))
             else:
                 await _schedule(loop, health)
@@ -286,16 +299,38 @@ async def _schedule(loop: SchedulingLoop, health: Health) -> None:
         health.leading = False
 
 
-async def _stop_on_signal(loop: SchedulingLoop, health: Health, waiting: anyio.CancelScope) -> None:
-    """On SIGTERM or SIGINT: a leader (or a process without election) finishes its
-    cycle, hands on its effects and returns (:meth:`SchedulingLoop.stop`); a follower,
-    still waiting for the Lease, stops waiting at once (``waiting`` is cancelled; the
-    elector releases the Lease if it had just taken it). A follower that waited to lead
-    first would outlive the pod's grace period whenever the leader is stopped after it."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("stopping", signal=signal.Signals(signum).name, leading=health.leading)
-            loop.stop()
-            if not health.leading:
-                waiting.cancel()
+@dataclass
+class Stopping:
+    """What a stop signal stops, as far as the command has come. The command fills it in
+    as it starts; :func:`_stop_on_signal` calls :meth:`stop` once."""
+
+    health: Health
+    starting: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """Around the start (lists, configuration, the loop's making)."""
+    waiting: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """Around the wait for the Lease."""
+    loop: SchedulingLoop | None = None
+    """Set once the loop is made: from then on a stop is the loop's."""
+
+    def stop(self) -> None:
+        """Before the loop exists, the start is cancelled (the command exits with 0, having
+        nothing to hand on). Then a leader (or a process without election) finishes its
+        cycle, hands on its effects and returns (:meth:`SchedulingLoop.stop`); a follower,
+        still waiting for the Lease, stops waiting at once (the elector releases the
+        Lease if it had just taken it). A follower that waited to lead first would
+        outlive the pod's grace period whenever the leader is stopped after it."""
+        if self.loop is None:
+            self.starting.cancel()
             return
+        self.loop.stop()
+        if not self.health.leading:
+            self.waiting.cancel()
+
+
+async def _stop_on_signal(stopping: Stopping, early: EarlySignals) -> None:
+    """On SIGTERM or SIGINT, or at once if one came before the event loop listened
+    (``early``): :meth:`Stopping.stop`. Started first in the command's task group."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        signum = early.signum if early.signum is not None else await anext(signals)
+        log.info("stopping", signal=signal.Signals(signum).name, leading=stopping.health.leading)
+        stopping.stop()

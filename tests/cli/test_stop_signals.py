@@ -51,9 +51,9 @@ def test_stopped_while_its_caches_cannot_fill(tmp_path: Path, signum: int) -> No
     start at once, with 0 and the line that says so."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(UNREACHABLE))
+    command = ["run", "--kubeconfig", str(kubeconfig), "--port", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli.main", "run", "--kubeconfig", str(kubeconfig)]
-        + ["--port", "0"],
+        [sys.executable, "-m", "scheduler.cli.main", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -122,7 +122,7 @@ class JobInfo:
         for t in self.tasks.values():
             if t.status is TaskStatus.SUCCEEDED:
                 return False
-            if t.status is TaskStatus.RELEASING and not t.terminating:
+            if t.eviction_in_flight:
                 return False
         return self.short_of_minimum(KEEPS_GANG_GOING)
 

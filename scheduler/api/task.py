@@ -95,6 +95,13 @@ class TaskInfo:
     def request(self) -> Resource:
         return self.spec.request
 
+    @property
+    def eviction_in_flight(self) -> bool:
+        """Releasing on this scheduler's word alone: its eviction was asked for and the API
+        has not shown the deletion yet (no ``deletionTimestamp``), so the call may still
+        fail and the pod stay."""
+        return self.status is TaskStatus.RELEASING and not self.terminating
+
     def clone(self) -> TaskInfo:
         return TaskInfo(
             self.uid,

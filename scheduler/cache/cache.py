@@ -886,7 +886,7 @@ class SchedulerCache:
         """An eviction failed: the pod holds its room again."""
         self._evicting.discard(uid)
         task = self.tasks.get(uid)
-        if task is not None and task.status is TaskStatus.RELEASING and not task.terminating:
+        if task is not None and task.eviction_in_flight:
             self._move(uid, status, task.node_name)
 
     def assume_nomination(self, uid: str, node: str) -> None:

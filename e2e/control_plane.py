@@ -192,6 +192,9 @@ async def service_account_kubeconfig(
 #: Not a bare "Forbidden": a 422's field error says ``status.nominatedNodeName:
 #: Forbidden: may not be set ...``, which is validation, not RBAC.
 _FORBIDDEN_MARKS: Final = ("HTTP 403", '"code": 403', "ForbiddenError", "is forbidden:")
+#: A 403 of the NamespaceLifecycle admission (a create in a namespace being deleted, as a
+#: test's namespace is at its end): not RBAC's.
+_NAMESPACE_TERMINATING: Final = "because it is being terminated"
 
 
 def forbidden_lines(
@@ -200,12 +203,13 @@ def forbidden_lines(
     """Log lines that tell of a 403 (RBAC refused a call). Lines whose JSON ``timestamp``
     is not after ``tolerated_until``, or within one of the ``tolerated`` (from, to)
     windows (ISO 8601, UTC), are left out: a restarted API server answers 403 for a
-    moment after it is ready, until its authorizer's cache is filled."""
+    moment after it is ready, until its authorizer's cache is filled. So are the 403s of
+    a namespace being deleted, which admission answers, not RBAC."""
     windows = [("", tolerated_until)] if tolerated_until else []
     windows += list(tolerated)
     out = []
     for line in text.splitlines():
-        if not any(mark in line for mark in _FORBIDDEN_MARKS):
+        if not any(mark in line for mark in _FORBIDDEN_MARKS) or _NAMESPACE_TERMINATING in line:
             continue
         if windows:
             with contextlib.suppress(ValueError, AttributeError):

@@ -21,6 +21,8 @@
         ├── TooManyRequestsError   429: an eviction refused by a PodDisruptionBudget, rate limits
         └── ServerError            the request was refused or never sent (cannot connect,
             │                      injected refusal): it did not take effect; retry later
+            ├── NamespaceTerminatingError  403: nothing new may be made in a namespace
+            │                      being deleted (a binding, an eviction, an Event)
             └── AmbiguousError     the outcome is unknown: 5xx, a timeout, the connection
                                    reset or closed before the reply, a reply that cannot
                                    be read. A write may have taken effect
@@ -159,6 +161,16 @@ class ServerError(ApiError):
     sent). Retry later. Its subclass :class:`AmbiguousError` is the exception."""
 
     code = 500
+
+
+class NamespaceTerminatingError(ServerError):
+    """The API server's NamespaceLifecycle admission refused a create (a binding, an
+    eviction, an Event) because the object's namespace is being deleted (a 403 whose
+    ``Status`` names the cause ``NamespaceTerminating``). Not a refusal by RBAC, and
+    nothing to retry: the namespace controller is deleting the pods it names. Callers
+    drop the write quietly."""
+
+    code = 403
 
 
 class AmbiguousError(ServerError):

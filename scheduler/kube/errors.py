@@ -5,7 +5,8 @@ Every failure of a request leaves ``scheduler.kube`` as an
 :class:`~scheduler.api.errors.ApiError` subclass, chained to the library's exception with
 ``raise ... from``: 404 NotFoundError, 409 AlreadyExistsError (reason ``AlreadyExists``)
 or ConflictError, 410 GoneError, 422 InvalidObjectError (with the field causes of the
-``Status``), 429 TooManyRequestsError. What leaves the outcome of a write unknown is an
+``Status``), 429 TooManyRequestsError, a 403 naming the cause ``NamespaceTerminating``
+NamespaceTerminatingError. What leaves the outcome of a write unknown is an
 :class:`~scheduler.api.errors.AmbiguousError`: a 5xx, a timeout once connected, the
 connection reset or closed before the reply, a reply that cannot be read. What shows the
 request was never applied is a plain ServerError: no connection could be made (refused,
@@ -32,6 +33,7 @@ from scheduler.api.errors import (
     FieldCause,
     GoneError,
     InvalidObjectError,
+    NamespaceTerminatingError,
     NotFoundError,
     ServerError,
     TooManyRequestsError,
@@ -86,6 +88,8 @@ def error_from_status(
         return InvalidObjectError(message, kind=kind, name=name, causes=causes)
     if status == 429:
         return TooManyRequestsError(message, kind=kind, name=name)
+    if status == 403 and _NAMESPACE_TERMINATING in _cause_reasons(details):
+        return NamespaceTerminatingError(f"HTTP 403 {reason}: {message}", kind=kind, name=name)
     label = f"HTTP {status} {reason}".rstrip() if status else "request failed"
     if status >= 500:
         return AmbiguousError(f"{label}: {message}", kind=kind, name=name)
@@ -93,6 +97,17 @@ def error_from_status(
     if status:
         refused.code = status  # a 400, 401, 403...: retrying will not help
     return refused
+
+
+#: The cause a 403 of the NamespaceLifecycle admission names (``v1.NamespaceTerminatingCause``).
+_NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+
+
+def _cause_reasons(details: Mapping[str, Any]) -> set[str]:
+    """The ``reason`` of each cause in a Status' ``details``."""
+    return {
+        str(c.get("reason") or "") for c in details.get("causes") or () if isinstance(c, Mapping)
+    }
 
 
 def translate_error(exc: BaseException, *, kind: str = "", name: str = "") -> ApiError:

@@ -31,6 +31,10 @@ server, as kube-scheduler's event broadcaster does, without ever delaying a bind
   (:attr:`KubeEventRecorder.failed`, and ``on_drop("write_failed")`` for an Event that
   was never created); a 404 on a series update (the Event expired)
   starts a new Event.
+* An Event refused because its namespace is being deleted
+  (:class:`~scheduler.api.errors.NamespaceTerminatingError`) is dropped quietly: logged at
+  ``-v 4`` and counted as dropped (reason ``namespace_terminating``), not as failed; what it
+  told of goes with the namespace. client-go's broadcaster drops these the same way.
 
 Event names are ``<regarding name>.<hex nanoseconds>`` in the regarding object's
 namespace (``default`` for cluster-scoped objects). Used from one event loop.
@@ -55,6 +59,7 @@ from scheduler.api.errors import (
     AlreadyExistsError,
     AmbiguousError,
     ApiError,
+    NamespaceTerminatingError,
     NotFoundError,
     ServerError,
     TooManyRequestsError,
@@ -69,6 +74,7 @@ from scheduler.ports import Clock, Event, ObjectRef
 
 __all__ = [
     "DROP_LIMIT",
+    "DROP_NAMESPACE_TERMINATING",
     "DROP_QUEUE_FULL",
     "DROP_WRITE_FAILED",
     "EventSettings",
@@ -82,6 +88,7 @@ _NOTE_LIMIT: Final[int] = 1024  # events.k8s.io/v1 validation: note is at most 1
 DROP_LIMIT: Final = "limit"
 DROP_QUEUE_FULL: Final = "queue_full"
 DROP_WRITE_FAILED: Final = "write_failed"
+DROP_NAMESPACE_TERMINATING: Final = "namespace_terminating"
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +411,17 @@ class KubeEventRecorder:
             series.written = 0
             series.name = self._name(series.event)
             self._enqueue(key, new=True)
+            return
+        except NamespaceTerminatingError:
+            self._series.pop(key, None)
+            if v(4):
+                log.info(
+                    "event dropped: its namespace is being deleted",
+                    v=4,
+                    reason=series.event.reason,
+                    regarding=series.event.regarding.key,
+                )
+            self._drop(DROP_NAMESPACE_TERMINATING)
             return
         except ApiError as exc:
             if _may_pass(exc) and series.tries + 1 < self.settings.max_tries:

@@ -29,6 +29,7 @@ from scheduler.api.errors import (
     ApiError,
     ConflictError,
     InvariantError,
+    NamespaceTerminatingError,
     NotFoundError,
     assigned_node,
 )
@@ -282,13 +283,14 @@ class Binder:
         kube-scheduler's failure handler writes), so a pod whose binds keep failing is
         not pending without a reason; then the bind is forgotten, and the pod is tried
         again by a later cycle, whose bind cannot land before that write."""
-        if say:
+        going = isinstance(exc, NamespaceTerminatingError)  # the pod's deletion follows
+        if say and not going:
             await self._status.bind_failed(effect.task, f"Binding rejected: {exc}")
         self._ledger.forget(effect)
         self._metrics.binds.labels("error").inc()
         self._on_failed("bind", exc)
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
-        if not isinstance(exc, ConflictError | AmbiguousError):
+        if not going and not isinstance(exc, ConflictError | AmbiguousError):
             self._ports.events.record(
                 Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
             )

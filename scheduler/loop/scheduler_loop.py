@@ -35,6 +35,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from scheduler.api.errors import (
     AmbiguousError,
     InvariantError,
+    NamespaceTerminatingError,
 )
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.queue import QueueShare
@@ -609,6 +610,9 @@ class SchedulingLoop:
             # The status reporter's writes: the next cycle compares what it wants with what
             # the events show, so a patch that took effect is not written again.
             self.metrics.api_ambiguous.labels("status").inc()
+        if isinstance(exc, NamespaceTerminatingError):  # not a fault: the objects go with it
+            log.info("api call refused: the namespace is being deleted", call=call, error=str(exc))
+            return
         log.warning("api call failed", call=call, error=str(exc))
 
     def _background_error(self, label: str, exc: BaseException) -> None:

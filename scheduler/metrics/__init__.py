@@ -76,8 +76,9 @@ class Metrics:
         self.binds = Counter("sluice_bind_total", "Bind calls by result.", ["result"], registry=r)
         self.events_dropped = Counter(
             "scheduler_events_dropped_total",
-            "Events not written: over the per-object limit ('limit'), or the queue of events "
-            "to write was full ('queue_full').",
+            "Events not written: over the per-object limit ('limit'), the queue of events "
+            "to write was full ('queue_full'), the write failed ('write_failed'), or the "
+            "namespace is being deleted ('namespace_terminating').",
             ["reason"],
             registry=r,
         )

@@ -25,6 +25,7 @@ from scheduler.api.errors import (
     ConflictError,
     GoneError,
     InvalidObjectError,
+    NamespaceTerminatingError,
     NotFoundError,
     ServerError,
     TooManyRequestsError,
@@ -136,6 +137,11 @@ def _status(code: int, reason: str, **details: Any) -> bytes:
         (503, b"upstream unavailable", AmbiguousError),
         (504, _status(504, "Timeout"), AmbiguousError),
         (403, _status(403, "Forbidden"), ServerError),
+        (
+            403,
+            _status(403, "Forbidden", causes=[{"reason": "NamespaceTerminating"}]),
+            NamespaceTerminatingError,
+        ),
         (0, None, ServerError),
     ],
     ids=[
@@ -149,6 +155,7 @@ def _status(code: int, reason: str, **details: Any) -> bytes:
         "503-text",
         "504",
         "403",
+        "403-namespace-terminating",
         "no-reply",
     ],
 )

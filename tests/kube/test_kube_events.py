@@ -19,7 +19,7 @@ from scheduler.api.errors import (
 )
 from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
 from scheduler.kube.errors import error_from_status
-from scheduler.kube.events import DROP_LIMIT, DROP_QUEUE_FULL
+from scheduler.kube.events import DROP_LIMIT, DROP_NAMESPACE_TERMINATING, DROP_QUEUE_FULL
 from scheduler.ports import Event, ObjectRef
 
 pytestmark = pytest.mark.anyio
@@ -309,6 +309,54 @@ async def test_failed_writes_are_retried_only_when_the_failure_may_pass(
             recorder.record(failed_scheduling("a"))  # a repeat after a failure: a new Event
             await wait_until(lambda: recorder.failed == 2, what="the repeat's own failure")
         tg.cancel_scope.cancel()
+
+
+#: The Status the NamespaceLifecycle admission answers a create in a namespace being
+#: deleted with (as kube-apiserver v1.36.2 does).
+NAMESPACE_TERMINATING = {
+    "kind": "Status",
+    "status": "Failure",
+    "message": 'events.events.k8s.io "a.1" is forbidden: unable to create new content in '
+    "namespace default because it is being terminated",
+    "reason": "Forbidden",
+    "details": {
+        "name": "a.1",
+        "kind": "events",
+        "causes": [
+            {
+                "reason": "NamespaceTerminating",
+                "message": "namespace default is being terminated",
+                "field": "metadata.namespace",
+            }
+        ],
+    },
+    "code": 403,
+}
+
+
+async def test_an_event_in_a_namespace_being_deleted_is_dropped_quietly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A create refused because the namespace is being deleted is not tried again, not
+    counted as failed and not logged as a warning (the e2e tests read a 403 in the log as
+    RBAC's refusal): it is a drop of its own reason."""
+    drops: Counter[str] = Counter()
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(
+            cluster.client, settings=QUICK_RETRY, on_drop=lambda r: drops.update([r])
+        )
+        await tg.start(recorder.run)
+        client = recorder._client
+        refusal = error_from_status(403, NAMESPACE_TERMINATING, kind="Event")
+        client.request = _failing_posts(refusal, applied=False)(client.request)  # type: ignore[method-assign]
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: recorder.dropped == 1, what="the event dropped")
+        await anyio.sleep(0.3)  # and nothing more afterwards
+        assert (recorder.failed, recorder.retried, recorder.written) == (0, 0, 0)
+        assert drops == {DROP_NAMESPACE_TERMINATING: 1} and recorder.pending == 0
+        assert events_of(cluster) == []
+        tg.cancel_scope.cancel()
+    assert "403" not in capsys.readouterr().out
 
 
 async def test_a_refused_series_update_waits_its_interval(tmp_path: Path) -> None:

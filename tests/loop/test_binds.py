@@ -13,6 +13,7 @@ from scheduler.api.errors import (
     AmbiguousError,
     ApiError,
     ConflictError,
+    NamespaceTerminatingError,
     NotFoundError,
     ServerError,
 )
@@ -56,6 +57,8 @@ class Case:
     said: bool = False
     """The pod's ``PodScheduled`` condition was written (False, SchedulerError) before
     the bind was forgotten: only for a refusal, when the pod is known not to be bound."""
+    warned: bool = False
+    """A ``FailedScheduling`` Event was recorded for the pod."""
 
 
 CASES = {
@@ -99,7 +102,16 @@ CASES = {
     "409-naming-another-node": Case(
         fail=ConflictError('pod default/p is already assigned to node "n2"'), reads_made=0
     ),
-    "refused": Case(fail=ServerError("injected failure of bind"), reads_made=0, said=True),
+    "refused": Case(
+        fail=ServerError("injected failure of bind"), reads_made=0, said=True, warned=True
+    ),
+    "refused-its-namespace-being-deleted": Case(  # nothing said: the pod's deletion follows
+        fail=NamespaceTerminatingError(
+            'HTTP 403 Forbidden: pods "p" is forbidden: unable to create new content in '
+            "namespace default because it is being terminated"
+        ),
+        reads_made=0,
+    ),
     "gone": Case(fail=NotFoundError('pods "p" not found'), result="gone", reads_made=0),
 }
 
@@ -145,6 +157,8 @@ def test_bind_outcomes(case: Case) -> None:
         assert condition["message"] == f"Binding rejected: {case.fail}"
     else:
         assert patches == []
+    warnings = [e for e in cluster.events if e.reason == "FailedScheduling"]
+    assert len(warnings) == int(case.warned)
     assert live.node_name == ("" if case.status is TaskStatus.PENDING else "n1")
     registry = loop.metrics.registry
     assert registry.get_sample_value("sluice_bind_total", {"result": case.result}) == 1

@@ -31,10 +31,11 @@ server, as kube-scheduler's event broadcaster does, without ever delaying a bind
   (:attr:`KubeEventRecorder.failed`, and ``on_drop("write_failed")`` for an Event that
   was never created); a 404 on a series update (the Event expired)
   starts a new Event.
-* An Event refused because its namespace is being deleted
-  (:class:`~scheduler.api.errors.NamespaceTerminatingError`) is dropped quietly: logged at
-  ``-v 4`` and counted as dropped (reason ``namespace_terminating``), not as failed; what it
-  told of goes with the namespace. client-go's broadcaster drops these the same way.
+* An Event whose namespace is gone (a 404 on its create) or being deleted (the
+  namespace's admission refused it: :class:`~scheduler.api.errors.NamespaceTerminatingError`)
+  is dropped quietly, never tried again: logged at ``-v 4`` and counted as dropped (reason
+  ``namespace_gone``), not as failed; what it told of goes with the namespace. client-go's
+  broadcaster does not retry these either.
 
 Event names are ``<regarding name>.<hex nanoseconds>`` in the regarding object's
 namespace (``default`` for cluster-scoped objects). Used from one event loop.
@@ -74,7 +75,7 @@ from scheduler.ports import Clock, Event, ObjectRef
 
 __all__ = [
     "DROP_LIMIT",
-    "DROP_NAMESPACE_TERMINATING",
+    "DROP_NAMESPACE_GONE",
     "DROP_QUEUE_FULL",
     "DROP_WRITE_FAILED",
     "EventSettings",
@@ -88,7 +89,7 @@ _NOTE_LIMIT: Final[int] = 1024  # events.k8s.io/v1 validation: note is at most 1
 DROP_LIMIT: Final = "limit"
 DROP_QUEUE_FULL: Final = "queue_full"
 DROP_WRITE_FAILED: Final = "write_failed"
-DROP_NAMESPACE_TERMINATING: Final = "namespace_terminating"
+DROP_NAMESPACE_GONE: Final = "namespace_gone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,21 +408,16 @@ class KubeEventRecorder:
             else:
                 return
         except NotFoundError:
-            # the Event expired (the API server keeps them about an hour): start again
-            series.written = 0
-            series.name = self._name(series.event)
-            self._enqueue(key, new=True)
+            if series.written:
+                # the Event expired (the API server keeps them about an hour): start again
+                series.written = 0
+                series.name = self._name(series.event)
+                self._enqueue(key, new=True)
+                return
+            self._namespace_gone(key, series, "deleted")  # a create: no namespace to hold it
             return
         except NamespaceTerminatingError:
-            self._series.pop(key, None)
-            if v(4):
-                log.info(
-                    "event dropped: its namespace is being deleted",
-                    v=4,
-                    reason=series.event.reason,
-                    regarding=series.event.regarding.key,
-                )
-            self._drop(DROP_NAMESPACE_TERMINATING)
+            self._namespace_gone(key, series, "being deleted")
             return
         except ApiError as exc:
             if _may_pass(exc) and series.tries + 1 < self.settings.max_tries:
@@ -451,6 +447,20 @@ class KubeEventRecorder:
         series.next_patch = self.clock.now() + (
             0.0 if count == 1 else self.settings.series_interval
         )
+
+    def _namespace_gone(self, key: _Key, series: _Series, state: str) -> None:
+        """Drop ``series``, whose namespace is ``state`` (its create met a 404, or the
+        namespace's admission refused it): nothing written there can be read, and another
+        try would meet the same answer."""
+        self._series.pop(key, None)
+        if v(4):
+            log.info(
+                f"event dropped: its namespace is {state}",
+                v=4,
+                reason=series.event.reason,
+                regarding=series.event.regarding.key,
+            )
+        self._drop(DROP_NAMESPACE_GONE)
 
     def _body(self, series: _Series, count: int) -> dict[str, Any]:
         event = series.event

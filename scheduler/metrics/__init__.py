@@ -78,7 +78,7 @@ class Metrics:
             "scheduler_events_dropped_total",
             "Events not written: over the per-object limit ('limit'), the queue of events "
             "to write was full ('queue_full'), the write failed ('write_failed'), or the "
-            "namespace is being deleted ('namespace_terminating').",
+            "namespace is gone or being deleted ('namespace_gone').",
             ["reason"],
             registry=r,
         )

@@ -19,7 +19,7 @@ from scheduler.api.errors import (
 )
 from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
 from scheduler.kube.errors import error_from_status
-from scheduler.kube.events import DROP_LIMIT, DROP_NAMESPACE_TERMINATING, DROP_QUEUE_FULL
+from scheduler.kube.events import DROP_LIMIT, DROP_NAMESPACE_GONE, DROP_QUEUE_FULL
 from scheduler.ports import Event, ObjectRef
 
 pytestmark = pytest.mark.anyio
@@ -334,29 +334,71 @@ NAMESPACE_TERMINATING = {
 }
 
 
-async def test_an_event_in_a_namespace_being_deleted_is_dropped_quietly(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+#: kube-apiserver v1.36.2's answer to a create in a namespace that does not exist.
+NAMESPACE_NOT_FOUND = {
+    "kind": "Status",
+    "status": "Failure",
+    "message": 'namespaces "default" not found',
+    "reason": "NotFound",
+    "details": {"name": "default", "kind": "namespaces"},
+    "code": 404,
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [(403, NAMESPACE_TERMINATING), (404, NAMESPACE_NOT_FOUND)],
+    ids=["being-deleted", "deleted"],
+)
+async def test_an_event_in_a_namespace_gone_is_dropped_quietly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int, body: dict[str, Any]
 ) -> None:
-    """A create refused because the namespace is being deleted is not tried again, not
-    counted as failed and not logged as a warning (the e2e tests read a 403 in the log as
-    RBAC's refusal): it is a drop of its own reason."""
+    """A create refused because the namespace is being deleted, or met by a 404 because
+    it is gone, is posted once: not tried again (a 404 is not taken for an Event that
+    expired), not counted as failed and not logged as a warning (the e2e tests read a 403
+    in the log as RBAC's refusal); it is a drop of its own reason."""
     drops: Counter[str] = Counter()
+    posts = 0
     async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
         recorder = KubeEventRecorder(
             cluster.client, settings=QUICK_RETRY, on_drop=lambda r: drops.update([r])
         )
         await tg.start(recorder.run)
         client = recorder._client
-        refusal = error_from_status(403, NAMESPACE_TERMINATING, kind="Event")
-        client.request = _failing_posts(refusal, applied=False)(client.request)  # type: ignore[method-assign]
+        failing = _failing_posts(error_from_status(status, body), applied=False)(client.request)
+
+        async def counted(method: str, path: str, **kw: Any) -> Any:
+            nonlocal posts
+            posts += method == "POST"
+            return await failing(method, path, **kw)
+
+        client.request = counted  # type: ignore[method-assign]
         recorder.record(failed_scheduling("a"))
         await wait_until(lambda: recorder.dropped == 1, what="the event dropped")
         await anyio.sleep(0.3)  # and nothing more afterwards
-        assert (recorder.failed, recorder.retried, recorder.written) == (0, 0, 0)
-        assert drops == {DROP_NAMESPACE_TERMINATING: 1} and recorder.pending == 0
+        assert (posts, recorder.failed, recorder.retried, recorder.written) == (1, 0, 0, 0)
+        assert drops == {DROP_NAMESPACE_GONE: 1} and recorder.pending == 0
         assert events_of(cluster) == []
         tg.cancel_scope.cancel()
-    assert "403" not in capsys.readouterr().out
+    assert f"HTTP {status}" not in capsys.readouterr().out
+
+
+async def test_a_series_whose_event_expired_starts_a_new_event(tmp_path: Path) -> None:
+    """A 404 on a series update means the Event expired (the API server keeps Events about
+    an hour), not that the namespace is gone: the series is written again as a new Event."""
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        recorder = KubeEventRecorder(cluster.client, settings=QUICK_RETRY)
+        await tg.start(recorder.run)
+        recorder.record(failed_scheduling("a"))
+        await wait_until(lambda: len(events_of(cluster)) == 1, what="the first event")
+        [first] = events_of(cluster)
+        cluster.store.delete("Event", "default", first["metadata"]["name"])  # it expired
+        recorder.record(failed_scheduling("a"))  # a repeat: its series update meets a 404
+        await wait_until(lambda: len(events_of(cluster)) == 1, what="a new event")
+        [second] = events_of(cluster)
+        assert second["metadata"]["name"] != first["metadata"]["name"]
+        assert (recorder.dropped, recorder.failed) == (0, 0)
+        tg.cancel_scope.cancel()
 
 
 async def test_a_refused_series_update_waits_its_interval(tmp_path: Path) -> None:

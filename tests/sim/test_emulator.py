@@ -708,6 +708,25 @@ async def test_lease_updates_use_optimistic_concurrency(cluster: Cluster) -> Non
     assert current.spec.holder_identity == "a"
 
 
+async def test_a_deleted_namespace_takes_no_new_objects_until_created_again(
+    cluster: Cluster,
+) -> None:
+    """As on the API server once its namespace controller has emptied one: the objects
+    are gone, and a create in it meets 404 ``namespaces "x" not found``."""
+    core = cluster.core
+    cluster.store.create(pod("a", "team"))
+    await core.delete_namespace("team", _request_timeout=TIMEOUT)
+    assert cluster.store.try_get("Pod", "team", "a") is None
+    event = {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "a"}}
+    with pytest.raises(ApiException) as refused:
+        await core.create_namespaced_event("team", event, _request_timeout=TIMEOUT)
+    status = body_of(refused.value)
+    assert (refused.value.status, status["message"]) == (404, 'namespaces "team" not found')
+    await core.create_namespace({"metadata": {"name": "team"}}, _request_timeout=TIMEOUT)
+    created = await core.create_namespaced_event("team", event, _request_timeout=TIMEOUT)
+    assert created.metadata.namespace == "team"
+
+
 async def test_delete_with_preconditions_and_grace(cluster: Cluster) -> None:
     core, store = cluster.core, cluster.store
     running(store, "a", {})

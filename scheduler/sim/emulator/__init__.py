@@ -28,7 +28,10 @@ Served (see :data:`.resources.BUILTIN_RESOURCES` and the CRD catalog):
 * ``Table`` responses (``Accept: ...;as=Table``) so that ``kubectl get`` prints columns;
 * the Priority admission of pods on creation (:mod:`scheduler.sim.admission`):
   ``spec.priority`` from the PriorityClass, 403 Forbidden for an unknown class or a
-  contradicting priority.
+  contradicting priority;
+* namespaces deleted at once, without a Terminating phase: every object in it goes, and
+  a create (a binding, an eviction, an Event) in it then meets the API server's 404
+  ``namespaces "x" not found`` until it is created again.
 
 Every :class:`~scheduler.api.errors.ApiError` becomes a Kubernetes ``Status`` with the
 matching HTTP code. Not served: protobuf, server-side apply, dry run, authentication and

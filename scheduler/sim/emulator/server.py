@@ -151,6 +151,9 @@ class ApiEmulator:
             (r.group, r.version, r.name): r for r in resources
         }
         self._namespaces: dict[str, ApiObject] = {}
+        self._deleted_namespaces: set[str] = set()
+        """Namespaces deleted through the API and not created again: a create in one
+        meets a 404, as on the API server once the namespace controller has emptied it."""
         self._runner: web.AppRunner | None = None
         self._served_port: int | None = None
         self._watches: set[anyio.CancelScope] = set()
@@ -319,6 +322,8 @@ class ApiEmulator:
             raise HttpError(405, "MethodNotAllowed", f"{method} is not allowed on status")
         if t.res.view == "namespace":
             return await self._serve_namespace(request, t)
+        if method == "POST" and t.namespace in self._deleted_namespaces:
+            raise HttpError(404, "NotFound", f'namespaces "{t.namespace}" not found')
         if t.res.kind == "Binding":
             if method != "POST" or t.name:
                 raise HttpError(405, "MethodNotAllowed", f"{method} is not allowed on bindings")
@@ -756,6 +761,7 @@ class ApiEmulator:
                 )
             if name in names:
                 raise AlreadyExistsError(f'namespaces "{name}" already exists', name=name)
+            self._deleted_namespaces.discard(name)
             obj = self._namespace_object(name)
             labels = body["metadata"].get("labels") or {}
             obj["metadata"]["labels"] = {**labels, **obj["metadata"]["labels"]}
@@ -772,6 +778,7 @@ class ApiEmulator:
             obj = self._namespace_object(t.name)
             delete_namespaced_objects(self.store, t.name)
             self._namespaces.pop(t.name, None)
+            self._deleted_namespaces.add(t.name)
             return _json_response(200, {**obj, "status": {"phase": "Terminating"}})
         raise HttpError(405, "MethodNotAllowed", f"{method} is not allowed on namespaces")
 

@@ -3,14 +3,15 @@ tree of :mod:`scheduler.api.errors`.
 
 Every failure of a request leaves ``scheduler.kube`` as an
 :class:`~scheduler.api.errors.ApiError` subclass, chained to the library's exception with
-``raise ... from``: 404 NotFoundError, 409 AlreadyExistsError (reason ``AlreadyExists``)
-or ConflictError, 410 GoneError, 422 InvalidObjectError (with the field causes of the
-``Status``), 429 TooManyRequestsError, a 403 naming the cause ``NamespaceTerminating``
-NamespaceTerminatingError. What leaves the outcome of a write unknown is an
-:class:`~scheduler.api.errors.AmbiguousError`: a 5xx, a timeout once connected, the
-connection reset or closed before the reply, a reply that cannot be read. What shows the
-request was never applied is a plain ServerError: no connection could be made (refused,
-DNS, a connect timeout), another status (400, 401, 403, ...).
+``raise ... from``: 404 NotFoundError, 409 AlreadyExistsError (reason ``AlreadyExists``) or
+ConflictError, 410 GoneError, 422 InvalidObjectError (with the field causes of the
+``Status``), 429 TooManyRequestsError; a 403 naming the cause ``NamespaceTerminating`` (a
+create in a namespace being deleted) is a NamespaceTerminatingError. What leaves the
+outcome of a write unknown is an :class:`~scheduler.api.errors.AmbiguousError`: a 5xx, a
+timeout once connected, the connection reset or closed before the reply, a reply that
+cannot be read. What shows the request was never applied is a plain ServerError: no
+connection could be made (refused, DNS, a connect timeout), another status (400, 401, 403,
+...).
 :func:`api_errors` and :func:`error_from_status` are the two helpers; nothing
 else in the package catches library exceptions. Pure functions, no I/O.
 """

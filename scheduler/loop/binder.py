@@ -282,7 +282,9 @@ class Binder:
         ``PodScheduled`` condition says why first (reason SchedulerError, as
         kube-scheduler's failure handler writes), so a pod whose binds keep failing is
         not pending without a reason; then the bind is forgotten, and the pod is tried
-        again by a later cycle, whose bind cannot land before that write."""
+        again by a later cycle, whose bind cannot land before that write. A pod whose
+        namespace is being deleted (NamespaceTerminatingError) gets neither that
+        condition nor a ``FailedScheduling`` Event: its deletion follows."""
         going = isinstance(exc, NamespaceTerminatingError)  # the pod's deletion follows
         if say and not going:
             await self._status.bind_failed(effect.task, f"Binding rejected: {exc}")

@@ -47,7 +47,8 @@ class HoldKind(enum.Enum):
     """Behind the gate of its preemption: its API calls are running or its victims have
     not gone yet (DESIGN section 4). It says what it waits for; nothing tries it."""
     ERROR = "error"
-    """Backing off after a SchedulerError (a plugin raised while it was tried)."""
+    """Backing off after a SchedulerError (a plugin raised while it was tried), or after
+    a bind of one of its pods was refused."""
     PARKED = "parked"
     """Found unschedulable, and nothing that could help it changed since
     (:mod:`scheduler.loop.queue.parking`). It says again what it was told."""

@@ -38,6 +38,7 @@ from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Bind, EffectLedger
 from scheduler.framework.session import Session
 from scheduler.logging import get_logger
+from scheduler.loop.queue import JobQueue
 from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
@@ -61,6 +62,7 @@ class Binder:
         writes: WorkerPool,
         status: StatusReporter,
         outcomes: OutcomeResolver,
+        queue: JobQueue,
         on_failed: Callable[[str, Exception], None],
     ) -> None:
         self._ports = ports
@@ -72,6 +74,8 @@ class Binder:
         self._writes = writes
         self._status = status
         self._outcomes = outcomes
+        self._queue = queue
+        """Told of refused binds (the job backs off) and of binds that landed."""
         self._on_failed = on_failed
         self._deallocating: set[str] = set()
         """DRA claims whose deallocation or deletion is in flight."""
@@ -183,6 +187,8 @@ class Binder:
             claim = binding.key if binding.name else "for its extended resources"
             what = f"writing ResourceClaim {claim}"
         message = f"Binding rejected: {what}: {exc}"
+        if not isinstance(exc, ConflictError | AmbiguousError):  # a conflict: at once
+            self._queue.bind_refused(effect.task.job_id, message)
         await self._status.bind_failed(effect.task, message)
         self._ledger.forget(effect)
         self._metrics.binds.labels("error").inc()
@@ -282,22 +288,28 @@ class Binder:
         ``PodScheduled`` condition says why first (reason SchedulerError, as
         kube-scheduler's failure handler writes), so a pod whose binds keep failing is
         not pending without a reason; then the bind is forgotten, and the pod is tried
-        again by a later cycle, whose bind cannot land before that write. A pod whose
+        again by a later cycle, whose bind cannot land before that write: after the job's
+        backoff when the bind was refused (the API server answered no), at once after a
+        conflict or a lost reply. A pod whose
         namespace is being deleted (NamespaceTerminatingError) gets neither that
         condition nor a ``FailedScheduling`` Event: its deletion follows."""
         going = isinstance(exc, NamespaceTerminatingError)  # the pod's deletion follows
+        refused = not isinstance(exc, ConflictError | AmbiguousError)
+        if refused:
+            self._queue.bind_refused(effect.task.job_id, f"Binding rejected: {exc}")
         if say and not going:
             await self._status.bind_failed(effect.task, f"Binding rejected: {exc}")
         self._ledger.forget(effect)
         self._metrics.binds.labels("error").inc()
         self._on_failed("bind", exc)
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
-        if not going and not isinstance(exc, ConflictError | AmbiguousError):
+        if refused and not going:
             self._ports.events.record(
                 Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
             )
 
     def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
+        self._queue.bind_landed(effect.task.job_id)
         self._metrics.binds.labels("ok").inc()
         self._metrics.schedule_attempts.labels("scheduled", PROFILE).inc()
         self._metrics.attempt_duration.labels("scheduled", PROFILE).observe(

@@ -206,6 +206,7 @@ class SchedulingLoop:
             writes=self.writes,
             status=self.status,
             outcomes=self.outcomes,
+            queue=self.queue,
             on_failed=self._failed_call,
         )
         """Hands on the binds (their claims first) and clears the claims nobody holds."""

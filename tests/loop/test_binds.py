@@ -4,7 +4,9 @@ success. Driven on the virtual clock with a real cache and a fake cluster."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import pytest
@@ -176,3 +178,48 @@ def test_bind_outcomes(case: Case) -> None:
         assert clock.now() >= DEADLINE
     scheduled = [e for e in cluster.events if e.reason == "Scheduled"]
     assert len(scheduled) == (1 if case.result == "ok" else 0)
+
+
+REFUSED = ServerError("HTTP 403 Forbidden: admission webhook denied the binding")
+
+
+def _binds_tried(cluster: FakeCluster, seconds: float) -> list[float]:
+    """Run the loop (default actions) on the virtual clock for ``seconds`` with one node
+    and one pending pod ``p``; the times its binds were tried."""
+    cache = cache_with(node("n1", cpu="2"), pod("p", cpu="1"))
+    clock = VirtualClock()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
+    loop = SchedulingLoop(cache, builtin_registry().resolve(SchedulerConfiguration()), ports)
+    tried: list[float] = []
+    bind = cluster.bind
+
+    async def timed(ref: Any, node_name: str, annotations: Any) -> None:
+        tried.append(round(clock.now(), 3))
+        await bind(ref, node_name, annotations)
+
+    cluster.bind = timed  # type: ignore[method-assign]
+
+    async def main() -> None:
+        # (a bound on cycles too: a loop that retries at once never lets virtual time pass)
+        await loop.run(should_stop=lambda r: clock.now() >= seconds or r.number >= 1000)
+
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": VirtualTimeLoop})
+    return tried
+
+
+def test_a_pod_whose_binds_are_refused_backs_off() -> None:
+    """A refused bind (a webhook's denial, RBAC, a namespace being deleted) is not tried
+    again in the next cycle, milliseconds later, but after the job's backoff: 1 s,
+    doubling with each refusal in a row, as kube-scheduler backs off a pod whose bind
+    failed."""
+    cluster = FakeCluster(always={("bind", "p"): REFUSED})
+    tried = _binds_tried(cluster, 20.0)
+    gaps = [round(b - a) for a, b in itertools.pairwise(tried)]
+    assert gaps == [1, 2, 4, 8], tried
+
+
+def test_a_bind_refused_once_is_tried_again_after_a_second() -> None:
+    cluster = FakeCluster(fail={("bind", "p"): [REFUSED]})
+    tried = _binds_tried(cluster, 5.0)
+    assert len(tried) == 2 and round(tried[1] - tried[0]) == 1, tried
+    assert [name for call, name, _ in cluster.landed if call == "bind"] == ["p"]

@@ -12,7 +12,9 @@ EVICTIONS                 a preemption of the job is committed  its calls done a
                           (the executor: :meth:`close_gate`)    gone, a call failed, or 60 s
                                                                 after the calls
 ERROR                     an attempt of the job raised          its backoff ends (1 s,
-                          (:meth:`after_cycle`)                 doubling to 60 s)
+                          (:meth:`after_cycle`), or a bind of   doubling to 60 s)
+                          one of its pods was refused (the
+                          binder: :meth:`bind_refused`)
 PARKED                    tried and left unschedulable          an event that could help, a
                           (:meth:`after_cycle`)                 new pod of its own, 5 min
 NO_PREEMPTION             a preemption's calls failed           its backoff ends
@@ -71,6 +73,9 @@ class JobQueue:
         self._gates = Gates(gate_timeout)
         self._errors = Backoffs(HoldKind.ERROR, policy)
         self._no_preemption = Backoffs(HoldKind.NO_PREEMPTION, policy)
+        self._refused_binds = Backoffs(HoldKind.ERROR, policy)
+        """Jobs backing off after a refused bind; a run of refusals ends at a bind that
+        lands (:meth:`bind_landed`), not when a later attempt allocates again."""
         self._parking = Parking(retry_parked_every)
         self._starvation = ReservationKeeper(events, metrics)
         self._view = QueueView()
@@ -85,11 +90,14 @@ class JobQueue:
         self._gates.expire(now)
         for job in self._no_preemption.ended(now):
             self._no_preemption.lift(job)  # a next failed preemption waits longer still
+        for job in self._refused_binds.ended(now):
+            self._refused_binds.lift(job)  # so does a next refused bind
         holds: dict[str, Hold] = {}
         for layer in (
             self._no_preemption.active(now),
             self._parking.holds(generation, fresh, now),
             self._errors.active(now),
+            self._refused_binds.active(now),
             self._gates.holds(),
         ):
             for job, hold in layer.items():
@@ -116,6 +124,7 @@ class JobQueue:
                 self._errors.reset(uid)
         self._errors.retain(session.jobs)
         self._no_preemption.retain(session.jobs)
+        self._refused_binds.retain(session.jobs)
         changes = self._starvation.after_cycle(session, now)
         others = {j: h for j, h in self._view.holds.items() if h.kind is not HoldKind.PARKED}
         self._parking.after_cycle(session, others, generation, now)
@@ -129,6 +138,7 @@ class JobQueue:
         deadlines = (
             self._gates.next_deadline(now),
             self._errors.next_deadline(now),
+            self._refused_binds.next_deadline(now),
             self._no_preemption.next_deadline(now),
             self._parking.next_revisit(now),
         )
@@ -139,11 +149,28 @@ class JobQueue:
         """Holds that will end by themselves or at an event already under way: gates and
         backoffs (something changes when they do), and parked jobs to be tried again at
         a time the session gave."""
-        return len(self._gates) + len(self._errors) + len(self._no_preemption) + self._parking.timed
+        backoffs = len(self._errors) + len(self._refused_binds) + len(self._no_preemption)
+        return len(self._gates) + backoffs + self._parking.timed
 
     @property
     def parked(self) -> int:
         return len(self._parking)
+
+    # What the binder reports -----------------------------------------------------------------
+
+    def bind_refused(self, job: str, reason: str) -> None:
+        """A bind of one of ``job``'s pods was refused: the API server answered, and the
+        pod is not bound (a webhook's or RBAC's denial, a namespace being deleted, a
+        claim write refused). The job is not tried again until its backoff ends, 1 s
+        doubling with each refusal in a row, as kube-scheduler backs off a pod whose bind
+        failed; without it the next cycle, milliseconds later, would try the same bind
+        again. The loop is woken when the backoff ends (:meth:`next_deadline`)."""
+        self._refused_binds.fail(job, reason, self._clock.now())
+
+    def bind_landed(self, job: str) -> None:
+        """A bind of one of ``job``'s pods took effect: its run of refusals is over (a
+        wait already running goes on)."""
+        self._refused_binds.end_run(job)
 
     # What the preemption executor reports (the EvictionGates port) -------------------------
 
@@ -184,5 +211,7 @@ class JobQueue:
 
     def backing_off(self, kind: HoldKind) -> frozenset[str]:
         """The jobs backing off now after a failure of ``kind`` (ERROR, NO_PREEMPTION)."""
-        backoffs = self._errors if kind is HoldKind.ERROR else self._no_preemption
-        return frozenset(backoffs.active(self._clock.now()))
+        now = self._clock.now()
+        if kind is HoldKind.ERROR:
+            return frozenset(self._errors.active(now)) | frozenset(self._refused_binds.active(now))
+        return frozenset(self._no_preemption.active(now))

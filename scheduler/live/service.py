@@ -135,7 +135,7 @@ def _hold_text(kind: HoldKind, reason: str) -> str:
     what = {
         HoldKind.EVICTIONS: "behind its preemption's gate: the victims' deletions are not "
         "all seen yet, or the API calls still run",
-        HoldKind.ERROR: "backing off after a scheduler error",
+        HoldKind.ERROR: "backing off after a scheduler error or a refused bind",
         HoldKind.NO_PREEMPTION: "placed normally but may not preempt until its backoff ends, "
         "after a preemption of its failed",
     }[kind]

@@ -290,9 +290,9 @@ class Binder:
         not pending without a reason; then the bind is forgotten, and the pod is tried
         again by a later cycle, whose bind cannot land before that write: after the job's
         backoff when the bind was refused (the API server answered no), at once after a
-        conflict or a lost reply. A pod whose
-        namespace is being deleted (NamespaceTerminatingError) gets neither that
-        condition nor a ``FailedScheduling`` Event: its deletion follows."""
+        conflict or a lost reply. A pod whose namespace is being deleted
+        (NamespaceTerminatingError) gets neither that condition nor a ``FailedScheduling``
+        Event: its deletion follows."""
         going = isinstance(exc, NamespaceTerminatingError)  # the pod's deletion follows
         refused = not isinstance(exc, ConflictError | AmbiguousError)
         if refused:

@@ -455,7 +455,8 @@ class KubeEventRecorder:
         self._series.pop(key, None)
         if v(4):
             log.info(
-                f"event dropped: its namespace is {state}",
+                "event dropped: its namespace is gone",
+                namespace=state,
                 v=4,
                 reason=series.event.reason,
                 regarding=series.event.regarding.key,

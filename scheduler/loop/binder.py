@@ -187,7 +187,7 @@ class Binder:
             claim = binding.key if binding.name else "for its extended resources"
             what = f"writing ResourceClaim {claim}"
         message = f"Binding rejected: {what}: {exc}"
-        if not isinstance(exc, ConflictError | AmbiguousError):  # a conflict: at once
+        if _refused(exc):
             self._queue.bind_refused(effect.task.job_id, message)
         await self._status.bind_failed(effect.task, message)
         self._ledger.forget(effect)
@@ -293,20 +293,19 @@ class Binder:
         conflict or a lost reply. A pod whose namespace is being deleted
         (NamespaceTerminatingError) gets neither that condition nor a ``FailedScheduling``
         Event: its deletion follows."""
+        message = f"Binding rejected: {exc}"
         going = isinstance(exc, NamespaceTerminatingError)  # the pod's deletion follows
-        refused = not isinstance(exc, ConflictError | AmbiguousError)
+        refused = _refused(exc)
         if refused:
-            self._queue.bind_refused(effect.task.job_id, f"Binding rejected: {exc}")
+            self._queue.bind_refused(effect.task.job_id, message)
         if say and not going:
-            await self._status.bind_failed(effect.task, f"Binding rejected: {exc}")
+            await self._status.bind_failed(effect.task, message)
         self._ledger.forget(effect)
         self._metrics.binds.labels("error").inc()
         self._on_failed("bind", exc)
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
         if refused and not going:
-            self._ports.events.record(
-                Event(ref, "Warning", "FailedScheduling", f"Binding rejected: {exc}")
-            )
+            self._ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
 
     def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
         self._queue.bind_landed(effect.task.job_id)
@@ -318,3 +317,10 @@ class Binder:
         self._ports.events.record(
             Event(ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}")
         )
+
+
+def _refused(exc: Exception) -> bool:
+    """Whether a failed bind or claim write was refused: the API server answered no, so
+    the same call would meet the same answer (the job backs off). Not a conflict (the
+    object changed: try again at once) nor a lost reply (it may have taken effect)."""
+    return not isinstance(exc, ConflictError | AmbiguousError)

@@ -110,7 +110,8 @@ PROXIED = 120
 async def test_no_event_lost_under_the_fault_proxy(cluster: Cluster, start_scheduler) -> None:
     """Behind the fault proxy, 15 % of creates (events among them), binds and patches
     refused and 5 % of their replies lost: every bound pod still gets its ``Scheduled``
-    event, once, and none is counted dropped (README: 'none now')."""
+    event, once, and none is counted dropped (docs/operating/events-and-conditions.md:
+    'none now')."""
     await cluster.create_nodes(2, NodeSpec(cpu="4", pods=200))
     sluice = await start_scheduler(extra_args=["--kube-api-qps", "500", "--kube-api-burst", "500"])
     names = [f"f{i:03d}" for i in range(PROXIED)]

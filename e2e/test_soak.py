@@ -4,9 +4,9 @@ off now and then; every invariant checked on every watch event, memory, tasks, s
 and throughput over time. See :mod:`soak` for its parts.
 
 ``SLUICE_SOAK_MINUTES`` sets its length (2 by default, as CI runs it; ``python -m bench
-soak --minutes 60`` runs the README's hour), ``SLUICE_SOAK_<SETTING>`` any other setting
-(:class:`soak.SoakSettings`), and ``SLUICE_SOAK_REPORT`` a file for the JSON report (it
-is printed too). It needs the local control plane of ``../shared/k8s/up`` with the
+soak --minutes 60`` runs the hour of docs/results/soak.md), ``SLUICE_SOAK_<SETTING>`` any
+other setting (:class:`soak.SoakSettings`), and ``SLUICE_SOAK_REPORT`` a file for the
+JSON report (it is printed too). It needs the local control plane of ``../shared/k8s/up`` with the
 controller manager (``make e2e-real`` starts one). The rules of the checks over time are
 tested here on their own, on every backend.
 """

@@ -3,7 +3,7 @@ peers' test tables ported, see tests/conformance/README.md).
 
 A scenario file holds ordinary Kubernetes objects plus one ``kind: Expectation``
 document (only the tests read it) that says what ``sluice simulate --output json`` must
-report (the keys are described in scheduler/sim/runner.py and the README)::
+report (the keys are described in scheduler/sim/runner.py and docs/tools/simulate.md)::
 
     kind: Expectation
     metadata: {name: what this scenario shows}

@@ -2,7 +2,7 @@
 stops and invariants checked on every watch event.
 
 ``e2e/test_soak.py`` runs it (two minutes in ``make e2e-real`` and CI; ``python -m bench
-soak --minutes 60`` for the README's hour). It reuses the end-to-end harness
+soak --minutes 60`` for the hour of docs/results/soak.md). It reuses the end-to-end harness
 (:mod:`harness`: the cluster, the pod watch and its recorder, the fake kubelet, ``sluice
 run`` subprocesses), the fault proxy (:mod:`fault_proxy`), the fake DRA driver and its
 claims' watch (:mod:`dra_driver`) and the control plane's API-server restart

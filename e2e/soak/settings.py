@@ -3,8 +3,8 @@ rate of work, the faults and how often the chaos strikes, and the limits its che
 
 A part of the soak (:mod:`soak`). Everything has a default fit for the shared 2-core
 machine; ``SLUICE_SOAK_*`` environment variables (:meth:`SoakSettings.from_env`) change
-the duration and the intervals, so CI runs two minutes and the README's run sixty with
-the same code.
+the duration and the intervals, so CI runs two minutes and docs/results/soak.md's runs sixty
+with the same code.
 """
 
 from __future__ import annotations

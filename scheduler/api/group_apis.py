@@ -44,7 +44,7 @@ class GroupApi:
     """One API of gangs: where its PodGroup (and Queue) kinds live.
 
     ``name`` prefixes its job ids (none for Sluice's own); ``title`` is how messages and
-    the README name it. ``queue_kind`` is empty when the API has no queues.
+    the docs name it. ``queue_kind`` is empty when the API has no queues.
     """
 
     name: str

@@ -1,5 +1,5 @@
 """The peers' test tables ported to Sluice (tests/conformance/README.md): the index is
-complete and true, and the README's counts are the index's.
+complete and true, and the counts of docs/conformance.md are the index's.
 
 ``index.yaml`` lists every case of every source file ported, each with its scenario or
 the reason it is not ported. Each scenario under ``tests/conformance/<peer>/`` names its
@@ -19,7 +19,7 @@ import yaml
 
 HERE = Path(__file__).parent
 INDEX: dict[str, Any] = yaml.safe_load((HERE / "index.yaml").read_text())
-README = HERE.parents[1] / "README.md"
+PAGE = HERE.parents[1] / "docs" / "conformance.md"
 
 
 def _expectation(path: Path) -> dict[str, Any]:
@@ -84,29 +84,29 @@ def test_each_peer_names_its_commit() -> None:
         assert info["commit"] in text
 
 
-def _readme_rows() -> dict[tuple[str, str], tuple[int, ...]]:
-    """The rows of the README's conformance table: (peer, file) -> counts."""
+def _page_rows() -> dict[tuple[str, str], tuple[int, ...]]:
+    """The rows of docs/conformance.md's table: (peer, file) -> counts."""
     rows = {}
     pattern = re.compile(r"^\| (\w+) \| `([^`]+)` \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$")
-    for line in README.read_text().splitlines():
+    for line in PAGE.read_text().splitlines():
         m = pattern.match(line)
         if m:
             rows[m[1], m[2]] = tuple(int(x) for x in m.groups()[2:])
     return rows
 
 
-def test_the_readme_gives_the_counts_per_source_file() -> None:
+def test_the_page_gives_the_counts_per_source_file() -> None:
     want = {
         key: (c["cases"], c["ported"], c["passing"], c["departures"], c["not ported"])
         for key, c in counts().items()
     }
-    assert _readme_rows() == want
+    assert _page_rows() == want
 
 
-def test_the_readme_lists_each_departure() -> None:
-    text = " ".join(README.read_text().split())  # case names may break across lines
+def test_the_page_lists_each_departure() -> None:
+    text = " ".join(PAGE.read_text().split())  # case names may break across lines
     for key, meta in _scenarios().items():
         if "departure" in meta:
             case = meta["source"]["case"]
             label = meta["source"]["test"] if case == "(single case)" else case
-            assert label in text, f"{key}: departure not in the README"
+            assert label in text, f"{key}: departure not in docs/conformance.md"

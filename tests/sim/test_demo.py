@@ -1,4 +1,4 @@
-"""``make demo`` tells the story of its README section (issue 15 point 5): reclaim
+"""``make demo`` tells the story of the README's quick start (issue 15 point 5): reclaim
 between queues, a gang waiting for its whole size, a preemption behind its gate while
 the deletes run, GPU devices; everything bound in the end."""
 

@@ -5,7 +5,7 @@ Names follow the API: a device is ``driver/pool/device``; an attribute or capaci
 is fully qualified (``domain/id``; an unqualified name gets the driver as its domain, as
 the API defines); quantities are exact Fractions.
 
-What is read and what is not (the README's DRA section says the same for users):
+What is read and what is not (docs/devices.md says the same for users):
 devices with ``attributes`` and ``capacity``; slices bound to a node by ``nodeName``, to
 nodes by ``nodeSelector``, or to every node by ``allNodes``; pools with generations
 (only the newest counts) and ``resourceSliceCount`` (an incomplete pool is not used);

@@ -4,7 +4,8 @@ issue 24 point 2).
 ``faulty`` registers one hook, at the extension point named ``point`` (any declared one,
 or ``open`` to raise while the session opens), that raises ``Boom`` when what it is asked
 about is *bad*: a pod whose name starts with ``podPrefix``, a job with such a pod or whose
-own name starts with it, a queue whose name starts with it. Otherwise it gives the answer
+own name starts with it, a queue whose name starts with it; a point asked about nothing
+(``enqueueRoom``) raises when the session has such a job. Otherwise it gives the answer
 that changes nothing (no rejection, no key, success, abstain, all candidates...), so every
 other pod of the cycle shows whether it was scheduled as usual. :data:`FIRED` counts the
 faults raised per point, so a test can tell that the fault really was injected.
@@ -56,6 +57,7 @@ NEUTRAL: dict[str, Callable[..., Any]] = {
     "jobPipelined": lambda *_: SUCCESS,
     "jobStarving": lambda *_: True,
     "jobEnqueueable": lambda *_: Vote.ABSTAIN,
+    "enqueueRoom": lambda *_: None,
     "filter": _empty,
     "rowFilter": lambda *_: True,
     "shortfall": _zeros,
@@ -98,6 +100,7 @@ class FaultyPlugin:
 
     def __init__(self, arguments: FaultyArguments) -> None:
         self.args = arguments
+        self._bad_job = False
 
     def _bad(self, subject: object) -> bool:
         prefix = self.args.podPrefix
@@ -117,7 +120,7 @@ class FaultyPlugin:
         def hook(*args: Any) -> Any:
             # What the point is asked about: a task, a job or a queue, wherever it comes in
             # the arguments (queueAllocatable asks of a queue for a task: either may be bad).
-            if any(self._bad(a) for a in args[:2]):
+            if (not args and self._bad_job) or any(self._bad(a) for a in args[:2]):
                 FIRED[point.name] += 1
                 raise Boom(f"boom in {point.name}")
             return neutral(*args)
@@ -125,7 +128,7 @@ class FaultyPlugin:
         return hook
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
-        del context
+        self._bad_job = any(self._bad(job) for job in context.jobs.values())
         if self.args.point == "open":
             FIRED["open"] += 1
             raise Boom("boom in open")

@@ -16,6 +16,8 @@ report (the keys are described in scheduler/sim/runner.py and docs/tools/simulat
       bindings: {ns/pod: node}    # node "*" means any node, "a|b" either node
       notBound: [ns/pod]
       boundCount: 3
+      boundPerGroup: {ns/name: 5}  # pods bound per PodGroup (the scenario's pods' label
+                                  # scheduling.sluice.dev/pod-group)
       spread: {label: example.com/rack, counts: [2, 2]}   # pods bound per value of the
                                   # label on their nodes (the scenario's Nodes), largest first
       pending: {ns/pod: "substring of the reason"}
@@ -116,6 +118,8 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert len(bindings) == expect["boundCount"], bindings
     if "spread" in expect:
         check_spread(expect["spread"], bindings, docs)
+    if "boundPerGroup" in expect:
+        assert bound_per_group(bindings, docs) == expect["boundPerGroup"], bindings
     for pod, reason in (expect.get("pending") or {}).items():
         assert pod in result["pending"], f"{pod} is not pending"
         assert reason in result["pending"][pod], result["pending"][pod]
@@ -152,6 +156,21 @@ def check_spread(spread: dict[str, Any], bindings: dict[str, str], docs: list[An
         value = nodes.get(node, {}).get(spread["label"], "")
         per[value] = per.get(value, 0) + 1
     assert sorted(per.values(), reverse=True) == spread["counts"], (per, bindings)
+
+
+def bound_per_group(bindings: dict[str, str], docs: list[Any]) -> dict[str, int]:
+    """How many pods of each PodGroup (``ns/name``, by the pods' group label) are bound;
+    groups with none bound are listed with 0."""
+    out: dict[str, int] = {}
+    for d in docs:
+        for obj in d.get("items", [d]) if d.get("kind") == "List" else [d]:
+            meta = obj.get("metadata") or {}
+            group = (meta.get("labels") or {}).get("scheduling.sluice.dev/pod-group")
+            if obj.get("kind") == "Pod" and group:
+                ns = meta.get("namespace", "default")
+                key = f"{ns}/{group}"
+                out[key] = out.get(key, 0) + (f"{ns}/{meta['name']}" in bindings)
+    return out
 
 
 BOUNDS = {"atLeast", "atMost", "cycle"}

@@ -1,9 +1,13 @@
 """The ``allocate`` action (layer 2): place pending gangs on nodes with free room.
 
 Two rounds. In the first, queues are visited in the session's queue order, re-evaluated
-after every job (so a queue that just received its share gives way); within a queue,
-jobs in job order; within a job, tasks in task order; each queue stays within its
-deserved share. In the second, the jobs that lacked only their queue's share are tried
+after every turn of a job (so a queue that just received its share gives way); within a
+queue, jobs in job order; within a job, tasks in task order; each queue stays within its
+deserved share. A job's turn places its tasks until it is ready (its minimum); a job
+with tasks left then goes back among its queue's jobs, by its job order as it now stands
+(a ready job after those not ready yet; with ``drf``, by its share), and each later turn
+places one more, as Volcano's allocate does: beyond their minimum, jobs and queues take
+turns by their order. In the second, the jobs that lacked only their queue's share are tried
 again, in the same orders, and may take what is left beyond their share where the plugins
 allow it (``QUEUE_BORROWABLE``): room that no queue below its share could use in the
 first round, so that no room stays idle while a pod could use it. What a queue takes
@@ -20,28 +24,33 @@ again on the same session, which goes on from there.
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from dataclasses import dataclass, field
 
-from scheduler.actions.common import Placed, eligible, place_job, waiting_tasks
+from scheduler.actions.common import Placed, Turn, eligible, place_job, waiting_tasks
 from scheduler.api import reasons
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.task import TaskStatus
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session
+
+_Queued = tuple[tuple[int | float | str, ...], JobInfo]
+"""A job among its queue's, by its job key (which ends with its uid: no two are equal)."""
 
 
 @dataclass(slots=True)
 class _Progress:
-    """Where allocate is in a session: the round, the jobs left per queue (in job
-    order), and the jobs the first round left short of their queue's share. Kept in the
-    session (:meth:`Session.carry`) when the action's time budget runs out, so that the
-    next slice of the same session goes on from here."""
+    """Where allocate is in a session: the round, the jobs left per queue (a heap by job
+    key), the tasks each job has not tried yet this round (absent: all it waits with),
+    and the jobs the first round left short of their queue's share. Kept in the session
+    (:meth:`Session.carry`) when the action's time budget runs out, so that the next
+    slice of the same session goes on from here."""
 
     borrow: bool
-    pending: dict[str, deque[JobInfo]]
+    pending: dict[str, list[_Queued]]
     short: list[JobInfo] = field(default_factory=list)
+    left: dict[str, list[TaskInfo]] = field(default_factory=dict)
 
 
 class AllocateAction:
@@ -70,11 +79,13 @@ class AllocateAction:
                 session.carry(self.name, progress)
 
     @staticmethod
-    def _queues(session: Session, jobs: list[JobInfo]) -> dict[str, deque[JobInfo]]:
-        by_queue: dict[str, list[JobInfo]] = {}
+    def _queues(session: Session, jobs: list[JobInfo]) -> dict[str, list[_Queued]]:
+        by_queue: dict[str, list[_Queued]] = {}
         for job in jobs:
-            by_queue.setdefault(job.queue, []).append(job)
-        return {q: deque(session.order_jobs(js)) for q, js in sorted(by_queue.items())}
+            by_queue.setdefault(job.queue, []).append((session.job_key(job), job))
+        for queued in by_queue.values():
+            heapq.heapify(queued)
+        return dict(sorted(by_queue.items()))
 
     def _round(self, session: Session, progress: _Progress) -> bool:
         """Try the jobs of ``progress`` queue by queue (the first round within each
@@ -88,21 +99,33 @@ class AllocateAction:
                 return False
             queue = session.queues[name]
             queued = pending[name]
-            job = queued.popleft()
+            _, job = heapq.heappop(queued)
             if not queued:
                 del pending[name]
             if job.uid in session.job_errors or job.uid in session.deferred:
                 continue
             session.note_try()
             with session.job_scope(job):
-                placed = self._allocate(session, queue, job, borrow=progress.borrow)
+                tasks = progress.left.pop(job.uid, None) or waiting_tasks(job)
+                turn = Turn()
+                placed = self._allocate(session, queue, job, tasks, progress.borrow, turn)
                 if placed is Placed.SHORT_OF_SHARE and not progress.borrow:
                     progress.short.append(job)
+                rest = [t for t in tasks if t.uid not in turn.tried]
+                if placed is Placed.COMMITTED and rest:  # its next turn, in its new place
+                    progress.left[job.uid] = rest
+                    heapq.heappush(pending.setdefault(name, []), (session.job_key(job), job))
         return True
 
     @staticmethod
-    def _allocate(session: Session, queue: QueueInfo, job: JobInfo, *, borrow: bool) -> Placed:
-        tasks = waiting_tasks(job)
+    def _allocate(  # noqa: PLR0917
+        session: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: list[TaskInfo],
+        borrow: bool,
+        turn: Turn,
+    ) -> Placed:
         if (
             not borrow
             and session.queue_overused(queue)
@@ -114,4 +137,4 @@ class AllocateAction:
             for t in tasks:
                 session.task_reasons.setdefault(t.uid, reason)
             return Placed.SHORT_OF_SHARE
-        return place_job(session, queue, job, tasks, borrow=borrow)
+        return place_job(session, queue, job, tasks, borrow=borrow, turn=turn)

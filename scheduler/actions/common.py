@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from scheduler.api import reasons
 from scheduler.api.holds import Hold, HoldKind
@@ -136,6 +137,17 @@ class Placed(enum.Enum):
     NOT_PLACED = "not placed"
 
 
+@dataclass(slots=True)
+class Turn:
+    """One turn of a job in ``allocate`` (Volcano's): its tasks are placed, in task order,
+    until the job is ready, and no further; what is left waits for the job's next turn,
+    when one more is placed, so that jobs and queues take turns by their order beyond their
+    minimum. Readiness is asked once ``minMember`` tasks are placed (no plugin's holds
+    before). ``tried`` receives the uids of the tasks tried in the turn."""
+
+    tried: set[str] = field(default_factory=set)
+
+
 def place_job(
     session: Session,
     queue: QueueInfo,
@@ -143,6 +155,7 @@ def place_job(
     tasks: list[TaskInfo],
     *,
     borrow: bool = False,
+    turn: Turn | None = None,
 ) -> Placed:
     """Try to place ``tasks`` of ``job``; commit only if the job is then ready.
 
@@ -157,6 +170,9 @@ def place_job(
     inside the first set where it fits, and nothing of it outside; the set's name is
     recorded (``session.placed_in``). When no set fits, the pods say why as they would
     cluster-wide, and the job that no set of its kind has room for its minimum.
+
+    With ``turn``, only one turn of the job is placed (see :class:`Turn`); a job placed in
+    node sets has all its tasks tried in one turn (its surplus must go in the same set).
     """
     pending = [t for t in tasks if t.status is TaskStatus.PENDING]
     if job.has_pod_group and pending:
@@ -170,7 +186,9 @@ def place_job(
             return Placed.NOT_PLACED
     subsets = session.node_sets(job, tasks, Purpose.ALLOCATE)
     if subsets is None:
-        return _place_in(session, queue, job, tasks, borrow=borrow, within=None)
+        return _place_in(session, queue, job, tasks, borrow=borrow, within=None, turn=turn)
+    if turn is not None:
+        turn.tried.update(t.uid for t in tasks)
     short = False
     for node_set in subsets.sets:
         placed = _place_in(session, queue, job, tasks, borrow=borrow, within=node_set)
@@ -226,12 +244,14 @@ def _place_in(
     *,
     borrow: bool,
     within: NodeSet | None,
+    turn: Turn | None = None,
 ) -> Placed:
     """:func:`place_job` on the nodes of ``within`` (None: every node)."""
     with session.statement() as stmt:
         first_reason: Reason | None = None
         first_task = ""
         short_of_share = False
+        counted = job.placed_count() if turn is not None else 0
         for task in session.order_tasks(tasks):
             reason, share = _place_task(
                 session, stmt.allocate, queue, task, borrow=borrow, within=within
@@ -239,6 +259,12 @@ def _place_in(
             short_of_share |= share
             if reason is not None and first_reason is None:
                 first_reason, first_task = reason, task.key
+            if turn is not None:
+                turn.tried.add(task.uid)
+                if reason is None:
+                    counted += 1
+                    if counted >= job.min_member and session.job_ready(job):
+                        break
         ready = session.job_ready(job)
         if stmt.operations and ready:
             stmt.commit()

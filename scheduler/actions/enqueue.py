@@ -2,11 +2,14 @@
 
 A PodGroup is admitted when its ``minResources`` fits in what the cluster has idle
 (less what gangs admitted earlier still reserve) and the plugins agree that its queue
-has room. Queues are visited in queue order and jobs in job order, so when room is
-short the most important gangs are admitted first. Gangs without ``minResources``
-are admitted at once. A PodGroup none of whose pods exist yet is admitted all the same
-(Volcano's Job controller creates the pods once it is Inqueue); one with some pods must
-have enough of them (the plugins' validity check). Lone pods need no admission.
+has room. A plugin may measure that room its own way (``ENQUEUE_ROOM``: the
+``overcommit`` plugin's allocatable times a factor); each gang admitted takes its
+``minResources`` off the room, whoever measured it. Queues are visited in queue order
+and jobs in job order, so when room is short the most important gangs are admitted
+first. Gangs without ``minResources`` are admitted at once. A PodGroup none of whose pods
+exist yet is admitted all the same (Volcano's Job controller creates the pods once it is
+Inqueue); one with some pods must have enough of them (the plugins' validity check).
+Lone pods need no admission.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class EnqueueAction:
                 candidates.setdefault(job.queue, []).append(job)
         if not candidates:
             return
-        budget = _idle(session)
+        measured = session.enqueue_room()
+        budget = measured.room if measured is not None else _idle(session)
         queues = sorted(candidates, key=lambda q: session.queue_key(session.queues[q]))
         for name in queues:
             for job in session.order_jobs(candidates[name]):
@@ -59,7 +63,10 @@ class EnqueueAction:
                 if not need.fits_in(budget):
                     short = ", ".join(need.insufficient(budget))
                     session.record_job_reason(
-                        job, reasons.min_resources_exceed_idle(job.uid, short)
+                        job,
+                        reasons.min_resources_exceed_idle(job.uid, short)
+                        if measured is None
+                        else reasons.min_resources_exceed_room(job.uid, short, measured.measure),
                     )
                     continue
                 with session.job_scope(job):

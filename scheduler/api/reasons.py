@@ -159,6 +159,14 @@ def min_resources_exceed_idle(job: str, short: str) -> Reason:
     )
 
 
+def min_resources_exceed_room(job: str, short: str, measure: str) -> Reason:
+    """A plugin measured the room for admitting gangs (``overcommit``): ``measure`` says how."""
+    return Reason(
+        ReasonCode.MIN_RESOURCES_EXCEED_IDLE,
+        f"minResources of {job} exceed {measure} ({short})",
+    )
+
+
 def queue_no_room_for_min_resources(queue: str, job: str) -> Reason:
     return Reason(
         ReasonCode.QUEUE_NO_ROOM_FOR_MIN_RESOURCES,

@@ -33,6 +33,7 @@ from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
+from scheduler.api.resource import Resource
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.effects import VictimBundle
@@ -131,6 +132,26 @@ class TaskOrder(Protocol):
 class QueueOrder(Protocol):
     def __call__(self, queue: QueueInfo, /) -> OrderKey:
         """Sort key of ``queue``; re-evaluated each time an action picks a queue."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRoom:
+    """What the enqueue action may admit PodGroups' ``minResources`` into this cycle
+    (``room``, per resource; it may be negative), and how it was measured, as users read
+    it in the reason of a PodGroup left Pending (``measure``: "the cluster's allocatable
+    times the overcommit factor 1.2, less what is used and what admitted gangs reserve")."""
+
+    room: Resource
+    measure: str
+
+
+class EnqueueRoom(Protocol):
+    def __call__(self) -> AdmissionRoom | None:
+        """The room the enqueue action admits gangs into this cycle, or None to leave it
+        the action's own (the idle resources of ready nodes, less what admitted gangs
+        still reserve). Asked once per enqueue; the action takes each admitted gang's
+        ``minResources`` off it."""
         ...
 
 
@@ -391,6 +412,7 @@ JOB_READY: Point[JobStatus, Status] = Point("jobReady", Rule.FIRST_FAILURE)
 JOB_PIPELINED: Point[JobStatus, Status] = Point("jobPipelined", Rule.FIRST_FAILURE)
 JOB_STARVING: Point[JobPredicate, bool] = Point("jobStarving", Rule.ALL_AGREE, _J, default=False)
 JOB_ENQUEUEABLE: Point[JobEnqueueable, bool] = Point("jobEnqueueable", Rule.VOTE)
+ENQUEUE_ROOM: Point[EnqueueRoom, AdmissionRoom | None] = Point("enqueueRoom", Rule.FIRST_ANSWER, _C)
 NODE_FILTER: Point[NodeFilter, FilterGroups] = Point("filter", Rule.EVERY_FILTER)
 ROW_FILTER: Point[RowFilter, bool] = Point("rowFilter", Rule.EVERY_ROW_FILTER)
 """The one-row form of a plugin's NodeFilter (optional; stands for it on one row)."""
@@ -423,6 +445,7 @@ POINTS: tuple[Point[Any, Any], ...] = (
     JOB_PIPELINED,
     JOB_STARVING,
     JOB_ENQUEUEABLE,
+    ENQUEUE_ROOM,
     NODE_FILTER,
     ROW_FILTER,
     SHORTFALL,

@@ -54,6 +54,7 @@ from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
     BIND_CLAIMS,
+    ENQUEUE_ROOM,
     JOB_ENQUEUEABLE,
     JOB_ORDER,
     JOB_PIPELINED,
@@ -77,6 +78,7 @@ from scheduler.framework.extension_points import (
     SUBSET_NODES,
     TASK_ORDER,
     VICTIMS,
+    AdmissionRoom,
     HookSet,
     Plugin,
     Point,
@@ -524,8 +526,9 @@ class Session:
         return answer
 
     def job_key(self, job: JobInfo) -> tuple[int | float | str, ...]:
-        """``job``'s sort key among jobs (the plugins' keys, then its uid)."""
-        return (*self.ask(JOB_ORDER, job), job.uid)
+        """``job``'s sort key among jobs: the plugins' keys, then the older first, then
+        its uid (Volcano's default order)."""
+        return (*self.ask(JOB_ORDER, job), job.creation, job.uid)
 
     def task_key(self, task: TaskInfo) -> tuple[int | float | str, ...]:
         """``task``'s sort key among its job's tasks (the plugins' keys, then its name)."""
@@ -552,6 +555,11 @@ class Session:
 
     def job_enqueueable(self, job: JobInfo) -> bool:
         return self.ask(JOB_ENQUEUEABLE, job)
+
+    def enqueue_room(self) -> AdmissionRoom | None:
+        """The room a plugin measures for admitting gangs this cycle (None: no plugin
+        does; the enqueue action then uses its own measure)."""
+        return self.ask(ENQUEUE_ROOM)
 
     def queue_allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return self.ask(QUEUE_ALLOCATABLE, queue, task)

@@ -8,9 +8,11 @@ from __future__ import annotations
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins.conformance import ConformancePlugin
 from scheduler.plugins.dra import DraPlugin
+from scheduler.plugins.drf import DrfArguments, DrfPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.gpushare import GpuSharePlugin
 from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
+from scheduler.plugins.overcommit import OvercommitArguments, OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
@@ -30,3 +32,5 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("dra", DraPlugin))
     registry.add_plugin(PluginSpec("topology", TopologyPlugin))
     registry.add_plugin(PluginSpec("reservation", ReservationPlugin))
+    registry.add_plugin(PluginSpec("overcommit", OvercommitPlugin, OvercommitArguments))
+    registry.add_plugin(PluginSpec("drf", DrfPlugin, DrfArguments))

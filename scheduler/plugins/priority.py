@@ -1,7 +1,9 @@
-"""The ``priority`` plugin (layer 2): order jobs and tasks by priority, then age, then name.
+"""The ``priority`` plugin (layer 2): order jobs and tasks by priority.
 
-Higher priority first; among equals the older first. The framework appends the name
-(job uid, task namespace/name) as the last tie-break, so decisions are deterministic.
+Higher priority first. A job's key is its priority alone, as Volcano's: among jobs of
+equal priority the plugins after it decide (``gang``: those not ready yet first; ``drf``:
+the smaller share first), and then the framework's tie-break, the older first, then the
+uid. Among the tasks of a job, equal priorities go the older first, then by name.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from scheduler.framework.registry import NoArguments
 
 
 def job_key(job: JobInfo) -> OrderKey:
-    return (-job.priority, job.creation)
+    return (-job.priority,)
 
 
 def task_key(task: TaskInfo) -> OrderKey:

@@ -244,6 +244,7 @@ WORLDS: dict[str, list[Obj]] = {
     "jobPipelined": PREEMPT,
     "jobStarving": PREEMPT,
     "jobEnqueueable": ENQUEUE,
+    "enqueueRoom": ENQUEUE,
     "filter": ALLOCATE,
     "rowFilter": PREEMPT,
     "shortfall": PREEMPT,

@@ -13,6 +13,7 @@ off, and on once the CRD is installed.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -212,6 +213,47 @@ async def test_volcano_job_is_gang_scheduled(cluster: Cluster, start_scheduler) 
         cond = await wait_for(unschedulable, timeout=30, what="PodGroup big Unschedulable, 2/2")
         assert cond["reason"] == "NotEnoughResources"
         await hold_for(lambda: not cluster.bound(big), seconds=2.0, what="no member of big bound")
+    assert cluster.recorder.violations == []
+
+
+VOLCANO_HELM_CONFIG = (
+    Path(__file__).resolve().parents[1] / "tests" / "config" / "volcano" / "volcano-scheduler.conf"
+)
+"""The default ``volcano-scheduler.conf`` of Volcano's Helm chart, unchanged."""
+
+
+async def test_volcano_default_configuration_schedules_a_gang(
+    cluster: Cluster, start_scheduler
+) -> None:
+    """``sluice run --config`` with Volcano's own default file (overcommit, drf, ...): a
+    Volcano Job's gang is admitted and bound; a second one whose minResources exceed what
+    is left of the cluster times 1.2 is not admitted."""
+    if cluster.scheduler_name != "sluice":
+        pytest.skip("Volcano's file names no scheduler: it schedules schedulerName sluice")
+    await cluster.create_nodes(2, NodeSpec(cpu="2"))
+    async with _volcano_queue(cluster, "vh") as queue:
+        await start_scheduler(config=VOLCANO_HELM_CONFIG)
+        members = await _volcano_gang(cluster, "train", queue, {"worker": 2, "ps": 1})
+        await _wait_running(cluster, members, "the Volcano job's pods bound and running")
+        await _wait_group_running(cluster, VOLCANO, "train", 3)
+        # 4 CPU x 1.2 = 4.8, less the 3 used: 1.8 left, short of 2.
+        await _create(
+            cluster,
+            VOLCANO,
+            "podgroups",
+            {
+                "kind": "PodGroup",
+                "metadata": {"name": "next"},
+                "spec": {"minMember": 2, "queue": queue, "minResources": {"cpu": "2"}},
+            },
+            namespaced=True,
+        )
+
+        async def pending() -> bool:
+            pg = await _get(cluster, VOLCANO, "podgroups", "next")
+            return (pg.get("status") or {}).get("phase", "Pending") == "Pending"
+
+        await hold_for(pending, seconds=3.0, what="PodGroup next not admitted")
     assert cluster.recorder.violations == []
 
 

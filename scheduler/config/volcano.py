@@ -12,17 +12,22 @@ instead. The mapping, entry by entry:
   ``reserve`` as they are; ``gangpreempt`` and ``gangreclaim`` are ``preempt`` and
   ``reclaim`` (Sluice's are gang-aware); ``shuffle`` is refused;
 * plugins: ``priority``, ``gang``, ``conformance``, ``predicates``, ``proportion``,
-  ``nodeorder`` as they are; ``capacity`` is ``proportion`` (deserved, capability,
-  guarantee, hierarchy); ``binpack`` is ``nodeorder``'s most-allocated score;
-  ``network-topology-aware`` is ``topology``; ``pdb`` is built in (the victim search
-  counts PodDisruptionBudgets); the others are refused (:data:`REFUSED` says why);
-* switches: ``true`` changes nothing (a Sluice plugin always does what it does);
-  ``false`` is refused, except gang's ``enablePreemptable: false`` (what Sluice does: a
-  running gang can be preempted, its surplus first, then whole);
+  ``nodeorder``, ``overcommit``, ``drf`` as they are; ``capacity`` is ``proportion``
+  (deserved, capability, guarantee, hierarchy); ``binpack`` is ``nodeorder``'s
+  most-allocated score; ``network-topology-aware`` is ``topology``; ``pdb`` is built in
+  (the victim search counts PodDisruptionBudgets); the others are refused
+  (:data:`REFUSED` says why);
+* switches: ``true`` changes nothing (a Sluice plugin always does what it does), but
+  drf's ``enableHierarchy`` is its ``hierarchy`` argument; ``false`` is refused, except
+  gang's ``enablePreemptable: false`` (what Sluice does: a running gang can be
+  preempted, its surplus first, then whole) and drf's ``enablePreemptable: false`` (its
+  ``preemptable`` argument); drf with ``enableHierarchy`` and ``proportion`` in one tier
+  are refused, as Volcano refuses them;
 * arguments: nodeorder's ``leastrequested.weight``, ``mostrequested.weight``,
   ``balancedresource.weight``, ``nodeaffinity.weight`` and binpack's ``binpack.weight``,
   ``binpack.cpu``, ``binpack.memory``, ``binpack.resources`` map onto ``nodeorder``'s
-  arguments; a score Sluice lacks is accepted only with weight 0; preempt's (and reclaim's)
+  arguments; a score Sluice lacks is accepted only with weight 0; overcommit's
+  ``overcommit-factor`` is its ``overcommitFactor``; preempt's (and reclaim's)
   candidate-node arguments map onto ``actionArguments``. Anything else is refused.
 """
 
@@ -64,16 +69,14 @@ PLUGINS: Final[Mapping[str, str]] = {
     "capacity": "proportion",
     "nodeorder": "nodeorder",
     "binpack": "nodeorder",
+    "overcommit": "overcommit",
+    "drf": "drf",
     "network-topology-aware": "topology",
 }
 BUILT_IN: Final[Mapping[str, str]] = {
     "pdb": "the victim search always counts PodDisruptionBudgets",
 }
 REFUSED: Final[Mapping[str, str]] = {
-    "drf": "queues are ordered by their dominant share (plugin proportion), jobs by priority "
-    "then creation; remove drf",
-    "overcommit": "enqueue admits a PodGroup when its minResources fits the idle resources "
-    "(no overcommit factor); remove overcommit",
     "deviceshare": "use plugin gpushare (pods ask scheduling.sluice.dev/gpu-memory, nodes "
     "label it)",
     "sla": "use actions elect and reserve (starvation protection, "
@@ -108,6 +111,12 @@ SEARCH_ARGUMENTS: Final[Mapping[str, str]] = {
     "maxCandidateNodesAbsolute": "maxCandidateNodes",
 }
 _SWITCHES_THAT_ARE_SLUICE: Final = frozenset({("gang", "enablePreemptable")})
+SWITCH_ARGUMENTS: Final[Mapping[tuple[str, str], str]] = {
+    ("drf", "enablePreemptable"): "preemptable",
+    ("drf", "enableHierarchy"): "hierarchy",
+}
+"""Volcano's switches that are a Sluice plugin's arguments (their value is the argument's)."""
+OVERCOMMIT_ARGUMENTS: Final[Mapping[str, str]] = {"overcommit-factor": "overcommitFactor"}
 
 
 def is_volcano(doc: Mapping[str, Any]) -> bool:
@@ -146,6 +155,15 @@ def _number(value: object, where: str) -> int:
         raise _fail(where, f"expected a number, got {value!r}")
     try:
         return int(float(value))
+    except ValueError as exc:
+        raise _fail(where, f"expected a number, got {value!r}") from exc
+
+
+def _factor(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _fail(where, f"expected a number, got {value!r}")
+    try:
+        return float(value)
     except ValueError as exc:
         raise _fail(where, f"expected a number, got {value!r}") from exc
 
@@ -203,6 +221,7 @@ def _plugin(raw: object, where: str) -> PluginConfig | None:
     if name not in PLUGINS and name not in BUILT_IN:
         known = ", ".join(sorted({*PLUGINS, *BUILT_IN}))
         raise _fail(where, f"unknown plugin; Sluice maps {known}")
+    switched: dict[str, Any] = {}
     for key, value in raw.items():
         if key in ("name", "arguments"):
             continue
@@ -210,6 +229,9 @@ def _plugin(raw: object, where: str) -> PluginConfig | None:
             raise _fail(f"{where}.{key}", "unknown field of a plugin")
         if not isinstance(value, bool):
             raise _fail(f"{where}.{key}", f"expected true or false, got {value!r}")
+        if (name, key) in SWITCH_ARGUMENTS:
+            switched[SWITCH_ARGUMENTS[name, key]] = value
+            continue
         if value is False and (name, key) not in _SWITCHES_THAT_ARE_SLUICE:
             raise _fail(
                 f"{where}.{key}",
@@ -224,10 +246,34 @@ def _plugin(raw: object, where: str) -> PluginConfig | None:
     mapped = PLUGINS[name]
     if mapped == "nodeorder":
         return PluginConfig(mapped, _nodeorder_arguments(name, arguments, where))
+    if mapped == "overcommit":
+        out: dict[str, Any] = {}
+        for key, value in arguments.items():
+            field = f"{where}.arguments.{key}"
+            if key not in OVERCOMMIT_ARGUMENTS:
+                raise _fail(field, "Sluice's overcommit takes no such argument")
+            out[OVERCOMMIT_ARGUMENTS[key]] = _factor(value, field)
+        return PluginConfig(mapped, out)
     if arguments:
         key = next(iter(arguments))
         raise _fail(f"{where}.arguments.{key}", f"Sluice's {mapped} takes no such argument")
-    return PluginConfig(mapped)
+    return PluginConfig(mapped, switched)
+
+
+def _hierarchy_beside_proportion(plugins: list[Any], i: int) -> None:
+    """Volcano refuses drf with ``enableHierarchy`` and ``proportion`` in one tier
+    (``unmarshalSchedulerConf``: both order queues and judge reclaims); so does Sluice."""
+    names = [p.get("name") for p in plugins if isinstance(p, Mapping)]
+    hierarchical = any(
+        isinstance(p, Mapping) and p.get("name") == "drf" and p.get("enableHierarchy") is True
+        for p in plugins
+    )
+    if hierarchical and "proportion" in names:
+        raise _fail(
+            f"tiers[{i}].plugins",
+            "drf with enableHierarchy and proportion in one tier conflict (Volcano refuses "
+            "them too); put them in different tiers, or drop enableHierarchy",
+        )
 
 
 def _tiers(raw: object) -> tuple[TierConfig, ...]:
@@ -239,6 +285,7 @@ def _tiers(raw: object) -> tuple[TierConfig, ...]:
         plugins = tier.get("plugins") if isinstance(tier, Mapping) else None
         if not isinstance(plugins, list):
             raise _fail(f"tiers[{i}].plugins", "must be a list")
+        _hierarchy_beside_proportion(plugins, i)
         out: list[PluginConfig] = []
         for j, entry in enumerate(plugins):
             plugin = _plugin(entry, f"tiers[{i}].plugins[{j}]")

@@ -197,6 +197,15 @@ def test_queue_root_is_not_a_queue_and_unhonoured_fields_are_told() -> None:
         "spec.affinity is not honoured",
         "spec.dequeueStrategy fifo is not honoured (jobs are ordered by priority, then creation)",
     ]
+    hdrf = volcano_queue("root-eng-dev")
+    hdrf["metadata"]["annotations"] = {
+        "volcano.sh/hierarchy": "root/eng/dev",
+        "volcano.sh/hierarchy-weights": "100/50/50",
+    }
+    assert [n.split(": ", 1)[1].split(":")[0] for n in volcano.queue_from_queue(hdrf).notes] == [
+        "annotation volcano.sh/hierarchy is not honoured",
+        "annotation volcano.sh/hierarchy-weights is not honoured",
+    ]
     closed = volcano.queue_from_queue(volcano_queue("team", state="Closed")).value
     assert closed is not None and closed.state == "Closed"
 

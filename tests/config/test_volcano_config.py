@@ -4,6 +4,7 @@ convert`` (scheduler.config.volcano, scheduler.cli.config)."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,20 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
         (_tier({"name": "pdb"}, {"name": "gang"}), [[("gang", {})]]),
         (_tier({"name": "gang", "enablePreemptable": False}), [[("gang", {})]]),
         (_tier({"name": "priority", "enableJobOrder": True}), [[("priority", {})]]),
+        (_tier({"name": "overcommit"}), [[("overcommit", {})]]),
+        (
+            _tier({"name": "overcommit", "arguments": {"overcommit-factor": "1.5"}}),
+            [[("overcommit", {"overcommitFactor": 1.5})]],
+        ),
+        (_tier({"name": "drf"}), [[("drf", {})]]),
+        (
+            _tier({"name": "drf", "enablePreemptable": False}),
+            [[("drf", {"preemptable": False})]],
+        ),
+        (
+            _tier({"name": "drf", "enableHierarchy": True, "enableQueueOrder": True}),
+            [[("drf", {"hierarchy": True})]],
+        ),
         (
             _tier(
                 {
@@ -132,6 +147,11 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
         "pdb-is-built-in",
         "gang-enable-preemptable-false-is-sluice",
         "a-switch-on-changes-nothing",
+        "overcommit",
+        "overcommit-factor",
+        "drf",
+        "drf-enable-preemptable-false-is-an-argument",
+        "drf-enable-hierarchy-is-an-argument",
         "nodeorder-weights",
         "binpack-is-most-allocated",
         "binpack-merges-into-nodeorder",
@@ -149,14 +169,24 @@ def test_plugins_mapped(tiers: list[dict[str, Any]], expected: list[Any]) -> Non
         (conf("enqueue, shuffle"), "actions[shuffle]", "no descheduling"),
         (conf("enqueue, dance"), "actions[dance]", "unknown action; Sluice has enqueue"),
         (
-            conf(tiers=_tier({"name": "drf"})),
-            "tiers[0].plugins[0] (drf)",
-            "Sluice has no drf plugin: queues are ordered by their dominant share",
+            conf(tiers=_tier({"name": "drf", "enableHierarchy": True}, {"name": "proportion"})),
+            "tiers[0].plugins",
+            "drf with enableHierarchy and proportion in one tier conflict",
         ),
         (
-            conf(tiers=_tier({"name": "overcommit"})),
-            "tiers[0].plugins[0] (overcommit)",
-            "no overcommit factor",
+            conf(tiers=_tier({"name": "overcommit", "arguments": {"overcommit-ratio": 2}})),
+            "tiers[0].plugins[0] (overcommit).arguments.overcommit-ratio",
+            "Sluice's overcommit takes no such argument",
+        ),
+        (
+            conf(tiers=_tier({"name": "drf", "enableJobOrder": False})),
+            "tiers[0].plugins[0] (drf).enableJobOrder",
+            "cannot turn off one of their hooks",
+        ),
+        (
+            conf(tiers=_tier({"name": "drf", "arguments": {"x": 1}})),
+            "tiers[0].plugins[0] (drf).arguments.x",
+            "Sluice's drf takes no such argument",
         ),
         (
             conf(tiers=_tier({"name": "deviceshare"})),
@@ -193,8 +223,10 @@ def test_plugins_mapped(tiers: list[dict[str, Any]], expected: list[Any]) -> Non
     ids=[
         "shuffle",
         "unknown-action",
-        "drf",
-        "overcommit",
+        "drf-hierarchy-beside-proportion",
+        "overcommit-unknown-argument",
+        "drf-switch-off",
+        "drf-argument",
         "deviceshare",
         "unknown-plugin",
         "switch-off",
@@ -272,7 +304,84 @@ def test_convert_prints_a_configuration_that_reads_back(
 
 def test_convert_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "volcano-scheduler.conf"
-    path.write_text(yaml.safe_dump(conf(tiers=_tier({"name": "drf"}))))
+    path.write_text(yaml.safe_dump(conf(tiers=_tier({"name": "sla"}))))
     assert main(["config", "convert", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "tiers[0].plugins[0] (drf): Sluice has no drf plugin" in err
+    assert err.count("\n") == 1 and "tiers[0].plugins[0] (sla): Sluice has no sla plugin" in err
+
+
+HELM = Path(__file__).parent / "volcano"
+"""Volcano's Helm chart's default ``volcano-scheduler.conf`` (``installer/helm/chart/
+volcano/config/``) and the ConfigMap the chart renders from it, as they are."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["volcano-scheduler.conf", "volcano-scheduler-configmap.yaml"],
+    ids=["file", "configmap"],
+)
+def test_the_helm_charts_default_converts_unchanged(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["config", "convert", str(HELM / name)]) == 0
+    back = parse_configuration(yaml.safe_load(io.StringIO(capsys.readouterr().out)))
+    assert back.actions == ("enqueue", "allocate", "backfill")
+    assert plugins(back) == [
+        [("priority", {}), ("gang", {}), ("conformance", {})],
+        [
+            ("overcommit", {}),
+            ("drf", {"preemptable": False}),
+            ("predicates", {}),
+            ("proportion", {}),
+            ("nodeorder", {"mostAllocatedWeight": 1, "leastAllocatedWeight": 0}),
+        ],
+    ]
+    app.resolve(load_configuration_file(HELM / name))  # what sluice run --config does
+
+
+def test_the_helm_charts_default_schedules_a_gang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sluice simulate --config`` with the chart's file, on 4 CPU: a gang of three (3 CPU)
+    is admitted and bound; one whose minResources (5 CPU) exceed the cluster times 1.2
+    stays Pending, saying so."""
+    scenario = tmp_path / "gang.yaml"
+    group = "scheduling.sluice.dev/pod-group"
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        },
+        *(
+            {
+                "apiVersion": "scheduling.sluice.dev/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"minMember": 3, "minResources": {"cpu": cpu}},
+            }
+            for name, cpu in (("train", "3"), ("huge", "5"))
+        ),
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{g}-{i}", "namespace": "default", "labels": {group: g}},
+                "spec": {
+                    "schedulerName": "sluice",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                },
+            }
+            for g, cpu in (("train", "1"), ("huge", "1700m"))
+            for i in range(3)
+        ),
+    ]
+    scenario.write_text(yaml.safe_dump_all(docs))
+    config = str(HELM / "volcano-scheduler.conf")
+    code = main(["simulate", str(scenario), "--config", config, "--output", "json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert sorted(result["bindings"]) == ["default/train-0", "default/train-1", "default/train-2"]
+    assert result["podGroups"]["default/huge"] == "Pending"
+    assert "times the overcommit factor 1.2" in result["pending"]["default/huge-0"]

@@ -204,3 +204,22 @@ def test_reclaim_by_hierarchical_share(reclaimer: str, victim: str, allowed: boo
     out = s.ask(RECLAIMABLE, task_of(s, reclaimer), [candidate])
     assert (out == [candidate]) is allowed
     assert s.ask(QUEUE_ORDER, s.queues["dev"]) < s.ask(QUEUE_ORDER, s.queues["sci"])  # restored
+
+
+def test_a_saturated_queue_comes_after_any_unsaturated_one() -> None:
+    """Queue a's job holds all it asks (1 CPU: share 0.1, saturated); b's holds 3 of the
+    4 CPU it asks (0.3): b comes first all the same."""
+    s = session(
+        [
+            node("n1", cpu="10", memory="10Gi"),
+            queue("a"),
+            queue("b"),
+            pod_group("a", queue="a", min_member=0, phase="Running"),
+            pod_group("b", queue="b", min_member=0, phase="Running"),
+            *job_pods("a", 1, node="n1"),
+            *job_pods("b", 3, node="n1"),
+            pod("b-new", group="b", cpu="1", memory=None),
+        ],
+        hierarchy=True,
+    )
+    assert s.ask(QUEUE_ORDER, s.queues["b"]) < s.ask(QUEUE_ORDER, s.queues["a"])

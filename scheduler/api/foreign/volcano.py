@@ -20,7 +20,9 @@ Mapped:
   ``minSubGroups * subGroupSize`` pods of that role; partitions (``matchLabelKeys``) and
   their own ``networkTopology`` are not honoured;
 * Queue ``weight``, ``capability``, ``deserved``, ``guarantee.resource``, ``reclaimable``,
-  ``parent`` (Volcano's ``root`` queue is Sluice's root), ``priority``, ``status.state``.
+  ``parent`` (Volcano's ``root`` queue is Sluice's root), ``priority``, ``status.state``;
+  the annotations ``volcano.sh/hierarchy`` and ``volcano.sh/hierarchy-weights`` are told
+  as not honoured (``parent`` and ``weight`` are Sluice's hierarchy).
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converte
 
 
 _QUEUE_UNHONOURED: Final = ("affinity", "extendClusters", "type")
+HIERARCHY_ANNOTATIONS: Final = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
+"""Volcano's hierarchical DRF tree (inner nodes are names, not Queues): not read."""
 
 
 def queue_from_queue(q: Obj) -> Converted[QueueInfo | None]:
@@ -164,6 +168,13 @@ def queue_from_queue(q: Obj) -> Converted[QueueInfo | None]:
     status = q.get("status") or {}
     parent = str(spec.get("parent") or "")
     notes = tuple(f"{where}: spec.{f} is not honoured" for f in _QUEUE_UNHONOURED if spec.get(f))
+    annotations = meta.get("annotations") or {}
+    notes += tuple(
+        f"{where}: annotation {key} is not honoured: Sluice's queue hierarchy is the Queues' "
+        "spec.parent and spec.weight (drf's hierarchy orders queues by them)"
+        for key in HIERARCHY_ANNOTATIONS
+        if annotations.get(key)
+    )
     if spec.get("dequeueStrategy") == "fifo":
         notes += (
             f"{where}: spec.dequeueStrategy fifo is not honoured (jobs are ordered by "

@@ -47,26 +47,63 @@ def test_the_check_sees_async_code(source: str, found: int) -> None:
     assert len(async_nodes(source, "m.py")) == found
 
 
-def _queue_contract() -> dict[str, object]:
+def _contract(fragment: str) -> dict[str, object]:
     import tomllib
 
     config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
     contracts = config["tool"]["importlinter"]["contracts"]
-    return next(c for c in contracts if "scheduling queue" in c["name"])
+    return next(c for c in contracts if fragment in c["name"])
 
 
-def test_the_queue_contract_covers_every_module_outside_the_queue() -> None:
-    """``make contracts`` forbids every module but the scheduling queue's own to reach the
-    queue's parts; its list of source modules must name (or contain) every module."""
-    contract = _queue_contract()
-    sources = [str(s) for s in contract["source_modules"]]  # type: ignore[attr-defined]
-    queue = ROOT / "loop" / "queue"
-    missing = []
+def _modules_outside(package: Path) -> list[str]:
+    """Every module of scheduler outside ``package`` (and but the root package)."""
+    out = []
     for path in sorted(ROOT.rglob("*.py")):
-        if queue in path.parents or path == ROOT / "__init__.py":
+        if package in path.parents or path == ROOT / "__init__.py":
             continue
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        if not any(module == s or module.startswith(f"{s}.") for s in sources):
-            missing.append(module)
-    assert missing in ([], ["scheduler.loop"]), missing
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+def _modules_inside(package: Path) -> list[str]:
+    """Every module of ``package`` but its ``__init__``."""
+    return [
+        ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "__init__.py"
+    ]
+
+
+ROOMS = [
+    # (words of the contract's name, the package whose parts it guards, modules outside
+    # it that the list may leave out: their own package's parents)
+    ("scheduling queue", ROOT / "loop" / "queue", ["scheduler.loop"]),
+    ("reaches its rooms", ROOT / "cache", []),
+]
+
+
+@pytest.mark.parametrize(("fragment", "package", "parents"), ROOMS, ids=["queue", "cache"])
+def test_a_rooms_contract_covers_every_module_outside_it(
+    fragment: str, package: Path, parents: list[str]
+) -> None:
+    """``make contracts`` forbids every module but the room's own to reach its parts;
+    its list of source modules must name (or contain) every module outside it."""
+    contract = _contract(fragment)
+    sources = [str(s) for s in contract["source_modules"]]  # type: ignore[attr-defined]
+    missing = [
+        module
+        for module in _modules_outside(package)
+        if not any(module == s or module.startswith(f"{s}.") for s in sources)
+    ]
+    assert missing in ([], parents), missing
+
+
+@pytest.mark.parametrize(("fragment", "package", "parents"), ROOMS, ids=["queue", "cache"])
+def test_a_rooms_contract_guards_every_part(
+    fragment: str, package: Path, parents: list[str]
+) -> None:
+    """... and its list of forbidden modules must name every part of the room."""
+    contract = _contract(fragment)
+    forbidden = {str(s) for s in contract["forbidden_modules"]}  # type: ignore[attr-defined]
+    assert sorted(set(_modules_inside(package)) - forbidden) == []

@@ -216,10 +216,10 @@ def cycles(objects: Sequence[Obj], n: int = 3) -> list[list[tuple[str, str]]]:
         decided = []
         for effect in session.effects:
             if isinstance(effect, Bind):
-                cache.assume_bind(effect.task.uid, effect.node)
+                cache.ledger.assume_bind(effect.task.uid, effect.node)
                 decided.append((effect.task.key, effect.node))
             elif isinstance(effect, SetPhase):
-                cache.assume_phase(effect.job.uid, effect.phase)
+                cache.ledger.assume_phase(effect.job.uid, effect.phase)
         for name, info in cache.nodes.items():
             assert info.used.fits_in(info.allocatable), f"cache: node {name} over-allocated"
         out.append(decided)

@@ -7,7 +7,7 @@ annotation ``scheduling.sluice.dev/gang-of-one``). Until one of the two is writt
 scheduler must not start it, or the first pods of a gang would start one by one as gangs
 of one. :func:`grouper_wait` is that rule, read by both sides: the scheduler's cache (the
 pod's job then has a ``problem``, its reason, see
-:func:`scheduler.cache.snapshots.jobs_of`) and the grouper (the pods it must handle), so
+:func:`scheduler.cache.snapshot_builder.jobs_of`) and the grouper (the pods it must handle), so
 that the two can never disagree on which pods wait.
 
 Pure functions over the pod's JSON; no I/O.

@@ -322,9 +322,9 @@ def test_a_cycle_decides_nothing_twice() -> None:
         action.execute(first)
     for effect in first.effects:
         if isinstance(effect, Bind):
-            cache.assume_bind(effect.task.uid, effect.node)
+            cache.ledger.assume_bind(effect.task.uid, effect.node)
         elif isinstance(effect, SetPhase):
-            cache.assume_phase(effect.job.uid, effect.phase)
+            cache.ledger.assume_phase(effect.job.uid, effect.phase)
     assert len(binds(first)) == 4
     second = open_session(cache.snapshot(), resolved)
     for action in resolved.actions:

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.actions.victims import pdb_violations
 from scheduler.api.errors import TooManyRequestsError
-from scheduler.cache.snapshots import budgets_of
+from scheduler.cache.snapshot_builder import budgets_of
 from scheduler.sim.clock import VirtualClock
 from scheduler.sim.store import ObjectStore
 from tests.builders import cache_with

@@ -179,7 +179,7 @@ def test_assume_bind_then_the_bound_event() -> None:
     cache = cache_with(node("n1"), pending())
     woken: list[int] = []
     cache.on_change = lambda: woken.append(1)
-    cache.assume_bind("default/p", "n1")
+    cache.ledger.assume_bind("default/p", "n1")
     assert cache.tasks["default/p"].status is TaskStatus.BINDING
     assert used(cache) == ONE  # counted at once
     cache.handle("Pod", "MODIFIED", pending())  # an older event, still without nodeName
@@ -188,7 +188,7 @@ def test_assume_bind_then_the_bound_event() -> None:
     cache.handle("Pod", "MODIFIED", bound(phase="Pending"))
     assert cache.tasks["default/p"].status is TaskStatus.BOUND
     assert used(cache) == ONE  # not twice
-    cache.forget_bind("default/p")  # too late to forget: the pod is bound
+    cache.ledger.forget_bind("default/p")  # too late to forget: the pod is bound
     assert cache.tasks["default/p"].status is TaskStatus.BOUND
 
 
@@ -196,16 +196,16 @@ def test_forget_after_a_failed_bind_returns_the_pod_to_pending() -> None:
     cache = cache_with(node("n1"), pending())
     woken: list[int] = []
     cache.on_change = lambda: woken.append(1)
-    cache.assume_bind("default/p", "n1")
+    cache.ledger.assume_bind("default/p", "n1")
     generation = cache.generation
-    cache.forget_bind("default/p")
+    cache.ledger.forget_bind("default/p")
     task = cache.tasks["default/p"]
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
     assert used(cache) == Resource()
     assert woken  # the loop is woken to retry
     assert cache.generation > generation  # its room is news for the parked jobs
     generation = cache.generation
-    cache.forget_bind("default/p")  # idempotent: nothing freed the second time
+    cache.ledger.forget_bind("default/p")  # idempotent: nothing freed the second time
     assert cache.generation == generation
     job = cache.snapshot().jobs["default/p"]
     assert [t.status for t in job.tasks.values()] == [TaskStatus.PENDING]
@@ -213,22 +213,22 @@ def test_forget_after_a_failed_bind_returns_the_pod_to_pending() -> None:
 
 def test_assume_and_forget_unknown_pods_are_ignored() -> None:
     cache = cache_with(node("n1"))
-    for call in (cache.assume_bind, cache.assume_nomination):
+    for call in (cache.ledger.assume_bind, cache.ledger.assume_nomination):
         call("nobody", "n1")
     for forget in (
-        cache.forget_bind,
-        cache.assume_evict,
-        cache.forget_evict,
-        cache.forget_nomination,
+        cache.ledger.forget_bind,
+        cache.ledger.assume_evict,
+        cache.ledger.forget_evict,
+        cache.ledger.forget_nomination,
     ):
         forget("nobody")
-    cache.assume_phase("default/none", PodGroupPhase.RUNNING)
+    cache.ledger.assume_phase("default/none", PodGroupPhase.RUNNING)
     assert cache.tasks == {} and used(cache) == Resource()
 
 
 def test_assume_evict_then_deleted() -> None:
     cache = cache_with(node("n1"), bound())
-    cache.assume_evict("default/p")
+    cache.ledger.assume_evict("default/p")
     assert cache.tasks["default/p"].status is TaskStatus.RELEASING
     assert cache.nodes["n1"].releasing == ONE and used(cache) == ONE
     cache.handle("Pod", "DELETED", bound())
@@ -237,19 +237,19 @@ def test_assume_evict_then_deleted() -> None:
 
 def test_forget_evict_holds_the_room_again() -> None:
     cache = cache_with(node("n1"), bound())
-    cache.assume_evict("default/p")
-    cache.forget_evict("default/p")
+    cache.ledger.assume_evict("default/p")
+    cache.ledger.forget_evict("default/p")
     assert cache.tasks["default/p"].status is TaskStatus.RUNNING
     assert cache.nodes["n1"].releasing == Resource() and used(cache) == ONE
 
 
 def test_assume_nomination_and_forget() -> None:
     cache = cache_with(node("n1"), pending())
-    cache.assume_nomination("default/p", "n1")
+    cache.ledger.assume_nomination("default/p", "n1")
     task = cache.tasks["default/p"]
     assert (task.status, task.node_name, task.nominated_node) == (TaskStatus.PIPELINED, "n1", "n1")
     assert cache.nodes["n1"].nominated == ONE and used(cache) == Resource()
-    cache.forget_nomination("default/p")
+    cache.ledger.forget_nomination("default/p")
     assert (task.status, task.node_name) == (TaskStatus.PENDING, "")
     assert cache.nodes["n1"].nominated == Resource()
 
@@ -264,7 +264,7 @@ def test_pod_with_a_nominated_node_is_pipelined_there() -> None:
 
 def test_assume_phase() -> None:
     cache = cache_with(pod_group("g"))
-    cache.assume_phase("default/g", PodGroupPhase.INQUEUE)
+    cache.ledger.assume_phase("default/g", PodGroupPhase.INQUEUE)
     assert cache.snapshot().jobs["default/g"].phase is PodGroupPhase.INQUEUE
 
 
@@ -515,7 +515,7 @@ def test_a_nomination_to_a_node_that_is_gone_holds_nothing(
     cache = cache_with(node("n1"), node("n2"), pending("p"))
     for step, arg in steps:
         if step == "assume":
-            cache.assume_nomination("default/p", arg)
+            cache.ledger.assume_nomination("default/p", arg)
         elif step == "delete-node":
             cache.handle("Node", "DELETED", {"metadata": {"name": arg}})
         else:

@@ -21,7 +21,7 @@ from scheduler.api.dra.model import (
     RequestMapping,
     Subrequest,
 )
-from scheduler.cache.dra import DraStore
+from scheduler.cache.dra_store import DraStore
 from tests.dra_builders import claim, device_class, gpus, resource_slice
 
 Obj = dict[str, Any]

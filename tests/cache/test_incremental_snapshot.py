@@ -128,17 +128,17 @@ def _apply(cache: SchedulerCache, op: tuple[Any, ...]) -> None:
     elif kind == "delete-node":
         cache.handle("Node", "DELETED", {"metadata": {"name": op[1]}})
     elif kind == "assume":
-        cache.assume_bind(uid, op[2], {"x": "1"})
+        cache.ledger.assume_bind(uid, op[2], {"x": "1"})
     elif kind == "forget":
-        cache.forget_bind(uid)
+        cache.ledger.forget_bind(uid)
     elif kind == "evict":
-        cache.assume_evict(uid)
+        cache.ledger.assume_evict(uid)
     elif kind == "forget-evict":
-        cache.forget_evict(uid)
+        cache.ledger.forget_evict(uid)
     elif kind == "nominate":
-        cache.assume_nomination(uid, op[2])
+        cache.ledger.assume_nomination(uid, op[2])
     elif kind == "forget-nomination":
-        cache.forget_nomination(uid)
+        cache.ledger.forget_nomination(uid)
 
 
 def _cycle(cache: SchedulerCache, commit: bool) -> None:
@@ -152,11 +152,11 @@ def _cycle(cache: SchedulerCache, commit: bool) -> None:
         return
     for e in session.effects:
         if isinstance(e, Bind):
-            cache.assume_bind(e.task.uid, e.node, e.annotations)
+            cache.ledger.assume_bind(e.task.uid, e.node, e.annotations)
         elif isinstance(e, Evict):
-            cache.assume_evict(e.task.uid)
+            cache.ledger.assume_evict(e.task.uid)
         elif isinstance(e, Nominate):
-            cache.assume_nomination(e.task.uid, e.node)
+            cache.ledger.assume_nomination(e.task.uid, e.node)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,7 +11,7 @@ def test_pods_of_one_template_share_one_parse() -> None:
     cache = cache_with(*(pod(f"p{i}", cpu="1") for i in range(50)), pod("big", cpu="2"))
     specs = {id(t.spec) for t in cache.tasks.values()}
     assert len(specs) == 2
-    assert len(cache._specs) == 2
+    assert len(cache.ingest.specs) == 2
 
 
 def test_a_changed_spec_gets_its_own_parse() -> None:

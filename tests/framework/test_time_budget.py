@@ -325,10 +325,10 @@ def sliced_cycles(objects: list[Obj], budget: int, limit: int = 60) -> dict[str,
         for effect in session.effects:
             if isinstance(effect, Bind):
                 assert effect.task.key not in bound
-                cache.assume_bind(effect.task.uid, effect.node)
+                cache.ledger.assume_bind(effect.task.uid, effect.node)
                 bound[effect.task.key] = effect.node
             elif isinstance(effect, SetPhase):
-                cache.assume_phase(effect.job.uid, effect.phase)
+                cache.ledger.assume_phase(effect.job.uid, effect.phase)
         for name, info in cache.nodes.items():
             assert info.used.fits_in(info.allocatable), f"cache: node {name} over-allocated"
         if not session.deferred:

@@ -361,7 +361,7 @@ def test_releasing_room_counts_only_in_the_preemptors_view() -> None:
 def test_releasing_pods_at_open_occupy_their_devices() -> None:
     objects = [gpu_node("g", gpus=1), share("victim", "6Gi", node="g", index="0")]
     cache = cache_with(*objects, share("s", "4Gi"))
-    cache.assume_evict("default/victim")
+    cache.ledger.assume_evict("default/victim")
     session = open_session(cache.snapshot(), app.resolve(_config(["gpushare"])))
     assert held(session, "victim") is None
     assert feasible(session, "s") == []
@@ -493,8 +493,8 @@ def test_preemption_evicts_exactly_one_share_and_binds_on_the_freed_device() -> 
 
     # The next cycles, as the cache sees them: the victim is gone, c is nominated to g.
     cache = cache_with(*PREEMPT_CASE)
-    cache.assume_evict(f"default/{victim}")
-    cache.assume_nomination("default/c", "g")
+    cache.ledger.assume_evict(f"default/{victim}")
+    cache.ledger.assume_nomination("default/c", "g")
     following = open_session(cache.snapshot(), app.resolve(_config(actions=["allocate"])))
     for action in following.resolved.actions:
         action.execute(following)

@@ -778,8 +778,8 @@ def test_lower_priority_nominations_on_the_node_are_cleared() -> None:
     )
 
     async def body(r: Rig) -> None:
-        r.cache.assume_nomination("default/lower", "n1")
-        r.cache.assume_nomination("default/equal", "n1")
+        r.cache.ledger.assume_nomination("default/lower", "n1")
+        r.cache.ledger.assume_nomination("default/equal", "n1")
         await r.handle(r.preemption("high", "n1", "low"))
         await settle()
         assert r.cluster.of("lower") == [("patch", {"nominatedNodeName": None})]
@@ -797,7 +797,7 @@ def test_clear_nomination_effect() -> None:
     r = one_victim()
 
     async def body(r: Rig) -> None:
-        r.cache.assume_nomination("default/high", "n1")
+        r.cache.ledger.assume_nomination("default/high", "n1")
         await r.handle([ClearNomination(r.task("high"), "n1")])
         high = r.live("high")
         assert high is not None and high.status is TaskStatus.PENDING
@@ -877,7 +877,7 @@ def test_a_new_nomination_is_written_after_the_clear_decided_before_it(
     r.cluster.latency["patch"] = patch_latency  # status patches slow, deletes fast
 
     async def body(r: Rig) -> None:
-        r.cache.assume_nomination("default/mid", "n1")
+        r.cache.ledger.assume_nomination("default/mid", "n1")
         mid = r.task("mid")
         await r.handle([ClearNomination(mid, "n1"), *r.preemption("mid", "n2", "low")])
         await anyio.sleep(30)

@@ -30,5 +30,5 @@ class DraView:
     extended: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Node name -> the extended resources it serves through DRA (resource -> class): those
     some pod of the snapshot asks, that a class serves, and that the node's own
-    allocatable does not offer. Per snapshot (:meth:`~scheduler.cache.dra.DraStore.
+    allocatable does not offer. Per snapshot (:meth:`~scheduler.cache.dra_store.DraStore.
     extend_nodes`); the snapshot's nodes count those devices as their allocatable."""

@@ -1,15 +1,23 @@
-"""What a snapshot is made of (layer 2): reused copies, jobs, disruption budgets.
+"""The cache's snapshot builder (layer 2): one copy of the cache per cycle, for a session
+to change freely.
 
-:class:`Copies` keeps the copies of tasks and nodes that the last snapshot handed out,
-and what changed since: the cache tells it of every change it makes
-(:meth:`Copies.task_changed`, :meth:`Copies.node_changed`), and the session that used
-the last snapshot recorded in it what it touched (``Snapshot.touched_*``, written by
-``Session.move``). Everything else is shared with the next snapshot unchanged. A copy
-never goes back into use once changed, so what the loop's background work still holds
-of an older cycle (the tasks of its effects, all touched) is never changed under it.
+:class:`SnapshotBuilder` makes :class:`~scheduler.api.snapshot.Snapshot` s of a
+:class:`~scheduler.cache.cluster_state.ClusterState`: :meth:`SnapshotBuilder.snapshot`
+per cycle (the loop's, through :class:`~scheduler.cache.SchedulerCache`), and
+:meth:`SnapshotBuilder.full_snapshot` copying everything (checks; the live page). It
+reads the state and never changes it, but for taking the record of what changed.
+
+:class:`Copies` keeps the copies of tasks and nodes that the last snapshot handed out.
+The state records every change made to it (``ClusterState.task_changed`` and
+``node_changed``), and the session that used the last snapshot recorded in it what it
+touched (``Snapshot.touched_*``, written by ``Session.move``); everything else is shared
+with the next snapshot unchanged. A copy never goes back into use once changed, so what
+the loop's background work still holds of an older cycle (the tasks of its effects, all
+touched) is never changed under it.
 
 :func:`jobs_of` and :func:`budgets_of` build the rest of a snapshot afresh each time.
-Called by :class:`~scheduler.cache.SchedulerCache` only; nothing here awaits.
+Nothing here awaits. What the scheduler holds back itself is not the cache's: the loop
+attaches its scheduling queue's view (``Snapshot.queue``).
 """
 
 from __future__ import annotations
@@ -32,35 +40,31 @@ from scheduler.api.owners import grouper_wait_reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
+from scheduler.cache.cluster_state import ClusterState
 
 Obj = Mapping[str, Any]
 
 
 class Copies:
-    """The last snapshot's copies, by task uid and node name, and what changed since."""
+    """The last snapshot's copies, by task uid and node name."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskInfo] = {}
         self._nodes: dict[str, NodeInfo] = {}
-        self._changed_tasks: set[str] = set()
-        self._changed_nodes: set[str] = set()
         self._last: Snapshot | None = None
 
-    def task_changed(self, uid: str) -> None:
-        """The cache changed (or replaced, or dropped) task ``uid``."""
-        self._changed_tasks.add(uid)
-
-    def node_changed(self, name: str) -> None:
-        """The cache changed node ``name``, or the tasks on it."""
-        self._changed_nodes.add(name)
-
     def take(
-        self, tasks: Mapping[str, TaskInfo], nodes: Mapping[str, NodeInfo]
+        self,
+        tasks: Mapping[str, TaskInfo],
+        nodes: Mapping[str, NodeInfo],
+        changed_tasks: set[str],
+        changed_nodes: set[str],
     ) -> tuple[dict[str, TaskInfo], dict[str, NodeInfo]]:
         """Copies of the cache's ``tasks`` and ``nodes`` (nodes in name order), reusing
-        the last ones where nothing changed. A task copied anew makes its node (before
-        and after) copied anew too, so each node holds the copies the jobs will hold."""
-        changed_tasks, changed_nodes = self._changed_tasks, self._changed_nodes
+        the last ones but for ``changed_tasks`` and ``changed_nodes`` (what the cache
+        changed since the last take; the sets are used up) and what the last snapshot's
+        session touched. A task copied anew makes its node (before and after) copied
+        anew too, so each node holds the copies the jobs will hold."""
         if self._last is not None:
             changed_tasks |= self._last.touched_tasks
             changed_nodes |= self._last.touched_nodes
@@ -82,7 +86,6 @@ class Copies:
                 node = nodes[name].clone(task_copies)
             node_copies[name] = node
         self._tasks, self._nodes = task_copies, node_copies
-        self._changed_tasks, self._changed_nodes = set(), set()
         return task_copies, node_copies
 
     def drop_all(self) -> None:
@@ -90,7 +93,6 @@ class Copies:
         copies everything (after a cycle that failed midway, whose session may have
         changed copies without recording it)."""
         self._tasks, self._nodes = {}, {}
-        self._changed_tasks, self._changed_nodes = set(), set()
         self._last = None
 
     @property
@@ -103,6 +105,90 @@ class Copies:
         its session touches is copied anew next time. Returns it."""
         self._last = snapshot
         return snapshot
+
+
+class SnapshotBuilder:
+    """Snapshots of ``state``; owned by :class:`~scheduler.cache.SchedulerCache`."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+        self._copies = Copies()
+        self._below_minimum_since: dict[str, float] = {}
+        """Gangs seen running below their minimum at every snapshot since then: job uid ->
+        the loop's clock at the first (:meth:`JobInfo.runs_below_minimum`)."""
+
+    def snapshot(self, *, now: float = 0.0, wall: float = 0.0) -> Snapshot:
+        """A copy of what the next cycle decides on, for a session to change freely, taken
+        at ``now`` (the loop's clock) and ``wall`` (the wall clock, Unix seconds).
+
+        Tasks and nodes are copied only when they changed since the last snapshot, here
+        or in the session that used it (:class:`Copies`); the others' copies are shared
+        with the last snapshot. So taking a snapshot retires the last one: the session on
+        it must be done. O(nodes + pods) lookups, O(changes) copies; jobs are rebuilt
+        each time.
+        """
+        state = self._state
+        last_jobs = self._copies.last_jobs
+        tasks, nodes = self._copies.take(state.tasks, state.nodes, *state.take_changes())
+        snap = self._build(tasks, nodes, last_jobs)
+        snap.now = now
+        snap.wall = wall
+        self._below_minimum_since = {
+            job.uid: self._below_minimum_since.get(job.uid, now)
+            for job in snap.jobs.values()
+            if job.runs_below_minimum()
+        }
+        for uid, since in self._below_minimum_since.items():
+            snap.jobs[uid].below_minimum_since = since
+        snap.dra = state.dra.view()
+        state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
+        return self._copies.retire(snap)
+
+    def drop_copies(self) -> None:
+        """Make the next snapshot copy everything (after a cycle that failed midway)."""
+        self._copies.drop_all()
+        self._state.take_changes()
+
+    def full_snapshot(self) -> Snapshot:
+        """A snapshot copying everything, sharing nothing with any other (for checks:
+        :meth:`snapshot` must equal it). Leaves the builder and the state as they were."""
+        state = self._state
+        tasks = {uid: t.clone() for uid, t in state.tasks.items()}
+        nodes = {name: state.nodes[name].clone(tasks) for name in sorted(state.nodes)}
+        snap = self._build(tasks, nodes)
+        for uid, since in self._below_minimum_since.items():
+            if uid in snap.jobs:
+                snap.jobs[uid].below_minimum_since = since
+        snap.dra = state.dra.view()
+        state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
+        return snap
+
+    def _build(
+        self,
+        tasks: dict[str, TaskInfo],
+        nodes: dict[str, NodeInfo],
+        last_jobs: Mapping[str, JobInfo] | None = None,
+    ) -> Snapshot:
+        """The snapshot of ``tasks`` and ``nodes`` (copies) with its jobs (gangs of one
+        reused from ``last_jobs`` where their task is) and fresh queues."""
+        state = self._state
+        groups: Mapping[str, JobInfo] = state.pod_groups
+        foreign = state.shards.foreign_groups
+        if foreign:
+            groups = {u: j for u, j in groups.items() if u not in foreign}
+        jobs = jobs_of(tasks, groups, last_jobs, state.membership.grouped)
+        for job_id, reason in state.shards.orphans.items():
+            job = jobs.get(job_id)
+            if job is not None:
+                job.problem = reason  # a pool no shard serves: said, never tried
+        return Snapshot(
+            nodes=nodes,
+            jobs=jobs,
+            queues={name: q.clone() for name, q in sorted(state.queues.items())},
+            budgets=budgets_of(state.budgets, tasks.values()),
+            topologies=dict(state.topologies),
+            priority_classes=dict(state.priority_classes),
+        )
 
 
 def jobs_of(

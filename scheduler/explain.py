@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.actions.dissolve import below_minimum_since
 from scheduler.api import reasons
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.holds import QueueView
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
 from scheduler.api.snapshot import Snapshot
@@ -52,8 +54,12 @@ def explain(
 ) -> dict[str, Any]:
     """What the next cycle would do for the pod or PodGroup ``key`` (``namespace/name``),
     and why, as a cycle at ``now`` (the loop's clock) and ``wall`` (Unix seconds) would
-    see it. Raises InvalidInputError naming the object when it is not there."""
-    return explain_snapshot(cache.snapshot(now=now, wall=wall), resolved, kind, key)
+    see it: the first cycle of a scheduler started on ``cache``, with no holds yet, each
+    gang below its minimum counted from ``now``. Raises InvalidInputError naming the
+    object when it is not there."""
+    snapshot = cache.snapshot(now=now, wall=wall)
+    snapshot.queue = QueueView(below_minimum_since=below_minimum_since(snapshot.jobs, {}, now))
+    return explain_snapshot(snapshot, resolved, kind, key)
 
 
 def explain_snapshot(
@@ -229,8 +235,9 @@ def _gang(
         "pods": len(job.tasks),
         "byStatus": dict(sorted(counts.items())),
     }
-    if job.below_minimum_since is not None:  # the dissolve action's count, as the cache has it
-        out["belowMinimumSeconds"] = round(session.now - job.below_minimum_since, 1)
+    since = session.below_minimum.get(job.uid)
+    if since is not None:  # the dissolve action's count, as the scheduling queue has it
+        out["belowMinimumSeconds"] = round(session.now - since, 1)
     return out
 
 

@@ -9,10 +9,12 @@ made a new one yet (a Job's replacements wait out its pod-failure backoff), or t
 one finds no room. Such a gang cannot do its work, yet it holds its room. While an
 eviction of a member that this scheduler asked for is in flight, the gang is not known
 to be broken (the call may fail and leave it whole): the count starts once it settles.
-Once the cache has seen it so for ``graceSeconds`` on end
-(:attr:`JobInfo.below_minimum_since`), its running members are evicted, so that it can
-start again whole and its room serves others meanwhile. A member that comes back within
-the grace (a replacement placed or nominated) ends the count.
+Once it has been seen so for ``graceSeconds`` on end, its running members are evicted, so
+that it can start again whole and its room serves others meanwhile. A member that comes
+back within the grace (a replacement placed or nominated) ends the count. The count is
+kept between cycles by the scheduling queue (:mod:`scheduler.loop.queue.below_minimum`)
+by the rule of :func:`below_minimum_since`, and read from its view
+(:attr:`Session.below_minimum`).
 
 Runs last, after preempt and reclaim: those may take a broken gang's pods first (they
 cost nothing to evict) for a pod that needs the room. Not dissolved: a gang with a
@@ -22,11 +24,12 @@ backs off. A gang whose replacements the scheduling queue parked (they found no 
 is dissolved all the same: that is the case the action is for. The evictions go through
 the preemption executor with no preemptor: the gang's own job is gated until its
 members are gone. Decisions depend on the snapshot
-only (the time since comes with it), so a replay decides the same.
+only (the time since comes with it, in the queue's view), so a replay decides the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler.api.holds import HoldKind
@@ -37,6 +40,15 @@ from scheduler.framework.session import Session
 
 DEFAULT_GRACE_SECONDS = 60.0
 """As KAI-Scheduler's default staleness grace period."""
+
+
+def below_minimum_since(
+    jobs: Mapping[str, JobInfo], before: Mapping[str, float], now: float
+) -> dict[str, float]:
+    """The count of each gang of ``jobs`` (a snapshot's, taken at ``now``) that runs below
+    its minimum: since ``before`` says, or ``now`` for a gang not counted yet. A gang
+    that does not run below its minimum there is not counted (its count ends)."""
+    return {job.uid: before.get(job.uid, now) for job in jobs.values() if job.runs_below_minimum()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +72,9 @@ class DissolveAction:
 
     def execute(self, session: Session) -> None:
         jobs = []
-        for job in session.jobs.values():
-            since = job.below_minimum_since
-            if since is None:
+        for uid, since in session.below_minimum.items():
+            job = session.jobs.get(uid)
+            if job is None:
                 continue
             if session.now - since >= self.grace:
                 if job.runs_below_minimum():

@@ -2,9 +2,10 @@
 
 Between cycles the loop's scheduling queue (:mod:`scheduler.loop.queue`) keeps every hold
 on a job: parked until the cluster changes, backed off after an error or a failed
-preemption, gated behind the evictions of its preemption; and starvation protection's
-state (since when each job waits, who was overtaken, the job elected and the nodes
-reserved for it). Before each cycle it publishes them in one read-only
+preemption, gated behind the evictions of its preemption; starvation protection's state
+(since when each job waits, who was overtaken, the job elected and the nodes reserved
+for it); and dissolve's count (since when each gang runs below its minimum): every
+per-job clock. Before each cycle it publishes them in one read-only
 :class:`QueueView`, which the loop attaches to the snapshot; the actions read it through
 the session (``session.hold(job)``: one lookup) and never change it. Only the queue moves
 a job from one hold to another.
@@ -111,6 +112,10 @@ class QueueView:
     overtaken: frozenset[str] = frozenset()
     """Jobs waiting to start that a later job of no higher priority has passed (placed
     while they waited): what starvation looks like."""
+    below_minimum_since: Mapping[str, float] = field(default_factory=dict)
+    """Since when (loop clock) each gang has run below its minimum, as the snapshots seen
+    so far (this cycle's included) showed it without a break: the ``dissolve`` action's
+    count."""
 
     def hold(self, job: str) -> Hold | None:
         """``job``'s hold, or None when nothing holds it."""

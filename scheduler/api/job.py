@@ -67,10 +67,6 @@ class JobInfo:
     """The PodGroup's conditions as last seen: (type, status, reason, message)."""
     problem: str = ""
     """Why the job cannot be scheduled at all, found when building it (a missing PodGroup)."""
-    below_minimum_since: float | None = None
-    """Since when (the loop's clock) the cache has seen this gang run below its minimum
-    (:meth:`runs_below_minimum`), without a break; None while it does not. Set by the
-    cache on each snapshot, read by the ``dissolve`` action."""
 
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -153,7 +149,6 @@ class JobInfo:
             self.pod_group_uid,
             self.conditions,
             self.problem,
-            self.below_minimum_since,
         )
 
     def __repr__(self) -> str:

@@ -16,8 +16,8 @@ the loop's background work still holds of an older cycle (the tasks of its effec
 touched) is never changed under it.
 
 :func:`jobs_of` and :func:`budgets_of` build the rest of a snapshot afresh each time.
-Nothing here awaits. What the scheduler holds back itself is not the cache's: the loop
-attaches its scheduling queue's view (``Snapshot.queue``).
+Nothing here awaits. What the scheduler holds back itself, and every per-job clock, is
+not the cache's: the loop attaches its scheduling queue's view (``Snapshot.queue``).
 """
 
 from __future__ import annotations
@@ -113,9 +113,6 @@ class SnapshotBuilder:
     def __init__(self, state: ClusterState) -> None:
         self._state = state
         self._copies = Copies()
-        self._below_minimum_since: dict[str, float] = {}
-        """Gangs seen running below their minimum at every snapshot since then: job uid ->
-        the loop's clock at the first (:meth:`JobInfo.runs_below_minimum`)."""
 
     def snapshot(self, *, now: float = 0.0, wall: float = 0.0) -> Snapshot:
         """A copy of what the next cycle decides on, for a session to change freely, taken
@@ -133,13 +130,6 @@ class SnapshotBuilder:
         snap = self._build(tasks, nodes, last_jobs)
         snap.now = now
         snap.wall = wall
-        self._below_minimum_since = {
-            job.uid: self._below_minimum_since.get(job.uid, now)
-            for job in snap.jobs.values()
-            if job.runs_below_minimum()
-        }
-        for uid, since in self._below_minimum_since.items():
-            snap.jobs[uid].below_minimum_since = since
         snap.dra = state.dra.view()
         state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
         return self._copies.retire(snap)
@@ -156,9 +146,6 @@ class SnapshotBuilder:
         tasks = {uid: t.clone() for uid, t in state.tasks.items()}
         nodes = {name: state.nodes[name].clone(tasks) for name in sorted(state.nodes)}
         snap = self._build(tasks, nodes)
-        for uid, since in self._below_minimum_since.items():
-            if uid in snap.jobs:
-                snap.jobs[uid].below_minimum_since = since
         snap.dra = state.dra.view()
         state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
         return snap

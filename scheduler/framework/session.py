@@ -303,6 +303,12 @@ class Session:
         """Since when ``job`` has waited to start (loop clock), or None if it does not."""
         return self.snapshot.queue.waiting_since.get(job.uid)
 
+    @property
+    def below_minimum(self) -> Mapping[str, float]:
+        """Since when (loop clock) each gang has run below its minimum without a break, by
+        job uid, as the scheduling queue counts it (the ``dissolve`` action's clock)."""
+        return self.snapshot.queue.below_minimum_since
+
     def overtaken(self, job: JobInfo) -> bool:
         """Has a later job of no higher priority been placed while ``job`` waited?"""
         return job.uid in self.snapshot.queue.overtaken

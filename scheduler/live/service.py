@@ -33,7 +33,7 @@ import anyio
 
 from scheduler.api.dra.inventory import Inventory
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.holds import HoldKind, QueueView
+from scheduler.api.holds import HoldKind
 from scheduler.api.snapshot import Snapshot
 from scheduler.explain import KINDS, explain_snapshot, render
 from scheduler.live.state import Json, page_state
@@ -113,11 +113,8 @@ class LivePage:
         snapshot.now = self.loop.ports.clock.now()
         snapshot.wall = self.loop.ports.clock.wall()
         view = self.summary.queue_view
-        snapshot.queue = QueueView(
-            {j: h for j, h in view.holds.items() if h.kind is not HoldKind.PARKED},
-            view.reservation,
-            view.waiting_since,
-            view.overtaken,
+        snapshot.queue = dataclasses.replace(
+            view, holds={j: h for j, h in view.holds.items() if h.kind is not HoldKind.PARKED}
         )
         if snapshot.dra is not None:
             fresh = Inventory(dict(cache.dra.slices), dict(cache.dra.classes))

@@ -454,8 +454,9 @@ class SchedulingLoop:
         self._generation = self.cache.generation
         report.revision = self.cache.revision
         t0 = time.perf_counter()
-        view = self.queue.view(report.started, self._generation, self.cache.take_fresh_jobs())
+        fresh = self.cache.take_fresh_jobs()
         snapshot = self.cache.snapshot(now=report.started, wall=self.ports.clock.wall())
+        view = self.queue.view(report.started, self._generation, fresh, snapshot.jobs)
         snapshot.queue = report.queue_view = view
         t1 = time.perf_counter()
         report.parts["snapshot"] = t1 - t0

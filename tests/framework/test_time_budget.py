@@ -315,9 +315,9 @@ def sliced_cycles(objects: list[Obj], budget: int, limit: int = 60) -> dict[str,
     bound: dict[str, str] = {}
     for _ in range(limit):
         generation = cache.generation
-        view = queue.view(0.0, generation, cache.take_fresh_jobs())
+        fresh = cache.take_fresh_jobs()
         snapshot = cache.snapshot()
-        snapshot.queue = view
+        snapshot.queue = queue.view(0.0, generation, fresh, snapshot.jobs)
         session = open_session(snapshot, resolved)
         run(session, budget)
         assert_session_consistent(session)

@@ -5,17 +5,19 @@ backoff policy for every failure."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
 
 from scheduler.api import reasons
 from scheduler.api.holds import Hold, HoldKind, QueueView
+from scheduler.api.job import JobInfo
 from scheduler.framework.session import Session
 from scheduler.loop.queue import JobQueue
 from scheduler.loop.queue.backoff import BackoffPolicy
 from scheduler.metrics import Metrics
-from tests.builders import cached_session, node, pod
+from tests.builders import cache_with, cached_session, node, pod, pod_group
 from tests.fakes import FakeCluster
 
 
@@ -48,8 +50,13 @@ class Rig:
             gate_timeout=60.0,
         )
 
-    def view(self, generation: int = 0, fresh: frozenset[str] = frozenset()) -> QueueView:
-        return self.queue.view(self.clock.t, generation, set(fresh))
+    def view(
+        self,
+        generation: int = 0,
+        fresh: frozenset[str] = frozenset(),
+        jobs: Mapping[str, JobInfo] | None = None,
+    ) -> QueueView:
+        return self.queue.view(self.clock.t, generation, set(fresh), jobs or {})
 
     def hold(self, job: str = "default/a") -> Hold | None:
         return self.view().holds.get(job)
@@ -206,3 +213,40 @@ def test_one_backoff_policy() -> None:
     assert delays == [1, 2, 4, 8, 16, 32, 60, 60, 60]
     with pytest.raises(ValueError, match="first <= longest"):
         BackoffPolicy(first=5, longest=1)
+
+
+# Dissolve's clock: since when each gang runs below its minimum -------------------------
+
+
+def gang_jobs(running: int) -> Mapping[str, JobInfo]:
+    """The jobs of a snapshot holding gang ``default/g`` (minMember 2) with ``running``
+    members running."""
+    members = [pod(f"g-{i}", node="n1", group="g") for i in range(running)]
+    cache = cache_with(node("n1"), pod_group("g", min_member=2), *members)
+    return cache.snapshot().jobs
+
+
+BROKEN, WHOLE = gang_jobs(1), gang_jobs(2)
+
+
+@pytest.mark.parametrize(
+    ("seen", "since"),
+    [
+        ([(0, BROKEN)], 0.0),
+        ([(0, BROKEN), (5, BROKEN), (9, BROKEN)], 0.0),
+        ([(0, WHOLE), (5, BROKEN), (9, BROKEN)], 5.0),
+        ([(0, BROKEN), (5, WHOLE), (9, BROKEN)], 9.0),
+        ([(0, BROKEN), (5, WHOLE)], None),
+        ([(0, BROKEN), (5, {})], None),
+    ],
+    ids=["first-seen", "counted-on", "from-the-first-broken", "a-break-restarts", "ended", "gone"],
+)
+def test_the_queue_counts_since_when_a_gang_runs_below_its_minimum(
+    seen: list[tuple[float, Mapping[str, JobInfo]]], since: float | None
+) -> None:
+    """The ``dissolve`` action's clock is the queue's: each view goes on from the last
+    one (a queue that forgot it would start every count afresh, and never dissolve)."""
+    rig = Rig()
+    for t, jobs in seen:
+        view = rig.at(t).view(jobs=jobs)
+    assert view.below_minimum_since.get("default/g") == since

@@ -103,12 +103,12 @@ class Rig:
 
     def view(self) -> QueueView:
         """The queue's view as the next cycle would take it now."""
-        return self.queue.view(anyio.current_time(), self.cache.generation, set())
+        return self.snapshot().queue
 
     def snapshot(self) -> Snapshot:
         """The next cycle's snapshot, as the loop takes it (with the queue's view)."""
         snap = self.cache.snapshot()
-        snap.queue = self.view()
+        snap.queue = self.queue.view(anyio.current_time(), self.cache.generation, set(), snap.jobs)
         return snap
 
     def delete(self, name: str) -> None:

@@ -21,8 +21,10 @@ NO_PREEMPTION             a preemption's calls failed           its backoff ends
                           (:meth:`calls_done`)
 ========================  ==================================================================
 
-and the state of starvation protection (since when each job waits, which were overtaken,
-the job elected and its nodes). Before each cycle the loop takes :meth:`view` and
+the state of starvation protection (since when each job waits, which were overtaken,
+the job elected and its nodes), and the ``dissolve`` action's count (since when each
+gang runs below its minimum: :mod:`~scheduler.loop.queue.below_minimum`): every per-job
+clock is here. At each cycle the loop takes :meth:`view` of its snapshot's jobs and
 attaches it to the snapshot; the actions read it and never change it. After the cycle
 :meth:`after_cycle` takes what the session decided. The preemption executor reports to it
 (:meth:`close_gate`, :meth:`calls_done`, :meth:`victim_gone`: the
@@ -39,11 +41,13 @@ event, at once (``wake``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from scheduler.api.holds import GateTicket, Hold, HoldKind, QueueView
+from scheduler.api.job import JobInfo
 from scheduler.framework.session import Session, error_message
 from scheduler.loop.queue.backoff import BackoffPolicy, Backoffs
+from scheduler.loop.queue.below_minimum import BelowMinimum
 from scheduler.loop.queue.gates import GATE_TIMEOUT, Gates
 from scheduler.loop.queue.parking import RETRY_EVERY, Parking
 from scheduler.loop.queue.starvation import ReservationChange, ReservationKeeper
@@ -78,15 +82,20 @@ class JobQueue:
         lands (:meth:`bind_landed`), not when a later attempt allocates again."""
         self._parking = Parking(retry_parked_every)
         self._starvation = ReservationKeeper(events, metrics)
+        self._below_minimum = BelowMinimum()
         self._view = QueueView()
         """The view of the cycle under way (what :meth:`after_cycle` compares with)."""
 
     # What the loop asks ------------------------------------------------------------------
 
-    def view(self, now: float, generation: int, fresh: set[str]) -> QueueView:
+    def view(
+        self, now: float, generation: int, fresh: set[str], jobs: Mapping[str, JobInfo]
+    ) -> QueueView:
         """The holds as the cycle about to start at ``now`` sees them. ``generation``: the
         cache's as its snapshot is taken; ``fresh``: jobs that got a pod to place since
-        the last cycle (both end parkings). Gates past their timeout open here."""
+        the last cycle (both end parkings); ``jobs``: the snapshot's, as the cache built
+        them (the counts of gangs below their minimum go on from them). Once per
+        snapshot, in order. Gates past their timeout open here."""
         self._gates.expire(now)
         for job in self._no_preemption.ended(now):
             self._no_preemption.lift(job)  # a next failed preemption waits longer still
@@ -110,6 +119,7 @@ class JobQueue:
             starvation.reservation,
             dict(starvation.waiting_since),
             frozenset(starvation.overtaken),
+            self._below_minimum.see(jobs, now),
         )
         return self._view
 

@@ -38,7 +38,15 @@ def check_budgets(
     """Raise TooManyRequestsError (naming the budget) if evicting ``pod`` breaks one of
     ``budgets`` (those of its namespace, by (namespace, name), in order);
     InvalidObjectError for a budget that does not parse. ``pods_of_namespace`` is asked
-    once, when a budget selects the pod."""
+    once, when a budget selects the pod.
+
+    For every budget whose selector matches the pod (a null selector matches nothing):
+    expected = matching pods, healthy = those Running, Ready=True and not terminating,
+    desired = minAvailable (an int or a percentage of expected, rounded up) or expected -
+    maxUnavailable (ditto); allowed = healthy - desired. A healthy pod is refused when
+    allowed <= 0. An unhealthy pod is let go when the budget's
+    ``unhealthyPodEvictionPolicy`` is AlwaysAllow, or (the default IfHealthyBudget) when
+    healthy >= desired > 0; otherwise the same rule."""
     labels = pod["metadata"].get("labels") or _EMPTY
     pods: Sequence[Mapping[str, Any]] | None = None
     for (ns, name), pdb in budgets:

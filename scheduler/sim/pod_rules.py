@@ -13,19 +13,41 @@ Found by running the same writes against kube-apiserver v1.36.2:
   both when it admits a workload. The server's affinity rule (only additions of required
   node-affinity terms) is not checked here: any change of ``affinity`` of a gated pod is
   accepted.
+* **Binding** (:func:`bound_pod`) sets ``spec.nodeName`` and ``PodScheduled=True``, and
+  adds the Binding's annotations; it is refused (409) for a pod already assigned, being
+  deleted, still gated, or of another uid.
+* **Deletion** of a bound pod that has not finished is graceful (:func:`deletion`):
+  ``deletionTimestamp`` = now + grace (the request's, else
+  ``spec.terminationGracePeriodSeconds``, else 30) and ``deletionGracePeriodSeconds``;
+  the kubelet removes it later. Deleting a terminating pod again only shortens the grace,
+  counted from the first deletion. Grace 0, an unbound or a finished pod: removed at once.
+* **Eviction** marks the pod ``DisruptionTarget=True`` (reason ``EvictionByEvictionAPI``)
+  before it is deleted (:func:`eviction_status`); budgets are checked first
+  (:mod:`~scheduler.sim.budgets`).
 
 :func:`on_create` and :func:`check_update` are called by the object store for every Pod
-written through the main resource (not ``status``, not ``binding``); both are pure.
+written through the main resource (not ``status``, not ``binding``); :func:`bound_pod`,
+:func:`deletion` and :func:`eviction_status` by its ``bind``, ``delete`` and ``evict``.
+All are pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, NamedTuple
 
-from scheduler.api.errors import FieldCause, InvalidObjectError
+from scheduler.api.errors import ConflictError, FieldCause, InvalidObjectError
+from scheduler.sim.objects import parse_rfc3339, rfc3339, with_condition
 
-__all__ = ["GATED_CONDITION", "check_update", "on_create"]
+__all__ = [
+    "GATED_CONDITION",
+    "Deletion",
+    "bound_pod",
+    "check_update",
+    "deletion",
+    "eviction_status",
+    "on_create",
+]
 
 GATED_CONDITION = {
     "type": "PodScheduled",
@@ -54,6 +76,11 @@ _FORBIDDEN = (
 )
 
 Obj = Mapping[str, Any]
+
+TERMINAL_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
+DEFAULT_GRACE: Final[int] = 30
+"""Seconds of a pod's graceful deletion when neither the request nor its spec says."""
+_EMPTY: Final[Mapping[Any, Any]] = {}
 
 
 def on_create(pod: dict[str, Any], now: str) -> None:
@@ -139,3 +166,122 @@ def _refuse(name: str, field: str, message: str) -> None:
         name=name,
         causes=(FieldCause(field, message),),
     )
+
+
+# Binding, deletion and eviction ------------------------------------------------------------
+
+
+def bound_pod(
+    pod: Obj, node: str, annotations: Mapping[str, str] | None, now: str
+) -> dict[str, Any]:
+    """Pod ``pod`` bound to ``node`` (the Binding subresource), ``now`` RFC 3339: a new
+    object sharing what did not change. Raises ConflictError (the server's wording) when
+    the pod is already assigned, being deleted or still gated."""
+    meta = pod["metadata"]
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    spec = pod.get("spec") or _EMPTY
+    if spec.get("nodeName"):
+        raise ConflictError(
+            f'Operation cannot be fulfilled on pods/binding "{name}": pod {namespace}/{name} '
+            f'is already assigned to node "{spec["nodeName"]}"',
+            kind="Pod",
+            name=name,
+        )
+    if meta.get("deletionTimestamp"):
+        raise ConflictError(
+            f"pod {namespace}/{name} is being deleted, cannot be assigned to a host",
+            kind="Pod",
+            name=name,
+        )
+    if spec.get("schedulingGates"):
+        raise ConflictError(
+            f"pod {namespace}/{name} has non-empty .spec.schedulingGates",
+            kind="Pod",
+            name=name,
+        )
+    status = pod.get("status") or _EMPTY
+    new = {
+        **pod,
+        "spec": {**spec, "nodeName": node},
+        "status": {
+            **status,
+            "conditions": with_condition(
+                status.get("conditions"), {"type": "PodScheduled", "status": "True"}, now
+            ),
+        },
+    }
+    if annotations:
+        new["metadata"] = {
+            **meta,
+            "annotations": {**(meta.get("annotations") or _EMPTY), **annotations},
+        }
+    return new
+
+
+class Deletion(NamedTuple):
+    """What a delete does to a pod: ``remove`` it at once, or mark it terminating with
+    ``metadata`` (None: nothing to do, its graceful deletion goes on as it was). A tuple:
+    one is made per delete."""
+
+    remove: bool = False
+    metadata: Mapping[str, Any] | None = None
+
+
+_REMOVE: Final = Deletion(remove=True)
+_KEEP: Final = Deletion()
+
+
+def deletion(pod: Obj, grace: int | None, now: float) -> Deletion:
+    """What deleting ``pod`` with the request's ``grace`` (seconds, None: not given) does
+    at Unix time ``now`` (see the module docstring)."""
+    meta = pod["metadata"]
+    spec = pod.get("spec") or _EMPTY
+    phase = (pod.get("status") or _EMPTY).get("phase")
+    if not spec.get("nodeName") or phase in TERMINAL_PHASES:
+        return _REMOVE
+    terminating = bool(meta.get("deletionTimestamp"))
+    if grace is not None:
+        grace = int(grace)
+    elif terminating:
+        return _KEEP  # graceful deletion already pending; nothing to shorten
+    else:
+        value = spec.get("terminationGracePeriodSeconds")
+        grace = DEFAULT_GRACE if value is None else int(value)
+    if grace < 0:
+        grace = 1  # as the API server does with a negative grace period
+    if grace == 0:
+        return _REMOVE
+    if terminating:
+        current = meta.get("deletionGracePeriodSeconds")
+        if current is None or grace >= current:
+            return _KEEP
+        # the grace period counts from the first deletion, as in the API server
+        deadline = parse_rfc3339(meta["deletionTimestamp"]) - current + grace
+    else:
+        deadline = now + grace
+    return Deletion(
+        metadata={
+            **meta,
+            "deletionTimestamp": rfc3339(deadline),
+            "deletionGracePeriodSeconds": grace,
+        }
+    )
+
+
+def eviction_status(pod: Obj, now: str) -> dict[str, Any] | None:
+    """The status of ``pod`` marked for its eviction (``DisruptionTarget=True``), or None
+    when it is marked already."""
+    status = pod.get("status") or _EMPTY
+    conditions = with_condition(
+        status.get("conditions"),
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        },
+        now,
+    )
+    if conditions == status.get("conditions"):
+        return None
+    return {**status, "conditions": conditions}

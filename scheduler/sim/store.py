@@ -17,6 +17,12 @@ and name, and applies writes with the semantics of the Kubernetes API server:
   watch_hub.WatchHub` (synchronous fan-out to subscribers in commit order, a bounded
   history for resuming, GoneError when too old, an async iterator with bookmarks).
 
+The store keeps the objects, the revisions and the watches; the rules by which the API
+server shapes what a write stores are pure functions of their own:
+:mod:`~scheduler.sim.object_rules` for every object (scopes, the metadata set on create
+and kept on update, preconditions, finalizers), :mod:`~scheduler.sim.pod_rules` for pods
+(immutable fields, binding, graceful deletion, the eviction's mark).
+
 Objects are copy-on-write. The store never mutates a dict after handing it out: every
 write builds new dicts along the changed path and shares the rest. Callers must treat
 every object they receive (from reads, write results and watch events) as read-only.
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncGenerator, Callable, Collection, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from scheduler.api.errors import (
     AlreadyExistsError,
@@ -43,17 +49,23 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
+from scheduler.api.group_apis import kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
-from scheduler.sim.dra import (
-    CLAIM_KINDS,
-    check_claim,
-    check_claim_status,
-    check_pod_status,
-    default_object,
+from scheduler.sim.dra import check_claim_status, check_pod_status
+from scheduler.sim.object_rules import (
+    DEFAULT_CLUSTER_SCOPED,
+    DEFAULT_STATUS_SUBRESOURCE,
+    check_delete_preconditions,
+    check_uid,
+    check_update_preconditions,
+    finalized,
+    generated_suffix,
+    held_by_finalizers,
+    new_object,
+    updated_object,
 )
-from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, with_condition
+from scheduler.sim.objects import plural, rfc3339
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 from scheduler.sim.watch_hub import ApiObject, EventType, WatchEvent, WatchHub
 
@@ -68,65 +80,7 @@ __all__ = [
 ]
 
 PatchType = Literal["merge", "strategic"]
-
-#: Kinds without a namespace, unless the store is told otherwise (by kind key:
-#: :func:`~scheduler.api.group_apis.kind_key`).
-DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
-    {
-        "Node",
-        "Queue",
-        "Topology",
-        "PriorityClass",
-        VOLCANO.queue_key,
-        "CustomResourceDefinition",
-        "APIService",
-        "ResourceSlice",
-        "DeviceClass",
-    }
-)
-#: Kinds whose status is written only through the status subresource (Volcano's
-#: PodGroup has none: its status is written with the object).
-DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
-    {
-        "Pod",
-        "Node",
-        "PodGroup",
-        "Queue",
-        "Topology",
-        VOLCANO.queue_key,
-        SCHEDULER_PLUGINS.pod_group_key,
-        KUBERNETES.pod_group_key,
-        "CustomResourceDefinition",
-        "APIService",
-        "ResourceClaim",
-    }
-)
-
-#: Metadata the server owns: kept from the stored object on replace and patch.
-_SYSTEM_METADATA: Final[tuple[str, ...]] = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "generation",
-)
-_NOT_SPEC: Final[frozenset[str]] = frozenset({"metadata", "status", "kind", "apiVersion"})
-_TERMINAL_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
-_DEFAULT_POD_GRACE: Final[int] = 30
-_NAME_ALPHABET: Final[str] = "bcdfghjklmnpqrstvwxz2456789"
-_MAX_GENERATE_NAME: Final[int] = 58
-"""The API server cuts a ``generateName`` to this many characters (63 less 5 random)."""
 _EMPTY: Final[Mapping[Any, Any]] = {}
-
-
-# --------------------------------------------------------------------------- the store
-
-
-RESTORED = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
-"""Metadata a restored object keeps (:meth:`ObjectStore.create` with ``restore``)."""
 
 
 class ObjectStore:
@@ -230,60 +184,21 @@ class ObjectStore:
         pods by uid, a pod being deleted is still going); an API client's create never
         restores (the API server sets them itself).
         """
-        new: ApiObject = clone(obj)
-        kind = new.get("kind")
-        if not isinstance(kind, str) or not kind:
-            raise InvalidObjectError(
-                "Object 'Kind' is missing", causes=(FieldCause("kind", "Required value"),)
-            )
-        kind = kind_key(str(new.get("apiVersion") or ""), kind)
-        raw_meta = new.get("metadata")
-        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        name = meta.get("name")
-        if not name:
-            prefix = meta.get("generateName")
-            if not prefix or not isinstance(prefix, str):
-                raise InvalidObjectError(
-                    f"{kind}: metadata.name: Required value",
-                    kind=kind,
-                    causes=(FieldCause("metadata.name", "Required value"),),
-                )
-            name = prefix[:_MAX_GENERATE_NAME] + self._generated_suffix()
-        if not isinstance(name, str):
-            raise InvalidObjectError(
-                f"{kind}: metadata.name: must be a string",
-                kind=kind,
-                causes=(FieldCause("metadata.name", "must be a string"),),
-            )
-        meta["name"] = name
-        if kind in self._cluster_scoped:
-            namespace = ""
-            meta.pop("namespace", None)
-        else:
-            namespace = meta.get("namespace") or "default"
-            meta["namespace"] = namespace
-        kept = {f: meta[f] for f in RESTORED if restore and meta.get(f)}
-        for f in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-            meta.pop(f, None)
-        new["metadata"] = meta
-        if kind == "Pod":
-            status = new.get("status")
-            if not isinstance(status, dict):
-                new["status"] = {"phase": "Pending"}
-            elif not status.get("phase"):
-                status["phase"] = "Pending"
-            pod_rules.on_create(new, rfc3339(self._wall()))
-        elif kind in CLAIM_KINDS:
-            new = default_object(new)
-            if kind == "ResourceClaim":
-                check_claim(new)
+        kind, key, new, kept = new_object(
+            obj,
+            cluster_scoped=self._cluster_scoped,
+            restore=restore,
+            suffix=self._generated_suffix,
+            now=rfc3339(self._wall()),
+        )
+        meta = new["metadata"]
         if self._validator is not None:
             new = dict(self._validator(new))
             meta = dict(new["metadata"])
             new["metadata"] = meta
         bucket = self._objects.setdefault(kind, {})
-        key = (namespace, name)
         if key in bucket:
+            name = key[1]
             raise AlreadyExistsError(
                 f'{plural(kind)} "{name}" already exists', kind=kind, name=name
             )
@@ -314,23 +229,12 @@ class ObjectStore:
                 causes=(FieldCause("metadata.name", "Required value"),),
             )
         kind = kind_key(str(new.get("apiVersion") or ""), kind)
-        namespace = self._ns(kind, meta.get("namespace") or "default")
-        key = (namespace, meta["name"])
-        bucket = self._objects.get(kind)
-        old = bucket.get(key) if bucket else None
-        if bucket is None or old is None:
-            raise self._not_found(kind, meta["name"])
-        self._check_update_preconditions(kind, old, meta.get("uid"), meta.get("resourceVersion"))
-        if subresource == "status":
-            if kind not in self._status_kinds:
-                raise NotFoundError(
-                    f"{plural(kind)}/status: the server could not find the requested resource",
-                    kind=kind,
-                    name=meta["name"],
-                )
+        bucket, key, old = self._stored(kind, meta.get("namespace") or "default", meta["name"])
+        check_update_preconditions(kind, old, meta.get("uid"), meta.get("resourceVersion"))
+        if subresource == "status" and kind in self._status_kinds:
             return self._write_status(kind, key, bucket, old, new.get("status"))
         if subresource is not None:
-            raise NotFoundError(f"unknown subresource {subresource!r}", kind=kind)
+            self._refuse_subresource(kind, meta["name"], subresource)
         return self._update(kind, key, bucket, old, new)
 
     def patch(
@@ -364,22 +268,14 @@ class ObjectStore:
             raise InvalidObjectError(f"unsupported patch type {patch_type!r}", kind=kind, name=name)
         pmeta = patch.get("metadata")
         if isinstance(pmeta, Mapping):
-            self._check_update_preconditions(
-                kind, old, pmeta.get("uid"), pmeta.get("resourceVersion")
-            )
-        if subresource == "status":
-            if kind not in self._status_kinds:
-                raise NotFoundError(
-                    f"{plural(kind)}/status: the server could not find the requested resource",
-                    kind=kind,
-                    name=name,
-                )
+            check_update_preconditions(kind, old, pmeta.get("uid"), pmeta.get("resourceVersion"))
+        if subresource == "status" and kind in self._status_kinds:  # the hot path
             if "status" not in patch:
                 return old
             old_status = old.get("status")
             return self._write_status(kind, key, bucket, old, apply(old_status, patch["status"]))
         if subresource is not None:
-            raise NotFoundError(f"unknown subresource {subresource!r}", kind=kind, name=name)
+            self._refuse_subresource(kind, name, subresource)
         new = apply(old, patch)
         if not isinstance(new, dict):
             raise InvalidObjectError("a patch must leave an object", kind=kind, name=name)
@@ -398,37 +294,19 @@ class ObjectStore:
         """Delete an object; returns its state after the call.
 
         ``uid`` and ``resource_version`` are preconditions (ConflictError). A bound Pod
-        that has not finished is deleted gracefully: ``deletionTimestamp`` = now + grace
-        (the argument, else ``spec.terminationGracePeriodSeconds``, else 30) and
-        ``deletionGracePeriodSeconds`` are set (MODIFIED); the kubelet removes it later
-        with :meth:`finalize_delete`. Deleting a terminating pod again only shortens the
-        grace (counted from the first deletion) and is otherwise a no-op. Grace 0, an
-        unbound or finished pod, or any other kind: removed at once (DELETED), unless
-        ``metadata.finalizers`` remain, in which case it is marked terminating and
-        removed when the last finalizer goes. Raises NotFoundError, ConflictError.
+        that has not finished is deleted gracefully (MODIFIED: :func:`~scheduler.sim.
+        pod_rules.deletion`); the kubelet removes it later with :meth:`finalize_delete`.
+        Anything else is removed at once (DELETED), unless ``metadata.finalizers``
+        remain: it is then marked terminating and removed when the last finalizer goes.
+        Raises NotFoundError, ConflictError.
         """
         bucket = self._objects.get(kind)
         key = (self._ns(kind, namespace), name)
         old = bucket.get(key) if bucket else None
         if bucket is None or old is None:
             raise self._not_found(kind, name)
-        meta = old["metadata"]
-        if uid and uid != meta.get("uid"):
-            raise ConflictError(
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {meta.get('uid')}",
-                kind=kind,
-                name=name,
-            )
-        if resource_version not in (None, "") and str(resource_version) != meta.get(
-            "resourceVersion"
-        ):
-            raise ConflictError(
-                f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-                kind=kind,
-                name=name,
-            )
+        if uid or resource_version not in (None, ""):
+            check_delete_preconditions(kind, name, old["metadata"], uid, resource_version)
         if kind == "Pod":
             return self._delete_pod(key, bucket, old, grace_period_seconds)
         return self._remove(kind, key, bucket, old)
@@ -439,11 +317,7 @@ class ObjectStore:
         Called by the kubelet. Raises NotFoundError, and ConflictError if the object is not
         terminating. With finalizers left, the object stays (grace set to 0) until they go.
         """
-        bucket = self._objects.get(kind)
-        key = (self._ns(kind, namespace), name)
-        old = bucket.get(key) if bucket else None
-        if bucket is None or old is None:
-            raise self._not_found(kind, name)
+        bucket, key, old = self._stored(kind, namespace, name)
         if not old["metadata"].get("deletionTimestamp"):
             raise ConflictError(
                 f'{plural(kind)} "{name}" is not being deleted', kind=kind, name=name
@@ -470,51 +344,9 @@ class ObjectStore:
         pod = bucket.get(key) if bucket else None
         if bucket is None or pod is None:
             raise self._not_found("Pod", name)
-        meta = pod["metadata"]
-        if uid and uid != meta.get("uid"):
-            raise ConflictError(
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {meta.get('uid')}",
-                kind="Pod",
-                name=name,
-            )
-        spec = pod.get("spec") or _EMPTY
-        if spec.get("nodeName"):
-            raise ConflictError(
-                f'Operation cannot be fulfilled on pods/binding "{name}": pod {namespace}/{name} '
-                f'is already assigned to node "{spec["nodeName"]}"',
-                kind="Pod",
-                name=name,
-            )
-        if meta.get("deletionTimestamp"):
-            raise ConflictError(
-                f"pod {namespace}/{name} is being deleted, cannot be assigned to a host",
-                kind="Pod",
-                name=name,
-            )
-        if spec.get("schedulingGates"):
-            raise ConflictError(
-                f"pod {namespace}/{name} has non-empty .spec.schedulingGates",
-                kind="Pod",
-                name=name,
-            )
-        status = pod.get("status") or _EMPTY
-        now = rfc3339(self._wall())
-        new = {
-            **pod,
-            "spec": {**spec, "nodeName": node},
-            "status": {
-                **status,
-                "conditions": with_condition(
-                    status.get("conditions"), {"type": "PodScheduled", "status": "True"}, now
-                ),
-            },
-        }
-        if annotations:
-            new["metadata"] = {
-                **meta,
-                "annotations": {**(meta.get("annotations") or _EMPTY), **annotations},
-            }
+        if uid:
+            check_uid("Pod", name, pod["metadata"], uid)
+        new = pod_rules.bound_pod(pod, node, annotations, rfc3339(self._wall()))
         return self._commit("MODIFIED", "Pod", key, bucket, new)
 
     def evict(
@@ -527,52 +359,27 @@ class ObjectStore:
     ) -> ApiObject:
         """The Eviction API: delete a pod unless a PodDisruptionBudget forbids it.
 
-        Pending, finished and terminating pods are evicted without looking at budgets.
-        Otherwise, for every PodDisruptionBudget of the pod's namespace whose selector
-        matches the pod (a null selector matches nothing): expected = matching pods,
-        healthy = those Running, Ready=True and not terminating, desired = minAvailable
-        (an int or a percentage of expected, rounded up) or expected - maxUnavailable
-        (ditto); allowed = healthy - desired. A healthy pod is refused with
-        TooManyRequestsError (naming the budget) when allowed <= 0. An unhealthy pod is
-        let go when the budget's ``unhealthyPodEvictionPolicy`` is AlwaysAllow, or (the
-        default IfHealthyBudget) when healthy >= desired > 0; otherwise the same rule.
-        Then the pod gets DisruptionTarget=True (reason EvictionByEvictionAPI) unless it
-        has finished, and is deleted as by :meth:`delete`. Returns the pod's state after.
+        Pending, finished and terminating pods are evicted without looking at budgets;
+        any other is refused with TooManyRequestsError (naming the budget) when its
+        eviction breaks a budget of its namespace (:func:`~scheduler.sim.budgets.
+        check_budgets`). Then the pod gets DisruptionTarget=True (reason
+        EvictionByEvictionAPI) unless it has finished, and is deleted as by
+        :meth:`delete`. Returns the pod's state after.
         """
         pod = self.get("Pod", namespace, name)
         meta = pod["metadata"]
-        if uid and uid != meta.get("uid"):
-            raise ConflictError(
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {meta.get('uid')}",
-                kind="Pod",
-                name=name,
-            )
+        if uid:
+            check_uid("Pod", name, meta, uid)
         phase = (pod.get("status") or _EMPTY).get("phase") or "Pending"
-        terminal = phase in _TERMINAL_PHASES
+        terminal = phase in pod_rules.TERMINAL_PHASES
         if not (terminal or phase == "Pending" or meta.get("deletionTimestamp")):
             self._check_budgets(pod, namespace)
         if not terminal:
-            bucket = self._objects["Pod"]
-            key = (namespace, name)
-            status = pod.get("status") or _EMPTY
-            conditions = with_condition(
-                status.get("conditions"),
-                {
-                    "type": "DisruptionTarget",
-                    "status": "True",
-                    "reason": "EvictionByEvictionAPI",
-                    "message": "Eviction API: evicting",
-                },
-                rfc3339(self._wall()),
-            )
-            if conditions != status.get("conditions"):
+            status = pod_rules.eviction_status(pod, rfc3339(self._wall()))
+            if status is not None:
+                bucket = self._objects["Pod"]
                 pod = self._commit(
-                    "MODIFIED",
-                    "Pod",
-                    key,
-                    bucket,
-                    {**pod, "status": {**status, "conditions": conditions}},
+                    "MODIFIED", "Pod", (namespace, name), bucket, {**pod, "status": status}
                 )
         return self.delete("Pod", namespace, name, grace_period_seconds=grace_period_seconds)
 
@@ -626,38 +433,33 @@ class ObjectStore:
     def _ns(self, kind: str, namespace: str | None) -> str:
         return "" if kind in self._cluster_scoped else (namespace or "")
 
+    def _stored(
+        self, kind: str, namespace: str, name: str
+    ) -> tuple[dict[tuple[str, str], ApiObject], tuple[str, str], ApiObject]:
+        """The bucket of ``kind``, the key and the object stored there; NotFoundError."""
+        bucket = self._objects.get(kind)
+        key = (self._ns(kind, namespace), name)
+        old = bucket.get(key) if bucket else None
+        if bucket is None or old is None:
+            raise self._not_found(kind, name)
+        return bucket, key, old
+
+    def _refuse_subresource(self, kind: str, name: str, subresource: str) -> NoReturn:
+        """NotFoundError for a write to a subresource ``kind`` does not have."""
+        if subresource != "status":
+            raise NotFoundError(f"unknown subresource {subresource!r}", kind=kind, name=name)
+        raise NotFoundError(
+            f"{plural(kind)}/status: the server could not find the requested resource",
+            kind=kind,
+            name=name,
+        )
+
     def _not_found(self, kind: str, name: str) -> NotFoundError:
         return NotFoundError(f'{plural(kind)} "{name}" not found', kind=kind, name=name)
 
     def _generated_suffix(self) -> str:
         self._names += 1
-        n = self._names
-        chars = []
-        for _ in range(5):
-            n, r = divmod(n, len(_NAME_ALPHABET))
-            chars.append(_NAME_ALPHABET[r])
-        return "".join(chars)
-
-    def _check_update_preconditions(
-        self, kind: str, old: ApiObject, uid: Any, resource_version: Any
-    ) -> None:
-        meta = old["metadata"]
-        if uid and uid != meta.get("uid"):
-            raise ConflictError(
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {meta.get('uid')}",
-                kind=kind,
-                name=meta["name"],
-            )
-        if resource_version not in (None, "") and str(resource_version) != meta.get(
-            "resourceVersion"
-        ):
-            raise ConflictError(
-                f'Operation cannot be fulfilled on {plural(kind)} "{meta["name"]}": the object '
-                "has been modified; please apply your changes to the latest version and try again",
-                kind=kind,
-                name=meta["name"],
-            )
+        return generated_suffix(self._names)
 
     def _write_status(
         self,
@@ -692,39 +494,14 @@ class ObjectStore:
         new: ApiObject,
     ) -> ApiObject:
         """Commit ``new`` in place of ``old`` for a write of the main resource."""
-        old_meta = old["metadata"]
-        raw_meta = new.get("metadata")
-        meta = dict(raw_meta) if isinstance(raw_meta, Mapping) else {}
-        for f in _SYSTEM_METADATA:
-            if f in old_meta:
-                meta[f] = old_meta[f]
-            else:
-                meta.pop(f, None)
-        new["metadata"] = meta
-        new["kind"] = old["kind"]
-        if "apiVersion" in old:
-            new["apiVersion"] = old["apiVersion"]
-        if kind in self._status_kinds:
-            if "status" in old:
-                new["status"] = old["status"]
-            else:
-                new.pop("status", None)
-        if new == old:
+        updated = updated_object(kind, old, new, status_subresource=kind in self._status_kinds)
+        if updated is None:
             return old
-        if kind == "Pod":
-            pod_rules.check_update(old, new)
-        if any(new.get(k) != old.get(k) for k in (new.keys() | old.keys()) - _NOT_SPEC):
-            meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if self._validator is not None:
-            new = dict(self._validator(new))
-        if (
-            new["metadata"].get("deletionTimestamp")
-            and not new["metadata"].get("finalizers")
-            and not new["metadata"].get("deletionGracePeriodSeconds")
-        ):
-            # the last finalizer of an object whose deletion was waiting on it went away
-            return self._commit("DELETED", kind, key, bucket, new)
-        return self._commit("MODIFIED", kind, key, bucket, new)
+            updated = dict(self._validator(updated))
+        if finalized(updated):
+            return self._commit("DELETED", kind, key, bucket, updated)
+        return self._commit("MODIFIED", kind, key, bucket, updated)
 
     def _delete_pod(
         self,
@@ -733,38 +510,12 @@ class ObjectStore:
         pod: ApiObject,
         grace_arg: int | None,
     ) -> ApiObject:
-        meta = pod["metadata"]
-        spec = pod.get("spec") or _EMPTY
-        phase = (pod.get("status") or _EMPTY).get("phase")
-        if not spec.get("nodeName") or phase in _TERMINAL_PHASES:
+        what = pod_rules.deletion(pod, grace_arg, self._wall())
+        if what.remove:
             return self._remove("Pod", key, bucket, pod)
-        terminating = bool(meta.get("deletionTimestamp"))
-        if grace_arg is not None:
-            grace = int(grace_arg)
-        elif terminating:
-            return pod  # graceful deletion already pending; nothing to shorten
-        else:
-            value = spec.get("terminationGracePeriodSeconds")
-            grace = _DEFAULT_POD_GRACE if value is None else int(value)
-        if grace < 0:
-            grace = 1  # as the API server does with a negative grace period
-        if grace == 0:
-            return self._remove("Pod", key, bucket, pod)
-        if terminating:
-            current = meta.get("deletionGracePeriodSeconds")
-            if current is None or grace >= current:
-                return pod
-            # the grace period counts from the first deletion, as in the API server
-            started = parse_rfc3339(meta["deletionTimestamp"]) - current
-            deadline = started + grace
-        else:
-            deadline = self._wall() + grace
-        new_meta = {
-            **meta,
-            "deletionTimestamp": rfc3339(deadline),
-            "deletionGracePeriodSeconds": grace,
-        }
-        return self._commit("MODIFIED", "Pod", key, bucket, {**pod, "metadata": new_meta})
+        if what.metadata is None:
+            return pod
+        return self._commit("MODIFIED", "Pod", key, bucket, {**pod, "metadata": what.metadata})
 
     def _remove(
         self,
@@ -774,17 +525,12 @@ class ObjectStore:
         old: ApiObject,
     ) -> ApiObject:
         """Remove at once, or, with finalizers left, mark terminating with grace 0."""
-        meta = old["metadata"]
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
-                return old
-            new_meta = {
-                **meta,
-                "deletionTimestamp": meta.get("deletionTimestamp") or rfc3339(self._wall()),
-                "deletionGracePeriodSeconds": 0,
-            }
-            return self._commit("MODIFIED", kind, key, bucket, {**old, "metadata": new_meta})
-        return self._commit("DELETED", kind, key, bucket, dict(old))
+        if not old["metadata"].get("finalizers"):
+            return self._commit("DELETED", kind, key, bucket, dict(old))
+        held = held_by_finalizers(old, rfc3339(self._wall()))
+        if held is None:
+            return old
+        return self._commit("MODIFIED", kind, key, bucket, held)
 
     def _check_budgets(self, pod: ApiObject, namespace: str) -> None:
         budgets = self._objects.get("PodDisruptionBudget")

@@ -47,8 +47,10 @@ matched (a spurious DELETED rather than a missed one); ``fieldValidation`` is ig
 that owns the store (the store is not thread-safe), on real time (it does real network
 I/O).
 
-The package is split by job: the server, its routing and request handlers
-(:mod:`.server`); the resource catalog (:mod:`.resources`); media types, JSON and
+The package is split by job: the server, its routing and the namespaces
+(:mod:`.server`); the reads (:mod:`.reads`) and the writes with their admission
+(:mod:`.writes`); what their requests and responses share (:mod:`.wire`); the resource
+catalog (:mod:`.resources`); media types, JSON and
 ``Status`` bodies (:mod:`.responses`); the discovery and OpenAPI documents
 (:mod:`.discovery`); label and field selectors (:mod:`.selectors`); RFC 6902 JSON patch
 (:mod:`.jsonpatch`); the core v1 view of events (:mod:`.views`); ``Table`` printing

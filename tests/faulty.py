@@ -64,6 +64,7 @@ NEUTRAL: dict[str, Callable[..., Any]] = {
     "score": _scores,
     "queueAllocatable": lambda *_: True,
     "queueBorrowable": lambda *_: True,
+    "queueReclaims": lambda *_: True,
     "queueOverused": lambda *_: False,
     "queueShare": lambda *_: None,
     "preemptable": _candidates,
@@ -112,6 +113,8 @@ class FaultyPlugin:
             )
         if isinstance(subject, QueueInfo):
             return subject.name.startswith(prefix)
+        if isinstance(subject, list | tuple) and subject and isinstance(subject[0], TaskInfo):
+            return subject[0].name.startswith(prefix)  # reclaimable: the reclaimers
         return False
 
     def _hook(self, point: Point[Any, Any]) -> Callable[..., Any]:

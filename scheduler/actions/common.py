@@ -177,10 +177,9 @@ def place_job(
     pending = [t for t in tasks if t.status is TaskStatus.PENDING]
     if job.has_pod_group and pending:
         left = job.min_member - job.placed_count() - (len(tasks) - len(pending))
-        if left > 1 and not session.gang_could_fit(pending, left):
-            asked = {name for t in pending for name in t.request if name != PODS}
-            free = {name: n for name, n in session.free_total().items() if name in asked}
-            reason = reasons.gang_too_large(describe(Resource(free)), gang_size(job, pending))
+        lacking = session.gang_shortfall(pending, left) if left > 1 else {}
+        if lacking:
+            reason = reasons.gang_too_large(shortfall(lacking), gang_size(job, pending))
             session.record_job_reason(job, reason)
             _explain_each(session, pending, reason)
             return Placed.NOT_PLACED
@@ -229,6 +228,26 @@ def gang_size(job: JobInfo, pending: list[TaskInfo]) -> str:
     return f"{count} pods"
 
 
+def shortfall(short: dict[str, tuple[int, int]]) -> str:
+    """``0 CPU free in all, 9 CPU needed``: what a gang lacks of the cluster's free room,
+    each resource it lacks (:meth:`Session.gang_shortfall`) as free, then needed; none
+    left out for being zero."""
+    parts = []
+    for name in sorted(short, key=lambda n: (n != CPU, n)):
+        free, need = short[name]
+        parts.append(f"{amount(name, free)} free in all, {amount(name, need)} needed")
+    return " and ".join(parts)
+
+
+def amount(name: str, n: int) -> str:
+    """``3 CPU``, ``1Gi memory``, ``2 pod slots``, ``0 nvidia.com/gpu``: one amount as
+    users read it (zero too)."""
+    value = Resource({name: n}).to_quantities()[name] if n > 0 else "0"
+    if name == CPU:
+        return f"{value} CPU"
+    return f"{value} pod slots" if name == PODS else f"{value} {name}"
+
+
 def describe(request: Resource) -> str:
     """``2 CPU, 4Gi memory``: a request as users read it (the pod count left out)."""
     quantities = request.to_quantities()
@@ -252,7 +271,7 @@ def _place_in(
         first_task = ""
         short_of_share = False
         counted = job.placed_count() if turn is not None else 0
-        for task in session.order_tasks(tasks):
+        for task in job.minimums_first(session.order_tasks(tasks)):
             reason, share = _place_task(
                 session, stmt.allocate, queue, task, borrow=borrow, within=within
             )

@@ -57,7 +57,7 @@ def make_room_for_job(
         return
     pending = [
         t
-        for t in session.order_tasks(waiting)
+        for t in job.minimums_first(session.order_tasks(waiting))
         if t.status is TaskStatus.PENDING and t.preemption_policy != "Never"
     ]
     if not pending:
@@ -105,9 +105,10 @@ def is_gang(job: JobInfo, needed: Sequence[TaskInfo]) -> bool:
 
 
 def needed_for_minimum(job: JobInfo, pending: Sequence[TaskInfo]) -> list[TaskInfo]:
-    """The tasks of ``pending`` (in the order given: task order) that evictions must make
-    room for: as many as ``job`` lacks to reach its minimum, counting its tasks placed or
-    nominated already; each role short of its ``minTaskMember`` first, then any, up to
+    """The tasks of ``pending`` (in the order given: task order, role minimums first) that
+    evictions must make room for: as many as ``job`` lacks to reach its minimum, counting
+    its tasks placed or nominated already; each role short of its ``minTaskMember`` first
+    (unless the gang is elastic: :meth:`JobInfo.role_minimums`), then any, up to
     ``minMember``. A job of ``minMember: 1`` with two pending pods needs room for one, as
     Volcano's preempt stops once the job is no longer starving. A lone pod, or a job whose
     pending tasks cannot reach the minimum anyway, needs them all (the gang search then
@@ -118,8 +119,9 @@ def needed_for_minimum(job: JobInfo, pending: Sequence[TaskInfo]) -> list[TaskIn
     have = Counter(t.role for t in job.tasks.values() if t.status in counted)
     chosen: list[TaskInfo] = []
     taken: set[str] = set()
-    for role in sorted(job.min_task_member):
-        short = job.min_task_member[role] - have[role]
+    minimums = job.role_minimums()
+    for role in sorted(minimums):
+        short = minimums[role] - have[role]
         for t in pending:
             if short <= 0:
                 break

@@ -2,8 +2,9 @@
 above theirs.
 
 For each starving job (its gang not pipelined, tasks waiting) of a queue below its
-deserved share, queues in the order of their share (the most starved first) and jobs in
-job order, the shared victim search (:class:`~scheduler.actions.victims.VictimSearch`
+deserved share, queues in the order of their share (the most starved first; of queues
+equally starved, the one lacking more first: the queue order) and jobs in job order, the
+shared victim search (:class:`~scheduler.actions.victims.VictimSearch`
 with the :class:`~scheduler.actions.victims.QueueReclaim` policy) nominates each pending
 task to a node, evicting there pods of other queues that hold more than their share, as
 far as the plugins' reclaim budgets allow. Across queues priority does not decide; among
@@ -88,14 +89,16 @@ class ReclaimAction:
 
     @staticmethod
     def _below_share(session: Session, job: JobInfo) -> bool:
-        """Has ``job``'s queue room within its deserved share for one of its pending pods,
-        in the resources that pod asks for? (A queue above its share in CPU may still be
-        below it in GPUs, for a pod that asks only GPUs.)"""
+        """May ``job``'s queue reclaim for one of its pending pods: is it below its share
+        in a contended resource that pod asks for (``QUEUE_RECLAIMS``)? The pod may be
+        larger than what is left of the share (a 4-GPU pod of a queue that deserves 2.67
+        GPUs). A queue above its share in CPU may still be below it in GPUs, for a pod
+        that asks GPUs."""
         queue = session.queues.get(job.queue)
         if queue is None or session.queue_share(queue) is None:
             return False
         return any(
-            session.queue_allocatable(queue, t)
+            session.queue_reclaims(queue, t)
             for t in job.pending_tasks()
             if t.preemption_policy != "Never"
         )

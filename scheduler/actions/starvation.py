@@ -28,10 +28,11 @@ def started(job: JobInfo) -> bool:
 
 
 def still_needed(session: Session, job: JobInfo) -> list[TaskInfo]:
-    """The pending pods ``job`` still needs to reach its minimum, in task order."""
+    """The pending pods ``job`` still needs to reach its minimum, in task order, the
+    members its roles lack of their minimums first (:meth:`JobInfo.minimums_first`)."""
     pending = [t for t in waiting_tasks(job) if t.status is TaskStatus.PENDING]
     missing = max(max(job.min_member, 1) - job.placed_count(), 0)
-    return session.order_tasks(pending)[:missing]
+    return job.minimums_first(session.order_tasks(pending))[:missing]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.api.resource import ZERO, Resource
@@ -90,6 +91,36 @@ class JobInfo:
         """Does the gang spare by count only (minMember below the sum of its
         minTaskMember)? Then only minMember binds, not each role's minimum."""
         return bool(self.min_task_member) and self.min_member < sum(self.min_task_member.values())
+
+    def role_minimums(self) -> dict[str, int]:
+        """The per-role minimums that bind (``minTaskMember``): none for an elastic gang,
+        whose minMember is below their sum (Volcano skips task minimums then)."""
+        return {} if self.elastic else dict(self.min_task_member)
+
+    def minimums_first(self, ordered: Sequence[TaskInfo]) -> list[TaskInfo]:
+        """``ordered`` (tasks of this job still to place, in task order) with, first, as
+        many of each role as it still lacks of its minimum (its members placed or
+        nominated already, not in ``ordered``, counted), then the rest; each part in the
+        order given. So a gang whose workers were created before its ps places the ps
+        before a surplus worker takes its room. Used by allocate, backfill and the victim
+        search alike; a gang without role minimums that bind keeps the order given."""
+        minimums = self.role_minimums()
+        if not minimums:
+            return list(ordered)
+        given = {t.uid for t in ordered}
+        held = COUNTS_FOR_GANG | {TaskStatus.PIPELINED}
+        have = Counter(
+            t.role for t in self.tasks.values() if t.status in held and t.uid not in given
+        )
+        first: list[TaskInfo] = []
+        rest: list[TaskInfo] = []
+        for t in ordered:
+            if have[t.role] < minimums.get(t.role, 0):
+                have[t.role] += 1
+                first.append(t)
+            else:
+                rest.append(t)
+        return first + rest
 
     def short_of_minimum(self, statuses: frozenset[TaskStatus]) -> bool:
         """Are the members in ``statuses`` fewer than ``minMember``, or, unless the gang

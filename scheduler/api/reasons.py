@@ -106,12 +106,13 @@ def gang_not_ready(message: str) -> Reason:
     return Reason(ReasonCode.GANG_NOT_READY, message)
 
 
-def gang_too_large(free: str, gang: str) -> Reason:
-    """The gang's minimum (``4 pods of 2 CPU``) against the cluster's free room."""
+def gang_too_large(short: str, gang: str) -> Reason:
+    """The gang's minimum (``4 pods of 2 CPU``) against the cluster's free room: ``short``
+    says each resource it lacks, free and needed (``0 CPU free in all, 9 CPU needed``),
+    so that the resource named is the one short."""
     return Reason(
         ReasonCode.GANG_TOO_LARGE,
-        f"the cluster has {free} free in all, too little for {gang}, "
-        "the least this gang can start with",
+        f"the cluster has {short}: too little for {gang}, the least this gang can start with",
     )
 
 

@@ -232,6 +232,14 @@ class QueueBorrowable(Protocol):
         ...
 
 
+class QueueReclaims(Protocol):
+    def __call__(self, queue: QueueInfo, task: TaskInfo, /) -> bool:
+        """May ``queue`` take room for ``task`` by reclaim (it lacks a share it deserves
+        in what ``task`` asks for, though ``task`` may be larger than what is left of it)?
+        Asked by the reclaim action before it searches for victims."""
+        ...
+
+
 class QueueShareOf(Protocol):
     def __call__(self, queue: QueueInfo, /) -> QueueShare | None:
         """``queue``'s deserved and allocated share this cycle, or None (not known here)."""
@@ -267,11 +275,13 @@ class VictimFilter(Protocol):
 
 class ReclaimFilter(Protocol):
     def __call__(
-        self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo], /
+        self, reclaimers: Sequence[TaskInfo], candidates: Sequence[TaskInfo], /
     ) -> Sequence[TaskInfo]:
         """Which of ``candidates`` (pods of other queues, in the order the reclaim search
-        prefers them) may be evicted for ``reclaimer``, taken in that order: a plugin that
-        counts queue usage keeps a prefix-like subset, stopping each queue at its share.
+        prefers them) may be evicted so that ``reclaimers`` (pods of one job, placed by
+        the same reclaim: one pod, or the members of a gang the search makes room for
+        together) get room, taken in that order: a plugin that counts queue usage keeps
+        a prefix-like subset, stopping where the reclaim would no longer be fair.
         Returns a subsequence of ``candidates``."""
         ...
 
@@ -423,6 +433,9 @@ QUEUE_BORROWABLE: Point[QueueBorrowable, bool] = Point(
     "queueBorrowable", Rule.ALL_AGREE, _J, default=False
 )
 QUEUE_OVERUSED: Point[QueueOverused, bool] = Point("queueOverused", Rule.ANY)
+QUEUE_RECLAIMS: Point[QueueReclaims, bool] = Point(
+    "queueReclaims", Rule.ALL_AGREE, _J, default=False
+)
 QUEUE_SHARE: Point[QueueShareOf, QueueShare | None] = Point("queueShare", Rule.FIRST_ANSWER)
 VICTIMS: Point[VictimFilter, list[TaskInfo]] = Point("preemptable", Rule.FIRST_TIER_INTERSECTION)
 RECLAIMABLE: Point[ReclaimFilter, list[TaskInfo]] = Point("reclaimable", Rule.CHAIN)
@@ -453,6 +466,7 @@ POINTS: tuple[Point[Any, Any], ...] = (
     QUEUE_ALLOCATABLE,
     QUEUE_BORROWABLE,
     QUEUE_OVERUSED,
+    QUEUE_RECLAIMS,
     QUEUE_SHARE,
     VICTIMS,
     RECLAIMABLE,

@@ -71,6 +71,7 @@ from scheduler.framework.extension_points import (
     QUEUE_BORROWABLE,
     QUEUE_ORDER,
     QUEUE_OVERUSED,
+    QUEUE_RECLAIMS,
     QUEUE_SHARE,
     RECLAIMABLE,
     ROW_FILTER,
@@ -577,6 +578,11 @@ class Session:
         """May ``task`` go beyond ``queue``'s share into room nobody below theirs could use?"""
         return self.ask(QUEUE_BORROWABLE, queue, task)
 
+    def queue_reclaims(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``queue`` take room for ``task`` by reclaim (below its share in what
+        ``task`` asks, though ``task`` may be larger than what is left of it)?"""
+        return self.ask(QUEUE_RECLAIMS, queue, task)
+
     def queue_share(self, queue: QueueInfo) -> QueueShare | None:
         """``queue``'s deserved and allocated share this cycle (None without a plugin)."""
         return self.ask(QUEUE_SHARE, queue)
@@ -606,11 +612,15 @@ class Session:
                     )
         return sets
 
-    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+    def reclaimable(
+        self, reclaimers: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
         """Which of ``candidates`` (pods of other queues, most reclaimable first) may be
-        evicted for ``reclaimer``: the plugins' victim filter, then their reclaim budgets."""
-        allowed = self.victims(reclaimer, candidates)
-        return self.ask(RECLAIMABLE, reclaimer, allowed)
+        evicted to make room for ``reclaimers`` (pods of one job placed by the same
+        reclaim): the plugins' victim filter (asked about the first of them), then their
+        reclaim budgets."""
+        allowed = self.victims(reclaimers[0], candidates)
+        return self.ask(RECLAIMABLE, reclaimers, allowed)
 
     def victims(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
         return self.ask(VICTIMS, preemptor, candidates)
@@ -649,15 +659,21 @@ class Session:
         """Could the ``count`` smallest of ``tasks`` fit in all the free room of the cluster
         together? One vector comparison once their need is summed: a gang whose minimum
         fails it cannot fit anywhere, and is not searched (a quick, sound "no")."""
+        return not self.gang_shortfall(tasks, count)
+
+    def gang_shortfall(self, tasks: Sequence[TaskInfo], count: int) -> dict[str, tuple[int, int]]:
+        """What the ``count`` smallest of ``tasks`` need together beyond all the free room
+        of the cluster: for each resource they lack, (free, needed); empty when they
+        could fit (see :meth:`gang_could_fit`)."""
         table = self.table
         vectors = sorted((table.request(t.request) for t in tasks), key=lambda v: int(v.sum()))
         need = np.sum(vectors[: max(count, 1)], axis=0) if vectors else table.idle_total * 0
-        return bool((need <= table.idle_total).all())
-
-    def free_total(self) -> dict[str, int]:
-        """What is free on all the nodes together, per resource."""
-        table = self.table
-        return {name: int(table.idle_total[j]) for j, name in enumerate(table.columns)}
+        idle = table.idle_total
+        return {
+            name: (max(int(idle[j]), 0), int(need[j]))
+            for j, name in enumerate(table.columns)
+            if need[j] > idle[j]
+        }
 
     def select_node(self, task: TaskInfo, fit: Fit) -> NodeInfo | None:
         """The best feasible node for ``task``, scoring a sample as kube-scheduler does.

@@ -158,17 +158,21 @@ class DrfPlugin:
         hierarchy = self._evaluated()
         return hdrf.queue_key(hierarchy, queue.name)
 
-    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+    def reclaimable(
+        self, reclaimers: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
         """Those of ``candidates`` without which their queue still comes after the
-        reclaimer's queue holding the reclaimer (each taken alone, as Volcano does)."""
+        reclaimers' queue holding the reclaimers (pods of one job placed by the same
+        reclaim; each candidate taken alone, as Volcano does)."""
         hierarchy = self._hierarchy
-        job = self._jobs.get(reclaimer.job_id)
+        job = self._jobs.get(reclaimers[0].job_id) if reclaimers else None
         if hierarchy is None or job is None:
             return []
         held = {uid: dict(h) for uid, h in self.held.items()}
         in_use = dict(self._in_use)
-        _add(held.setdefault(job.uid, {}), reclaimer.request.amounts, 1)
-        _add(in_use, reclaimer.request.amounts, 1)
+        for reclaimer in reclaimers:
+            _add(held.setdefault(job.uid, {}), reclaimer.request.amounts, 1)
+            _add(in_use, reclaimer.request.amounts, 1)
         out: list[TaskInfo] = []
         for t in candidates:
             owner = self._jobs.get(t.job_id)

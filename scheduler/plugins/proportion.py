@@ -22,7 +22,8 @@ At session open every queue of the tree (:mod:`scheduler.api.queue_tree`) gets a
 
 Then, for the actions:
 
-- queues are ordered by priority, then by their dominant share (allocated / deserved);
+- queues are ordered by priority, then by their dominant share (allocated / deserved),
+  then by how much of the cluster they lack of their shares (more first);
 - a task is *allocatable* while its queue's allocation plus the task stays within its
   deserved share; a queue is *overused* once its allocation covers its deserved share;
 - a task may *borrow* beyond its queue's share from room no queue below its share could
@@ -32,11 +33,14 @@ Then, for the actions:
 - a PodGroup is *enqueueable* when its ``minResources`` fits the queue's limit (the
   capabilities on its path, less the floors of every other queue), and every ancestor's
   capability still holds what its subtree uses and has reserved for admitted gangs;
-- of the candidates for reclaim, in the order given, those whose queue (and every
-  ancestor below the reclaiming queue's branch) stays at or above its guarantee without
-  them, and at or above its share or above the reclaiming queue's share (both in the
-  resources the candidate frees that the reclaimer asks for), and is ``reclaimable``,
-  are allowed.
+- a queue *may reclaim* for a task when it is below its deserved share in a contended
+  resource the task asks for (one some queue deserves less of than it asks for), and
+  its capabilities hold the task;
+- of the candidates for reclaim, in the order given, those are allowed whose eviction
+  keeps the reclaim fair (:mod:`scheduler.plugins.fair_reclaim`: max-min fairness over
+  the queues' satisfactions with whole pods, then what they hold within their shares),
+  leaves their queues (and every ancestor below the reclaiming queue's branch) at or
+  above their guarantees, and whose queues are ``reclaimable``.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from scheduler.framework.extension_points import (
     QUEUE_BORROWABLE,
     QUEUE_ORDER,
     QUEUE_OVERUSED,
+    QUEUE_RECLAIMS,
     QUEUE_SHARE,
     RECLAIMABLE,
     HookSet,
@@ -69,6 +74,7 @@ from scheduler.framework.extension_points import (
     Vote,
 )
 from scheduler.framework.registry import NoArguments
+from scheduler.plugins.fair_reclaim import ReclaimBudget, Standing
 
 _INF = 1 << 62
 
@@ -107,8 +113,12 @@ class QueueAttr:
 
 
 def dominant_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
-    """The largest ratio of ``allocated`` to ``deserved`` over the resources allocated
-    (inf when something is allocated that nothing is deserved of)."""
+    """The largest ratio of ``allocated`` to ``deserved`` over the resources allocated:
+    inf when something is allocated that nothing is deserved of (a queue holding what it
+    deserves none of is above its share without bound, and is ordered after, and
+    reclaimed from before, every queue that deserves what it holds); 1 for a queue that
+    holds nothing and deserves nothing (it has its share: all of nothing); 0 for one
+    that holds nothing of a positive share."""
     worst = 0.0
     for name, used in allocated.items():
         d = deserved.get(name, 0)
@@ -117,6 +127,8 @@ def dominant_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) ->
                 return float("inf")
             continue
         worst = max(worst, used / d)
+    if worst == 0.0 and not any(used > 0 for used in allocated.values()):
+        return 0.0 if any(d > 0 for d in deserved.values()) else 1.0
     return worst
 
 
@@ -172,6 +184,9 @@ class ProportionPlugin:
         self._charged: dict[str, str] = {}
         """DRA claim key -> the pod its devices are counted for: a claim shared by several
         pods counts once, for the first of them by uid."""
+        self.contended: frozenset[str] = frozenset()
+        """The resources some queue deserves less of than it asks for (its demand capped by
+        its capability): the only ones a reclaim is judged in."""
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         total = ZERO
@@ -227,6 +242,7 @@ class ProportionPlugin:
         hooks.add(QUEUE_BORROWABLE, self.borrowable)
         hooks.add(QUEUE_OVERUSED, self.overused)
         hooks.add(QUEUE_SHARE, self.queue_share)
+        hooks.add(QUEUE_RECLAIMS, self.reclaims)
         hooks.add(JOB_ENQUEUEABLE, self.enqueueable)
         hooks.add(ON_ENQUEUE, self.enqueued)
         hooks.add(RECLAIMABLE, self.reclaimable)
@@ -241,12 +257,16 @@ class ProportionPlugin:
             names.update(a.demand)
         deserved: dict[str, dict[str, int]] = {q: {} for q in attrs}
         floors: dict[str, dict[str, int]] = {q: {} for q in attrs}
+        contended: set[str] = set()
         for r in sorted(names):
             capped = self._capped_demands(r)
             floor = self._floors(r)
             for q in attrs:
                 floors[q][r] = floor[q]
             self._fill(ROOT, total[r], r, capped, floor, deserved)
+            if any(deserved[q][r] < capped[q] for q in attrs):
+                contended.add(r)
+        self.contended = frozenset(contended)
         for q, a in attrs.items():
             a.deserved = Resource(deserved[q])
             a.floor = Resource(floors[q])
@@ -339,6 +359,7 @@ class ProportionPlugin:
         self.attrs = {}
         self._jobs = {}
         self._paths = {}
+        self.contended = frozenset()
 
     # Read-only views (tests, other plugins) -----------------------------------------------
 
@@ -351,8 +372,23 @@ class ProportionPlugin:
     # Hooks ----------------------------------------------------------------------------
 
     def queue_key(self, queue: QueueInfo) -> OrderKey:
+        """Higher queue priority first; then the lower share (allocated / deserved);
+        then, of queues equally far from their shares, the one lacking more of the
+        cluster (what it lacks of its share, as a part of the cluster, summed over the
+        resources). Three queues on two nodes of 8 GPUs, one holding all 16 and the
+        others at zero: served by name, the queue that deserves 2 reclaimed a node it
+        could not keep, and the one that deserves 8 the other, leaving the first below
+        its share, which then took its node back (the fairness property test)."""
         attr = self.attrs.get(queue.name)
-        return (-queue.priority, attr.share() if attr else float("inf"))
+        if attr is None:
+            return (-queue.priority, float("inf"), 0.0)
+        total = self.total
+        lacking = sum(
+            (n - attr.allocated[r]) / total[r]
+            for r, n in attr.deserved.items()
+            if n > attr.allocated[r] and total[r] > 0
+        )
+        return (-queue.priority, attr.share(), -lacking)
 
     def queue_share(self, queue: QueueInfo) -> QueueShare | None:
         attr = self.attrs.get(queue.name)
@@ -381,11 +417,13 @@ class ProportionPlugin:
     def borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``task`` go beyond its queue's share, into room nobody below its share
         could use: within the capabilities of the queue and its ancestors, and leaving
-        every other queue's unused floor free."""
+        every other queue's unused floor free. A nominated task is counted already (a
+        reclaim nominated a pod larger than what was left of its queue's share: it binds
+        once its victims are gone)."""
         attr = self.attrs.get(queue.name)
         if attr is None or queue.state != "Open":
             return False
-        req = self._request(task)
+        req = ZERO if task.status is TaskStatus.PIPELINED else self._request(task)
         for name in self._paths[queue.name]:
             a = self.attrs[name]
             cap = a.queue.capability
@@ -430,77 +468,56 @@ class ProportionPlugin:
             a = self.attrs[name]
             a.reserved = a.reserved + job.min_resources
 
-    def reclaimable(self, reclaimer: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
+    def reclaims(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``queue`` take room for ``task`` by reclaim: is it below its deserved share
+        in a contended resource ``task`` asks for (so that some reclaim for it can be
+        fair)? ``task`` may be larger than what is left of the share (it then ends above
+        the share by less than itself); its capabilities are judged where it is placed,
+        with the victims gone (:meth:`borrowable`)."""
+        attr = self.attrs.get(queue.name)
+        if attr is None or queue.state != "Open":
+            return False
+        return any(
+            n > 0 and r in self.contended and attr.allocated[r] < attr.deserved[r]
+            for r, n in self._request(task).items()
+        )
+
+    def reclaimable(
+        self, reclaimers: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
+    ) -> list[TaskInfo]:
         """Of ``candidates`` (in the order given), those that may be evicted for
-        ``reclaimer``, a pod of another queue: taking each, after those kept before it,
-        leaves its queue, and every ancestor below the branch it shares with the
-        reclaimer's queue, at or above its guarantee, and either at or above its share
-        or at a share (allocated / deserved) still above the reclaiming queue's share now,
-        both in the resources the candidate frees that the reclaimer asks for (max-min
-        fairness: the lowest share strictly rises, so nothing is reclaimed back, and
-        coarse pods leave no queue at zero); and none of them says ``reclaimable:
-        false``."""
-        job = self._jobs.get(reclaimer.job_id)
+        ``reclaimers`` (pods of one job of another queue, placed by the same reclaim):
+        each kept while the reclaim of the ones kept so far stays fair, as the session
+        stands (:class:`~scheduler.plugins.fair_reclaim.ReclaimBudget`: the queues'
+        satisfactions better in the leximin order, or the same with more held within
+        the shares; for reclaimers larger than what is left of their queue's share, no
+        queue losing anything within its own), keeps every queue it takes from, and each
+        ancestor below the branch it shares with the reclaimers' queue, at or above its
+        guarantee, and none of them says ``reclaimable: false``."""
+        job = self._jobs.get(reclaimers[0].job_id) if reclaimers else None
         mine = self._paths.get(job.queue, ()) if job is not None else ()
-        wants = self._request(reclaimer).amounts
-        left: dict[str, dict[str, int]] = {}
-        """What each queue still holds once the candidates kept so far are taken."""
+        if not mine:
+            return []
+        total = ResourceSum()
+        for t in reclaimers:
+            total.add(self._request(t))
+        gain = total.result()
+        attr = self.attrs[mine[0]]
+        fits = all(attr.allocated[r] + n <= attr.deserved[r] for r, n in gain.items())
+        budget = ReclaimBudget(self._standing, self.contended, mine, gain, within_share=fits)
+        if not budget.gains():
+            return []
         out: list[TaskInfo] = []
         for t in candidates:
             owner = self._jobs.get(t.job_id)
             path = self._paths.get(owner.queue) if owner is not None else None
-            if not path or path[0] in mine:
-                continue
-            below = [q for q in path if q not in mine]
-            request = self._request(t)
-            dims = [r for r, n in request.items() if n > 0 and wants.get(r, 0) > 0]
-            floor = self._share_in(mine[0], self.attrs[mine[0]].allocated, dims) if mine else _INF
-            holds = []
-            for q in below:
-                h = left.get(q)
-                if h is None:
-                    h = left[q] = self.attrs[q].allocated.to_dict()
-                holds.append(h)
-            if all(
-                self._may_give(q, h, request, floor, dims)
-                for q, h in zip(below, holds, strict=True)
-            ):
+            if path and budget.take(path, self._request(t)):
                 out.append(t)
-                for h in holds:
-                    for r, n in request.items():
-                        h[r] = h.get(r, 0) - n
         return out
 
-    def _may_give(
-        self, q: str, holds: Mapping[str, int], request: Resource, floor: float, dims: list[str]
-    ) -> bool:
-        """Can queue ``q``, holding ``holds``, give up ``request`` and stay at or above its
-        guarantee, and, in ``dims`` (the resources the reclaimer needs that ``request``
-        frees), at or above its share or at a share above ``floor`` (the reclaiming
-        queue's in the same resources)?
-
-        Shares are compared in ``dims`` only, not over every resource: a queue that holds
-        its share of GPUs (dominant share 1) may be below its share of CPU, and a CPU pod
-        taken from it would leave it there while it looked "at its share"; the queue it
-        gave to, also at its share of GPUs, would then be taken from in turn (each below
-        its share of CPU, each at 1 by its GPUs: a ping-pong the soak of issue 26 saw)."""
+    def _standing(self, q: str) -> Standing:
         a = self.attrs[q]
-        if not a.queue.reclaimable:
-            return False
-        guarantee = a.queue.guarantee.amounts
-        req = request.amounts
-        after: dict[str, int] = {}
-        for r, held in holds.items():
-            taken = req.get(r, 0)
-            after[r] = held - taken
-            if taken and after[r] < guarantee.get(r, 0):
-                return False
-        share = self._share_in(q, after, dims)
-        return share >= 1.0 or share > floor
-
-    def _share_in(self, q: str, holds: Mapping[str, int], dims: list[str]) -> float:
-        """Queue ``q``'s dominant share, holding ``holds``, over resources ``dims`` only."""
-        return dominant_share({r: holds.get(r, 0) for r in dims}, self.attrs[q].deserved.amounts)
+        return Standing(a.allocated, a.deserved, a.queue.guarantee, a.queue.reclaimable)
 
     def on_place(self, task: TaskInfo, node: NodeInfo) -> None:
         path = self._path_of(task)

@@ -57,10 +57,15 @@ def reason(session: Session, name: str) -> str:
 
 
 def gang(
-    name: str, n: int, cpu: str = "1", roles: list[str] | None = None, **group: Any
+    name: str,
+    n: int,
+    cpu: str = "1",
+    roles: list[str] | None = None,
+    memory: str | None = None,
+    **group: Any,
 ) -> list[Obj]:
     pods = [
-        pod(f"{name}-{i}", cpu=cpu, memory=None, group=name, role=roles[i] if roles else None)
+        pod(f"{name}-{i}", cpu=cpu, memory=memory, group=name, role=roles[i] if roles else None)
         for i in range(n)
     ]
     return [pod_group(name, **group), *pods]
@@ -107,8 +112,8 @@ def test_gang_that_does_not_fit_says_why() -> None:
     runs and says which pod found no node."""
     session = run([*NODES_2x2, *gang("g", 3, cpu="1500m", min_member=3)])
     fast = (
-        "the cluster has 4 CPU free in all, too little for 3 pods of 1500m CPU, "
-        "the least this gang can start with"
+        "the cluster has 4 CPU free in all, 4500m CPU needed: too little for 3 pods of "
+        "1500m CPU, the least this gang can start with"
     )
     assert session.job_reasons["default/g"] == Reason(ReasonCode.GANG_TOO_LARGE, fast)
     assert reason(session, "g-0") == fast
@@ -119,6 +124,45 @@ def test_gang_that_does_not_fit_says_why() -> None:
     )
     assert reason(session, "g-2") == "0/2 nodes are available: 2 Insufficient cpu."
     assert reason(session, "g-0").startswith("2/3 tasks of gang default/g can be placed")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pods", "said"),
+    [
+        pytest.param(
+            [node("n1", cpu="3", memory="64Gi")],
+            [pod("busy", cpu="3", memory="12Gi", node="n1")],
+            "the cluster has 0 CPU free in all, 9 CPU needed: too little for 3 pods of "
+            "3 CPU, 1Gi memory",
+            id="cpu-none-free-memory-plenty",
+        ),
+        pytest.param(
+            [node("n1", cpu="16", memory="2Gi")],
+            [],
+            "the cluster has 2Gi memory free in all, 3Gi memory needed: too little for 3 pods "
+            "of 3 CPU, 1Gi memory",
+            id="memory-short-cpu-plenty",
+        ),
+        pytest.param(
+            [node("n1", cpu="4", memory="2Gi")],
+            [],
+            "the cluster has 4 CPU free in all, 9 CPU needed and 2Gi memory free in all, "
+            "3Gi memory needed: too little for 3 pods of 3 CPU, 1Gi memory",
+            id="both-short",
+        ),
+    ],
+)
+def test_a_gang_too_large_for_the_free_room_names_what_is_short(
+    nodes: list[Obj], pods: list[Obj], said: str
+) -> None:
+    """Issue 38 point 3: the live page's example said "the cluster has 52Gi memory free in
+    all, too little for 3 pods of 3 CPU, 1Gi memory" when CPU was what was short (none
+    free, so left out of the sum). The reason names each resource the gang lacks, with
+    what is free and what it needs, zero included, and nothing it does not lack."""
+    session = run([*nodes, *pods, *gang("g", 3, cpu="3", memory="1Gi", min_member=3)])
+    told = session.job_reasons["default/g"]
+    assert told.code is ReasonCode.GANG_TOO_LARGE
+    assert told.message == f"{said}, the least this gang can start with"
 
 
 @pytest.mark.parametrize(

@@ -251,6 +251,7 @@ WORLDS: dict[str, list[Obj]] = {
     "score": ALLOCATE,
     "queueAllocatable": IN_A_BAD_QUEUE,
     "queueBorrowable": BORROW,
+    "queueReclaims": RECLAIM,
     "queueOverused": IN_A_BAD_QUEUE,
     "queueShare": RECLAIM,
     "preemptable": PREEMPT,

@@ -1,7 +1,7 @@
 """The gang victim search does no work that cannot succeed (found by issue 26's soak).
 
 The soak's reclaim took 2 to 11 s a cycle on 12 nodes: a gang of three pods whose queue
-had room within its share for one more pod only was made room for by trying every set of
+had room for one more pod only was made room for by trying every set of
 the ten pods of its own above the other queue's share (1,024 sets, a dry run of allocate
 each), although no set could do: the queue, not the nodes, refuses the gang. The search now
 asks whether the gang fits with every candidate of the domain gone (eviction never makes
@@ -31,9 +31,14 @@ RECLAIM = SchedulerConfiguration(actions=("enqueue", "allocate", "reclaim"))
 
 def world(gang_size: int) -> list[Obj]:
     """Three nodes of 4 CPU, full: queue ``b`` (deserving 2 CPU) runs ten one-CPU pods of
-    its own, queue ``a`` (deserving 4) runs two; ``a``'s gang of ``gang_size`` one-CPU pods
-    waits. ``a`` has room within its share for two more pods."""
-    objects: list[Obj] = [queue("a", deserved={"cpu": "4"}), queue("b", deserved={"cpu": "2"})]
+    its own, queue ``a`` (deserving 4, capable of 4) runs two; ``a``'s gang of
+    ``gang_size`` one-CPU pods waits. ``a``'s capability has room for two more pods (a
+    gang larger than what is left of its share alone could reclaim: the capability
+    is what refuses it)."""
+    objects: list[Obj] = [
+        queue("a", deserved={"cpu": "4"}, capability={"cpu": "4"}),
+        queue("b", deserved={"cpu": "2"}),
+    ]
     objects += [node(f"n{i}", cpu="4") for i in range(3)]
     placed = [("a", 2), ("b", 10)]
     slot = 0
@@ -121,12 +126,15 @@ def test_a_greedy_fill_that_finds_room_but_no_fit_asks_once(
     hopeless_asked: list[int], dry_runs: list[int]
 ) -> None:
     """Queue ``b`` (deserving 4 CPU) fills twelve nodes with twelve gangs of four one-CPU
-    pods: eleven may be taken, beyond every-set search; queue ``a`` (deserving 4) runs one
-    CPU on a thirteenth node and waits with a gang of two 2-CPU pods: its share has room
-    for one of them only. Once the greedy fill has broken a gang the nodes have room for
-    both, the dry run fails, and the question, asked then, ends the search: no eviction,
-    and not a dry run per gang."""
-    objects: list[Obj] = [queue("a", deserved={"cpu": "4"}), queue("b", deserved={"cpu": "4"})]
+    pods: eleven may be taken, beyond every-set search; queue ``a`` (deserving 4, capable
+    of 4) runs one CPU on a thirteenth node and waits with a gang of two 2-CPU pods: its
+    capability has room for one of them only. Once the greedy fill has broken a gang the
+    nodes have room for both, the dry run fails, and the question, asked then, ends the
+    search: no eviction, and not a dry run per gang."""
+    objects: list[Obj] = [
+        queue("a", deserved={"cpu": "4"}, capability={"cpu": "4"}),
+        queue("b", deserved={"cpu": "4"}),
+    ]
     objects += [node(f"n{i}", cpu="4") for i in range(13)]
     for i in range(12):
         objects.append(pod_group(f"b{i}", min_member=4, phase="Running", queue="b"))

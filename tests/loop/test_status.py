@@ -519,7 +519,7 @@ def test_a_gang_that_cannot_fit_gets_the_unschedulable_condition_of_its_pods(
     # each says why the gang cannot go, and the preempt action (which makes room for the
     # gang as a whole) adds to each that it cannot help
     gang = (
-        f"the cluster has {free} free in all, too little for 3 pods of 1 CPU, "
+        f"the cluster has {free} free in all, 3 CPU needed: too little for 3 pods of 1 CPU, "
         "the least this gang can start with"
     )
     events = latest_events(sim, "FailedScheduling")

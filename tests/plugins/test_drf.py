@@ -201,7 +201,7 @@ def test_reclaim_by_hierarchical_share(reclaimer: str, victim: str, allowed: boo
     come after dev (0) under eng."""
     s = hierarchy_session()
     candidate = task_of(s, victim)
-    out = s.ask(RECLAIMABLE, task_of(s, reclaimer), [candidate])
+    out = s.ask(RECLAIMABLE, [task_of(s, reclaimer)], [candidate])
     assert (out == [candidate]) is allowed
     assert s.ask(QUEUE_ORDER, s.queues["dev"]) < s.ask(QUEUE_ORDER, s.queues["sci"])  # restored
 

@@ -248,14 +248,19 @@ class GangSearch:
         tasks.sort(key=lambda t: t.key, reverse=True)
         found = bundles(session.jobs, tasks, lambda t: keys[t.uid])
         ordered = self._ordered(run, found)
-        flat = [t for sc in ordered for t in sc.bundle.tasks]
-        allowed = {t.uid for t in self.policy.allowed(session, run.rep, flat)}
+        # A Whole bundle's members elsewhere go with it: the plugins weigh them too.
+        flat = [t for sc in ordered for t in (*sc.bundle.tasks, *sc.extras)]
+        gang = [run.rep, *(t for t in run.pending if t is not run.rep)]
+        allowed = {t.uid for t in self.policy.allowed(session, gang, flat)}
         if len(allowed) == len(flat):
             return ordered
         kept: list[Bundle] = []
         for sc in ordered:
             inside = tuple(t for t in sc.bundle.tasks if t.uid in allowed)
-            if sc.bundle.kind is Kind.WHOLE and len(inside) < len(sc.bundle.tasks):
+            whole = len(inside) == len(sc.bundle.tasks)
+            if sc.bundle.kind is Kind.WHOLE and not (
+                whole and all(t.uid in allowed for t in sc.extras)
+            ):
                 continue  # a Whole bundle partly refused cannot be taken
             if inside:
                 kept.append(Bundle(sc.bundle.job, sc.bundle.kind, inside))
@@ -595,7 +600,8 @@ class GangSearch:
         try:
             if not self._place(run):
                 return None
-            return [(t, t.node_name) for t in run.session.order_tasks(list(run.pending))]
+            ordered = run.job.minimums_first(run.session.order_tasks(list(run.pending)))
+            return [(t, t.node_name) for t in ordered]
         finally:
             run.stmt.rollback(cp)
 
@@ -621,7 +627,7 @@ class GangSearch:
         within its queue's share, in ``run.stmt``: True when all were; else what was
         nominated stays for the caller to roll back."""
         session = run.session
-        for task in session.order_tasks(list(run.pending)):
+        for task in run.job.minimums_first(session.order_tasks(list(run.pending))):
             if not self.policy.queue_allows(session, task):
                 return False
             fit = session.fit(task, releasing=True).restricted(run.domain.rows)

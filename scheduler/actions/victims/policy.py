@@ -71,10 +71,11 @@ class VictimPolicy(Protocol):
         ...
 
     def allowed(
-        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+        self, session: Session, preemptors: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
-        """Which of ``candidates`` (members of a gang the victims break, elsewhere) may go
-        with them, as the session stands (the victims already evicted in it)."""
+        """Which of ``candidates`` (in the order given) may be evicted together to make
+        room for ``preemptors`` (pods of one job; the first is the one the plugins' victim
+        filters are asked about), as the session stands."""
         ...
 
     def rank(self, session: Session, candidate: Candidate) -> RankKey:
@@ -116,6 +117,23 @@ def within_share(session: Session, preemptor: TaskInfo) -> bool:
     """Does ``preemptor``'s queue have room for it within its deserved share?"""
     job = session.jobs[preemptor.job_id]
     return session.queue_allocatable(session.queues[job.queue], preemptor)
+
+
+def may_take(session: Session, preemptor: TaskInfo) -> bool:
+    """May ``preemptor``'s queue take room for it in a reclaim, as the session stands (the
+    victims gone): within its share, or beyond it into room that nobody's guarantee holds
+    and within its capabilities (``QUEUE_BORROWABLE``): a pod larger than what is left
+    of its queue's share, or the later members of a gang larger than it. Whether the
+    queue may reclaim at all, and which victims keep the reclaim fair, is asked before
+    (``QUEUE_RECLAIMS``, the plugins' reclaim budgets)."""
+    queue = session.queues[session.jobs[preemptor.job_id].queue]
+    return session.queue_allocatable(queue, preemptor) or session.queue_borrowable(queue, preemptor)
+
+
+AFTER_BIND = 2.0
+"""Seconds after which a reclaimer held back only by pods whose binds were not through is
+tried again (a parked job is otherwise let go only by an event that may free room, or
+after five minutes: a bind is neither)."""
 
 
 class BeingPlaced:
@@ -211,11 +229,12 @@ class LowerPriority:
         return sorted(tasks, key=lambda t: (-t.priority, t.start_time, t.key))
 
     def allowed(
-        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+        self, session: Session, preemptors: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
-        """Those of lower priority than ``preemptor`` the plugins let go."""
-        lower = [c for c in candidates if c.priority < preemptor.priority]
-        return session.victims(preemptor, lower) if lower else []
+        """Those of lower priority than every one of ``preemptors`` the plugins let go."""
+        limit = min(p.priority for p in preemptors)
+        lower = [c for c in candidates if c.priority < limit]
+        return session.victims(preemptors[0], lower) if lower else []
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
         return fits_within_share(session, preemptor, node)
@@ -256,9 +275,10 @@ class LowerPriority:
 class QueueReclaim:
     """The reclaim action's policy (Volcano's reclaim): victims are pods of other queues
     that hold more than their deserved share, as far as the plugins' reclaim budgets allow
-    (never below a queue's guarantee; below its share only while its share stays above the
-    reclaiming queue's; never from a queue that is not ``reclaimable``), whatever their
-    priority; the reclaiming queue must stay within its own share. Victims come from the
+    (``proportion``: never below a queue's guarantee; only while the reclaim makes the
+    shares fairer; never from a queue that is not ``reclaimable``), whatever their
+    priority; the reclaiming queue must be below its own share in what the pod asks
+    (:func:`may_take`), the pod may be larger than what is left of it. Victims come from the
     queue of lowest queue priority first (the reverse of the queue order), then from the
     queue furthest above its share; then as kube-scheduler ranks them (lower pod
     priorities first). With a minimum runtime (``minRuntimeSeconds``), a job that
@@ -266,7 +286,8 @@ class QueueReclaim:
 
     reason = EvictReason.RECLAIMED
     nothing_helps = (
-        "reclaim: no queue above its share has pods whose eviction makes room for this one."
+        "reclaim: no queue above its share has pods whose eviction makes room for this one "
+        "and leaves the queues' shares fairer."
     )
     priority_first = False
 
@@ -292,7 +313,7 @@ class QueueReclaim:
 
     def possible(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         """:meth:`candidates`, as far as the plugins' reclaim budgets allow."""
-        return session.reclaimable(preemptor, self.candidates(session, preemptor, node))
+        return session.reclaimable([preemptor], self.candidates(session, preemptor, node))
 
     def candidates(self, session: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
         """Pods of other queues above their share, of the queue of lowest queue priority
@@ -300,18 +321,25 @@ class QueueReclaim:
         younger; those the plugins protect left out (the reclaim budgets are not asked:
         :meth:`possible`), and those of jobs too young (:meth:`too_young`: the
         preemptor's job is then to be tried again when the first of them comes of age,
-        :meth:`Session.revisit`)."""
+        :meth:`Session.revisit`) or being placed (allocated this cycle or their bind in
+        flight, or of a gang that has such members: tried again :data:`AFTER_BIND`
+        seconds later)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
         placing = self._placed.of(session)
         out: list[TaskInfo] = []
         for t in node.tasks.values():
-            if t.status not in EVICTABLE or not t.sluice:
+            if not t.sluice or (t.status not in EVICTABLE and t.status not in BEING_PLACED):
                 continue
             owner = session.jobs.get(t.job_id)
-            if owner is None or owner.queue == mine or owner.uid in placing:
+            if owner is None or owner.queue == mine:
                 continue
             if shares.of(owner.queue) <= 1.0:
+                continue
+            if t.status in BEING_PLACED or owner.uid in placing:
+                # Its bind is not through yet: no victim now, but maybe once it is (the
+                # preemptor's job, parked, is tried again then, not at the 5-minute retry).
+                session.revisit(preemptor.job_id, AFTER_BIND)
                 continue
             young_for = self.too_young(session, owner)
             if young_for > 0:
@@ -356,15 +384,15 @@ class QueueReclaim:
         return sorted(tasks, key=lambda t: self._taken(session, t), reverse=True)
 
     def allowed(
-        self, session: Session, preemptor: TaskInfo, candidates: Sequence[TaskInfo]
+        self, session: Session, preemptors: Sequence[TaskInfo], candidates: Sequence[TaskInfo]
     ) -> list[TaskInfo]:
-        return session.reclaimable(preemptor, candidates)
+        return session.reclaimable(preemptors, candidates)
 
     def fits(self, session: Session, preemptor: TaskInfo, node: str) -> bool:
-        return fits_within_share(session, preemptor, node)
+        return session.fits_on(preemptor, node, releasing=True) and may_take(session, preemptor)
 
     def queue_allows(self, session: Session, preemptor: TaskInfo) -> bool:
-        return within_share(session, preemptor)
+        return may_take(session, preemptor)
 
     def order_bundles(
         self, session: Session, scored: Sequence[Scored], roi_threshold: float

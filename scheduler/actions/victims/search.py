@@ -322,6 +322,13 @@ class VictimSearch:
         session as it found it."""
         # how much each one's eviction breaks, as the gangs stand before any removal
         spared = spare_order(session, possible)
+        # Most worth keeping first (the policy's order: for preempt the most important,
+        # for reclaim the reverse of the order victims are taken in, by the queues' shares
+        # before any removal); among them, pods whose eviction breaks a budget, then the
+        # core of running gangs (Whole: evicting one breaks the gang), then pods of their
+        # own, and the gangs' surplus (Safe) last: the likeliest to be spared first, and
+        # the Safe ones the first victims.
+        ordered = self.policy.keep_first(session, possible)
         fits = self.policy.fits
         cp = stmt.checkpoint()
         try:
@@ -329,13 +336,6 @@ class VictimSearch:
                 stmt.evict(v, self.policy.reason, preemptor=task)
             if not fits(session, task, node.name):
                 return None
-            # Most worth keeping first (the policy's order: for preempt the most important,
-            # for reclaim the reverse of the order victims are taken in); among them, pods
-            # whose eviction breaks a budget, then the core of running gangs (Whole:
-            # evicting one breaks the gang), then pods of their own, and the gangs' surplus
-            # (Safe) last: the likeliest to be spared first, and the Safe ones the first
-            # victims.
-            ordered = self.policy.keep_first(session, possible)
             breaks = dict(
                 zip(
                     (t.uid for t in ordered),
@@ -355,11 +355,17 @@ class VictimSearch:
             rest = self.bundle(session, stmt, task, victims)
             if rest is None:
                 return None  # it would break a gang it cannot take whole
-            victims.extend(rest)
-            violations = sum(pdb_violations(victims, session.snapshot.budgets))
-            return Candidate(node, tuple(victims), violations)
         finally:
             stmt.rollback(cp)
+        # The rest of the gangs broken go only if all of them may go with the victims, as
+        # one eviction (a reclaim budget weighs what the whole set takes).
+        if rest and len(self.policy.allowed(session, [task], [*victims, *rest])) < len(
+            victims
+        ) + len(rest):
+            return None  # it would leave a gang broken and running
+        victims.extend(rest)
+        violations = sum(pdb_violations(victims, session.snapshot.budgets))
+        return Candidate(node, tuple(victims), violations)
 
     def bundle(
         self, session: Session, stmt: Statement, task: TaskInfo, victims: list[TaskInfo]
@@ -368,10 +374,11 @@ class VictimSearch:
 
         A running gang left below its minMember cannot make progress and only holds room,
         so its other members (wherever they run) go with it. They are evicted in the
-        statement like the others. None when some of them may not be evicted for
-        ``task`` (the policy's :meth:`~VictimPolicy.allowed`): the victims would
-        leave that gang broken and running, and are no candidate (as a Whole bundle
-        partly refused is dropped in a gang's search).
+        statement like the others. None when one of them is not this scheduler's (it
+        cannot be evicted); whether they may all go with the victims (the policy's
+        :meth:`~VictimPolicy.allowed`, asked of the whole set) is :meth:`simulate`'s
+        question: if not, the victims would leave that gang broken and running, and are
+        no candidate (as a Whole bundle partly refused is dropped in a gang's search).
         """
         extra: list[TaskInfo] = []
         seen = {v.uid for v in victims}
@@ -382,11 +389,9 @@ class VictimSearch:
             if job.placed_count() >= job.min_member:
                 continue  # still whole without the victims
             members = [t for t in job.tasks.values() if t.status in EVICTABLE and t.uid not in seen]
-            eligible = [t for t in members if t.sluice]
-            allowed = self.policy.allowed(session, task, eligible) if eligible else []
-            if len(allowed) < len(members):
+            if not all(t.sluice for t in members):
                 return None
-            for t in allowed:
+            for t in members:
                 stmt.evict(t, self.policy.reason, preemptor=task)
                 extra.append(t)
                 seen.add(t.uid)

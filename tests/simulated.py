@@ -48,6 +48,7 @@ def simulate(
         scenario,
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         wait_for_pod_grouper=resolved.config.wait_for_pod_grouper,
+        sharding=resolved.config.sharding(),
         on_cycle=on_cycle,
         until=until,
         max_cycles=max_cycles,

@@ -1,5 +1,6 @@
-"""One runner for every YAML scenario: tests/scenarios/ and tests/conformance/ (the
-peers' test tables ported, see tests/conformance/README.md).
+"""One runner for every YAML scenario: tests/scenarios/ (run here) and tests/conformance/
+(the peers' test tables ported, see tests/conformance/README.md: run by its index test,
+tests/conformance/test_conformance_index.py, with these functions).
 
 A scenario file holds ordinary Kubernetes objects plus one ``kind: Expectation``
 document (only the tests read it) that says what ``sluice simulate --output json`` must
@@ -38,7 +39,13 @@ report (the keys are described in scheduler/sim/runner.py and docs/tools/simulat
 
 A conformance scenario's ``metadata`` also names the case it ports (``source: {file,
 test, case}``) and, for a deliberate departure from the peer's expectation, says why
-(``departure: ...``); tests/conformance/test_conformance_index.py counts them.
+(``departure: ...``) and what the peer expects (``peerExpect``, keys as ``expect``).
+
+An Expectation with no ``expect``, an empty one, or a key (of ``expect``, ``metadata`` or
+the document) the runner does not know is refused: a scenario that checks nothing, or a
+misspelt key, would pass whatever happened. An ``error`` does not end the checks: the
+other keys are checked too, against the result printed (a run that printed none cannot
+meet them, and fails).
 
 A run that succeeds must log nothing (errors are the only lines a simulation logs). The
 scenario is run without its Expectation document, so the document numbers in an
@@ -52,6 +59,7 @@ and ``cycle`` (its cycle) must hold for that event.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,52 +69,115 @@ import yaml
 from scheduler.cli.main import main
 
 HERE = Path(__file__).parent
-SCENARIOS = sorted((HERE / "scenarios").glob("*.yaml")) + sorted(
-    (HERE / "conformance").glob("*/**/*.yaml")  # <peer>/<dir>/<case>.yaml; not index.yaml
+SCENARIOS = sorted((HERE / "scenarios").glob("*.yaml"))
+
+EXPECT_KEYS = frozenset(
+    {
+        "exitCode",
+        "error",
+        "stoppedBy",
+        "seconds",
+        "bindings",
+        "notBound",
+        "boundCount",
+        "boundPerGroup",
+        "spread",
+        "pending",
+        "pendingCodes",
+        "podGroups",
+        "evictions",
+        "evictionSet",
+        "nominations",
+        "timeline",
+        "never",
+    }
 )
+"""Every key an ``expect`` (or a departure's ``peerExpect``) may have."""
+DOCUMENT_KEYS = frozenset({"kind", "apiVersion", "metadata", "args", "expect"})
+METADATA_KEYS = frozenset({"name", "source", "departure", "peerExpect"})
+RESULT_KEYS = {
+    "cycles",
+    "stoppedBy",
+    "seconds",
+    "bindings",
+    "evictions",
+    "nominations",
+    "pending",
+    "pendingCodes",
+    "podGroups",
+    "timeline",
+}
 
 
-def _id(path: Path) -> str:
-    """``stem`` for tests/scenarios, ``conformance/<peer>/<dir>/<stem>`` for the rest."""
-    rel = path.relative_to(HERE)
-    return path.stem if rel.parts[0] == "scenarios" else str(rel.with_suffix(""))
-
-
-def _split(path: Path) -> tuple[dict[str, Any], list[Any]]:
+def split(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The scenario's Expectation (checked: see the module docstring) and its other
+    documents."""
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     expectations = [d for d in docs if d.get("kind") == "Expectation"]
     assert len(expectations) == 1, f"{path.name}: needs exactly one Expectation document"
-    return expectations[0], [d for d in docs if d.get("kind") != "Expectation"]
+    [expectation] = expectations
+    unknown = set(expectation) - DOCUMENT_KEYS
+    assert not unknown, f"{path.name}: unknown keys of the Expectation: {sorted(unknown)}"
+    metadata = expectation.get("metadata") or {}
+    unknown = set(metadata) - METADATA_KEYS
+    assert not unknown, f"{path.name}: unknown keys of its metadata: {sorted(unknown)}"
+    check_keys(path.name, "expect", expectation.get("expect"))
+    if "peerExpect" in metadata:
+        check_keys(path.name, "metadata.peerExpect", metadata["peerExpect"])
+    return expectation, [d for d in docs if d.get("kind") != "Expectation"]
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[_id(p) for p in SCENARIOS])
-def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    expectation, docs = _split(path)
+def check_keys(name: str, where: str, expect: object) -> None:
+    """``expect`` is a map of known keys with at least one."""
+    assert isinstance(expect, dict) and expect, f"{name}: {where} says nothing to check"
+    unknown = set(expect) - EXPECT_KEYS
+    assert not unknown, f"{name}: unknown keys in {where}: {sorted(unknown)}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``sluice simulate --output json`` did with a scenario."""
+
+    code: int
+    err: str
+    result: dict[str, Any] | None
+    """The JSON printed, None when the run printed none."""
+    docs: list[Any]
+
+
+def simulate(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Outcome:
+    """Run the scenario at ``path`` (its Expectation left out) as ``sluice simulate
+    --output json`` with the Expectation's ``args``."""
+    expectation, docs = split(path)
     scenario = tmp_path / path.name
     scenario.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    capsys.readouterr()
     code = main(["simulate", str(scenario), "--output", "json", *expectation.get("args", [])])
     out, err = capsys.readouterr()
-    expect = expectation.get("expect") or {}
-    assert code == expect.get("exitCode", 0), err
+    try:
+        result = json.loads(out) if out.strip() else None
+    except json.JSONDecodeError:
+        result = None
+    return Outcome(code, err, result, docs)
+
+
+def check(expect: dict[str, Any], outcome: Outcome) -> None:
+    """``outcome`` meets every key of ``expect`` (AssertionError naming the first that it
+    does not meet)."""
+    err = outcome.err
+    assert outcome.code == expect.get("exitCode", 0), err
     if "error" in expect:
         assert expect["error"] in err, err
         assert len(err.strip().splitlines()) == 1, f"one error line expected, got:\n{err}"
         assert "Traceback" not in err
+    else:
+        assert err == "", f"a successful run logs no errors:\n{err}"
+    rest = set(expect) - {"exitCode", "error"}
+    if not rest:
         return
-    assert err == "", f"a successful run logs no errors:\n{err}"
-    result = json.loads(out)
-    assert set(result) == {
-        "cycles",
-        "stoppedBy",
-        "seconds",
-        "bindings",
-        "evictions",
-        "nominations",
-        "pending",
-        "pendingCodes",
-        "podGroups",
-        "timeline",
-    }
+    result = outcome.result
+    assert result is not None, f"no result printed to check {sorted(rest)} against"
+    assert set(result) == RESULT_KEYS
     bindings = result["bindings"]
     for pod, node in (expect.get("bindings") or {}).items():
         assert pod in bindings, f"{pod} not bound; pending: {result['pending'].get(pod)}"
@@ -117,9 +188,9 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     if "boundCount" in expect:
         assert len(bindings) == expect["boundCount"], bindings
     if "spread" in expect:
-        check_spread(expect["spread"], bindings, docs)
+        check_spread(expect["spread"], bindings, outcome.docs)
     if "boundPerGroup" in expect:
-        assert bound_per_group(bindings, docs) == expect["boundPerGroup"], bindings
+        assert bound_per_group(bindings, outcome.docs) == expect["boundPerGroup"], bindings
     for pod, reason in (expect.get("pending") or {}).items():
         assert pod in result["pending"], f"{pod} is not pending"
         assert reason in result["pending"][pod], result["pending"][pod]
@@ -141,6 +212,16 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for fields in expect.get("never") or ():
         seen = [e for e in result["timeline"] if all(e.get(k) == v for k, v in fields.items())]
         assert not seen, f"{fields} occurred: {seen}"
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[_id(p) for p in SCENARIOS])
+def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expectation, _ = split(path)
+    check(expectation["expect"], simulate(path, tmp_path, capsys))
 
 
 def check_spread(spread: dict[str, Any], bindings: dict[str, str], docs: list[Any]) -> None:

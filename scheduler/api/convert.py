@@ -297,12 +297,14 @@ def budget_from_object(
         field="spec.selector",
         null_matches=False,
     )
+    disrupted = (pdb.get("status") or {}).get("disruptedPods") or {}
     return DisruptionBudget(
         str(meta.get("namespace", "default")),
         str(meta["name"]),
         selector,
         disruptions_allowed,
         unhealthy_evictable,
+        frozenset(str(name) for name in disrupted) if isinstance(disrupted, dict) else frozenset(),
     )
 
 

@@ -171,7 +171,8 @@ def min_resources_exceed_room(job: str, short: str, measure: str) -> Reason:
 def queue_no_room_for_min_resources(queue: str, job: str) -> Reason:
     return Reason(
         ReasonCode.QUEUE_NO_ROOM_FOR_MIN_RESOURCES,
-        f"queue {queue!r} has no room for the minResources of {job}",
+        f"queue {queue!r} has no room for the minResources of {job} (without any, the "
+        "devices its pods' ResourceClaims ask)",
     )
 
 

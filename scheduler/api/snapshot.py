@@ -36,6 +36,10 @@ class DisruptionBudget:
     unhealthy_evictable: bool = False
     """May an unhealthy pod of it be evicted without costing a disruption
     (:func:`scheduler.api.disruption.unhealthy_evictable`)?"""
+    disrupted: frozenset[str] = frozenset()
+    """Its ``status.disruptedPods``: pods whose eviction the API server has processed and
+    already counted; evicting one again costs the budget nothing (kube-scheduler's
+    ``filterPodsWithPDBViolation``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,7 +270,11 @@ def budgets_of(
             healthy = sum(1 for t in matching if _healthy(t))
             allowed = disruptions_allowed(spec, len(matching), healthy, obj=where)
             evictable = unhealthy_evictable(spec, len(matching), healthy, obj=where)
-        out.append(DisruptionBudget(base.namespace, base.name, base.selector, allowed, evictable))
+        out.append(
+            DisruptionBudget(
+                base.namespace, base.name, base.selector, allowed, evictable, base.disrupted
+            )
+        )
     return tuple(out)
 
 

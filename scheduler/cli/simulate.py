@@ -102,6 +102,7 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         lambda cache, ports: app.build_loop(resolved, cache, ports),
         scheduler_name=config.scheduler_name,
         wait_for_pod_grouper=config.wait_for_pod_grouper,
+        sharding=config.sharding(),
         behaviour=behaviour,
         max_cycles=args.cycles,
         until=until,

@@ -61,7 +61,9 @@ class VictimBundle(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Evict:
     """Evict ``task`` from ``node`` for ``preemptor`` (of queue ``queue``), for ``reason``;
-    ``bundle`` says what the eviction does to the victim's gang. A dissolution
+    ``bundle`` says what the eviction does to the victim's gang; ``breaks_budget``,
+    whether it takes a pod a PodDisruptionBudget allows no more disruption of, as the
+    victim search counted it (kube-scheduler's ``NumPDBViolations``). A dissolution
     (:attr:`EvictReason.DISSOLVED`) has no preemptor; every other eviction has one."""
 
     task: TaskInfo
@@ -70,6 +72,7 @@ class Evict:
     preemptor: TaskInfo | None = None
     queue: str = ""
     bundle: VictimBundle = VictimBundle.POD
+    breaks_budget: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ class _Move:
     preemptor: TaskInfo | None = None
     queue: str = ""
     bundle: VictimBundle = VictimBundle.POD
+    breaks_budget: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +154,12 @@ class Statement:
         preemptor: TaskInfo | None = None,
         queue: str = "",
         bundle: VictimBundle = VictimBundle.POD,
+        *,
+        breaks_budget: bool = False,
     ) -> None:
         """Mark a task on a node as releasing: its room will be freed (for ``preemptor``,
-        of queue ``queue``; ``bundle``: what it does to its gang)."""
+        of queue ``queue``; ``bundle``: what it does to its gang; ``breaks_budget``:
+        whether a PodDisruptionBudget allows no more disruption of it)."""
         op = _Move(
             _Kind.EVICT,
             task,
@@ -166,6 +170,7 @@ class Statement:
             preemptor,
             queue,
             bundle,
+            breaks_budget,
         )
         self._record(op, TaskStatus.RELEASING, task.node_name)
 
@@ -308,6 +313,8 @@ class Statement:
             case _Move(kind=_Kind.UNPIPELINE):
                 return ClearNomination(op.task, op.node)
             case _Move(kind=_Kind.EVICT):
-                return Evict(op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle)
+                return Evict(
+                    op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle, op.breaks_budget
+                )
             case _:
                 raise InvariantError(f"an operation with no effect: {op!r}")

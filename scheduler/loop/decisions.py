@@ -18,14 +18,16 @@ class Decision:
     """One preemption, reclaim or dissolution decided in a cycle: ``pod`` (the preemptor;
     None for victims evicted for no single pod), the ``node`` it is nominated to (the
     first victim's for a dissolution), the ``victims`` (``namespace/name``) in the order
-    chosen, and ``kind``: ``reclaim`` when the victims were another queue's,
-    ``dissolve`` when they are what was left of a gang (the ``dissolve`` action's: one
-    decision per gang), else ``preempt``."""
+    chosen, ``breaking`` how many of them a PodDisruptionBudget allowed no more
+    disruption of (kube-scheduler's ``NumPDBViolations``), and ``kind``: ``reclaim``
+    when the victims were another queue's, ``dissolve`` when they are what was left of a
+    gang (the ``dissolve`` action's: one decision per gang), else ``preempt``."""
 
     kind: str
     pod: str | None
     node: str
     victims: tuple[str, ...]
+    breaking: int = 0
 
 
 def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
@@ -35,6 +37,7 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
     effects = list(effects)
     entries: dict[str | None, dict[str, object]] = {}
     victims: dict[str | None, list[str]] = {}
+    breaking: dict[str | None, int] = {}
     for e in effects:
         if isinstance(e, Nominate):
             entries.setdefault(e.task.key, {"node": e.node, "reclaim": False})
@@ -47,6 +50,7 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
             owner = e.preemptor.key if e.preemptor is not None else None
             entry = entries.setdefault(owner, {"node": e.node, "reclaim": False})
             victims.setdefault(owner, []).append(e.task.key)
+            breaking[owner] = breaking.get(owner, 0) + e.breaks_budget
             if e.reason is EvictReason.RECLAIMED:
                 entry["reclaim"] = True
     return [
@@ -55,6 +59,7 @@ def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
             owner,
             str(entry["node"]),
             tuple(victims[owner]),
+            breaking.get(owner, 0),
         )
         for owner, entry in entries.items()
     ] + [

@@ -30,9 +30,10 @@ Then, for the actions:
   use (the allocate action asks after every queue had its chance): up to the capabilities
   of the queue and its ancestors, never into other queues' unused floors; what a queue
   holds above its share is the first to be reclaimed;
-- a PodGroup is *enqueueable* when its ``minResources`` fits the queue's limit (the
-  capabilities on its path, less the floors of every other queue), and every ancestor's
-  capability still holds what its subtree uses and has reserved for admitted gangs;
+- a PodGroup is *enqueueable* when its ``minResources`` (without any: the DRA devices
+  its pods' claims ask) fits the queue's limit (the capabilities on its path, less the
+  floors of every other queue), and every ancestor's capability still holds what its
+  subtree uses and has reserved for admitted gangs;
 - a queue *may reclaim* for a task when it is below its deserved share in a contended
   resource the task asks for (one some queue deserves less of than it asks for), and
   its capabilities hold the task;
@@ -447,10 +448,11 @@ class ProportionPlugin:
         attr = self.attrs.get(job.queue)
         if attr is None or attr.queue.state != "Open":
             return Vote.REJECT
-        if job.min_resources.is_zero():
+        need = self._admitted(job)
+        if need.is_zero():
             return Vote.PERMIT
-        after = attr.allocated + attr.reserved + job.min_resources
-        if not all(after[r] <= attr.limit.get(r, _INF) for r in job.min_resources):
+        after = attr.allocated + attr.reserved + need
+        if not all(after[r] <= attr.limit.get(r, _INF) for r in need):
             return Vote.REJECT
         # every ancestor's capability holds what its whole subtree uses and reserves
         for name in self._paths[job.queue][1:]:
@@ -458,15 +460,29 @@ class ProportionPlugin:
             cap = a.queue.capability
             if cap is None:
                 continue
-            above = a.allocated + a.reserved + job.min_resources
-            if any(r in cap and above[r] > cap[r] for r in job.min_resources):
+            above = a.allocated + a.reserved + need
+            if any(r in cap and above[r] > cap[r] for r in need):
                 return Vote.REJECT
         return Vote.PERMIT
 
     def enqueued(self, job: JobInfo) -> None:
+        need = self._admitted(job)
         for name in self._paths.get(job.queue, ()):
             a = self.attrs[name]
-            a.reserved = a.reserved + job.min_resources
+            a.reserved = a.reserved + need
+
+    def _admitted(self, job: JobInfo) -> Resource:
+        """What admitting ``job`` reserves in its queue: its ``minResources``; for a job
+        without any, the DRA devices its pods' claims ask (``deviceclass/NAME``), so that
+        a DRA-only job its queue's capability cannot hold waits at the gate, as
+        Volcano's capacity plugin keeps it (TestJobEnqueueableChecksDRAWithoutMinResources)."""
+        if not job.min_resources.is_zero() or self._dra is None:
+            return job.min_resources
+        devices = ResourceSum()
+        for t in job.tasks.values():
+            if t.spec.resource_claims and t.status is TaskStatus.PENDING:
+                devices.add((self._request(t) - t.request).clamp())
+        return devices.result()
 
     def reclaims(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``queue`` take room for ``task`` by reclaim: is it below its deserved share

@@ -47,6 +47,7 @@ from scheduler.api import reasons
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
 from scheduler.api.reasons import Reason
+from scheduler.api.shards import Sharding
 from scheduler.cache import SchedulerCache
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.decisions import decisions_of
@@ -107,7 +108,9 @@ class Simulation:
 
     ``until``: seconds of clock time after which the run stops (positive); None means
     :data:`DEFAULT_VIRTUAL_HORIZON` on the virtual clock and no horizon on the real one;
-    ``math.inf``: no horizon at all. ``wait_for_pod_grouper``: the configuration's
+    ``math.inf``: no horizon at all. ``sharding``: the configuration's shard, when this
+    run is one shard of a sharded scheduler (it then takes only its pool's nodes and
+    gangs, as ``sluice run --shard`` does). ``wait_for_pod_grouper``: the configuration's
     ``waitForPodGrouper`` (no pod grouper runs in the embedded cluster, so pods with a
     controller owner that name no group wait, saying so, unless it is False).
     """
@@ -119,6 +122,7 @@ class Simulation:
         *,
         scheduler_name: str = L.SCHEDULER_NAME,
         wait_for_pod_grouper: bool = True,
+        sharding: Sharding | None = None,
         behaviour: ApiBehaviour | None = None,
         max_cycles: int | None = None,
         until: float | None = None,
@@ -143,7 +147,9 @@ class Simulation:
         self.store = ObjectStore(self.clock.wall, validator=validate)
         self.faults = FaultInjector(behaviour or scenario.behaviour or ApiBehaviour(), self.clock)
         self.backend = SimBackend(self.store, self.clock, self.faults)
-        self.cache = SchedulerCache(scheduler_name, wait_for_pod_grouper=wait_for_pod_grouper)
+        self.cache = SchedulerCache(
+            scheduler_name, wait_for_pod_grouper=wait_for_pod_grouper, sharding=sharding
+        )
         if not watch_delay >= 0:
             raise ValueError(f"watch_delay must not be negative, got {watch_delay}")
         self.watch_delay = watch_delay
@@ -461,10 +467,18 @@ _GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
 def _preemptions(report: CycleReport) -> list[dict[str, Any]]:
     """The cycle's preemptions, reclaims and dissolutions (:func:`~scheduler.loop.
     decisions.decisions_of`) as timeline entries: ``preempt``, ``reclaim`` or
-    ``dissolve``, with the pod (the preemptor; None for a dissolution), node and
-    victims. A nomination without victims has ``victims: []``."""
+    ``dissolve``, with the pod (the preemptor; None for a dissolution), node, victims
+    and ``pdbViolations`` (how many victims a PodDisruptionBudget allowed no more
+    disruption of, as the scheduler counted). A nomination without victims has
+    ``victims: []``."""
     return [
-        {"event": d.kind, "pod": d.pod, "node": d.node, "victims": list(d.victims)}
+        {
+            "event": d.kind,
+            "pod": d.pod,
+            "node": d.node,
+            "victims": list(d.victims),
+            "pdbViolations": d.breaking,
+        }
         for d in decisions_of(report.effects)
     ]
 

@@ -49,7 +49,8 @@ def kube_rank(c: Candidate) -> RankKey:
 def pdb_violations(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudget]) -> list[bool]:
     """For each victim, in order, whether evicting it (after the ones before) breaks a budget.
     An unhealthy victim of a budget that lets unhealthy pods go costs it nothing (the rule
-    of :mod:`scheduler.api.disruption`, which the Eviction API follows too)."""
+    of :mod:`scheduler.api.disruption`, which the Eviction API follows too), nor does one
+    the budget lists as disrupted already (its eviction processed: ``disruptedPods``)."""
     allowed = {(b.namespace, b.name): b.disruptions_allowed for b in budgets}
     out = []
     for v in victims:
@@ -60,12 +61,19 @@ def pdb_violations(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudg
         for b in budgets:
             if not healthy and b.unhealthy_evictable:
                 continue
+            if b.namespace == v.namespace and v.name in b.disrupted:
+                continue
             if b.namespace == v.namespace and b.selector.matches(v.labels or {}):
                 key = (b.namespace, b.name)
                 allowed[key] -= 1
                 broke = broke or allowed[key] < 0
         out.append(broke)
     return out
+
+
+def breaking(victims: Sequence[TaskInfo], budgets: Sequence[DisruptionBudget]) -> dict[str, bool]:
+    """:func:`pdb_violations` by victim uid: whether each eviction breaks a budget."""
+    return dict(zip((v.uid for v in victims), pdb_violations(victims, budgets), strict=True))
 
 
 def fewest_victims(room: Sequence[Sequence[int]], need: Sequence[int]) -> int | None:

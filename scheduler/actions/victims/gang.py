@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
-from scheduler.actions.victims.candidates import pdb_violations
+from scheduler.actions.victims.candidates import breaking, pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
 from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
@@ -207,11 +207,20 @@ class GangSearch:
         # then each task nominated where the dry run put it.
         by_node = {node: task for task, node in placement}
         victims: list[tuple[TaskInfo, Kind]] = []
+        taken = [t for sc in chosen for t in (*sc.bundle.tasks, *sc.extras)]
+        breaks = breaking(taken, session.snapshot.budgets)
         for sc in chosen:
             kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
             for t in (*sc.bundle.tasks, *sc.extras):
                 preemptor = by_node.get(t.node_name, placement[0][0])
-                stmt.evict(t, self.policy.reason, preemptor=preemptor, queue=job.queue, bundle=kind)
+                stmt.evict(
+                    t,
+                    self.policy.reason,
+                    preemptor=preemptor,
+                    queue=job.queue,
+                    bundle=kind,
+                    breaks_budget=breaks[t.uid],
+                )
                 victims.append((t, sc.bundle.kind))
         for task, node in placement:
             stmt.pipeline(task, node)

@@ -193,13 +193,15 @@ class VictimSearch:
             session.record_task_reason(task, reasons.nothing_helps(base, self.policy.nothing_helps))
             return False
         kinds = victim_kinds(session, best.victims)
-        for victim in best.victims:
+        breaks = pdb_violations(best.victims, session.snapshot.budgets)
+        for victim, broken in zip(best.victims, breaks, strict=True):
             stmt.evict(
                 victim,
                 self.policy.reason,
                 preemptor=task,
                 queue=queue.name,
                 bundle=kinds[victim.uid],
+                breaks_budget=broken,
             )
         stmt.pipeline(task, best.node.name)
         return True

@@ -231,19 +231,19 @@ def _reclaim(uid: str, victim: str, reclaimer: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("events", "broken", "later"),
     [
-        ([("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 29)], ["reclaimed_back"], 0),
-        ([("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 30)], [], 1),  # after the runtime
+        ([("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 59)], ["reclaimed_back"], 0),
+        ([("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 60)], [], 1),  # after the window
         ([("e1", "a-1", "b-1", 0), ("e2", "a-2", "b-1", 5)], [], 0),  # the same way twice
         ([("e1", "a-1", "b-1", 0), ("e1", "b-1", "a-1", 5)], [], 0),  # one event seen twice
         (  # two pods of b taken back at once: one pair reported
-            [("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 40), ("e3", "b-2", "a-2", 40)],
+            [("e1", "a-1", "b-1", 0), ("e2", "b-1", "a-2", 70), ("e3", "b-2", "a-2", 70)],
             [],
             1,
         ),
     ],
     ids=[
         "back-and-forth",
-        "back-after-the-min-runtime",
+        "back-after-the-window",
         "one-way",
         "a-series-update",
         "two-pods-of-one-job-back",
@@ -252,14 +252,14 @@ def _reclaim(uid: str, victim: str, reclaimer: str) -> dict[str, Any]:
 def test_a_job_reclaimed_back(
     events: list[tuple[str, str, str, int]], broken: list[str], later: int
 ) -> None:
-    """Within the replicas' reclaim minimum runtime (30 s by default) a reclaim back is a
-    ping-pong; after it, shares have moved and it is reported, not counted."""
+    """Within the soak's window (60 s by default) a reclaim back is a ping-pong; after it,
+    shares have moved and it is reported, not counted."""
     a = _job("a", ["a-1", "a-2"], bound=["a-1", "a-2"], minimum=1)
     b = _job("b", ["b-1", "b-2"], bound=["b-1", "b-2"], minimum=1)
     checks = _checks(a, b)
     for uid, victim, reclaimer, at in events:
         event = _reclaim(uid, victim, reclaimer)
-        event["eventTime"] = f"2026-11-26T10:00:{at:02d}.000000Z"
+        event["eventTime"] = f"2026-11-26T10:{at // 60:02d}:{at % 60:02d}.000000Z"
         checks.on_event("ADDED", event)
     assert [v.invariant for v in checks.violations] == broken
     assert len(checks.reclaimed_back_later) == later

@@ -17,14 +17,14 @@ settled (:class:`soak.disturbances.Disturbances`):
 * ``pending_without_reason``: a pod of the scheduler not bound and without
   ``PodScheduled=False`` and a reason, for longer than ``reason_limit``;
 * ``reclaimed_back``: a job whose pods were evicted by a reclaim for another job, and
-  which then reclaims from that job within ``reclaim_min_runtime`` seconds (victims and
+  which then reclaims from that job within ``reclaim_back_window`` seconds (victims and
   reclaimers from the ``Preempted`` events, which name the pod a reclaim made room for;
-  times from the events' ``eventTime``, when the scheduler decided). The replicas run
-  with that minimum runtime (``actionArguments.reclaim.minRuntimeSeconds``): a job is
-  no victim of a reclaim before it has run so long, so nothing may come back sooner.
-  Later, shares have moved with demand (the hot queue changes every
-  ``hot_queue_seconds``) and a reclaim back is fair share at work, not a ping-pong: such
-  pairs are reported (:attr:`SoakChecks.reclaimed_back_later`), not counted.
+  times from the events' ``eventTime``, when the scheduler decided): a ping-pong. The
+  replicas run with the shipped configuration (no ``minRuntimeSeconds`` of the soak's
+  own unless its settings give one). Later, shares have moved with demand (the hot
+  queue changes every ``hot_queue_seconds``) and a reclaim back is fair share at work,
+  not a ping-pong: such pairs are reported (:attr:`SoakChecks.reclaimed_back_later`),
+  not counted.
 
 :meth:`SoakChecks.tick` runs every second too, so a state that holds with no event is
 judged on time. Evictions are counted here, each victim once: preemptions, reclaims and
@@ -258,7 +258,7 @@ class SoakChecks:
         if first is None:
             return
         gap = round(now - first, 1)
-        if gap >= self.settings.reclaim_min_runtime:
+        if gap >= self.settings.reclaim_back_window:
             later = {
                 "jobs": [reclaimer.name, victim.name],
                 "queues": [reclaimer.queue, victim.queue],

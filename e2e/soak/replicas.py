@@ -148,16 +148,21 @@ class Replicas:
 
     def _config(self) -> Path:
         """The replicas' SchedulerConfiguration: the defaults, the cluster's scheduler
-        name, the soak's reclaim minimum runtime and dissolve grace (written once, to a
-        directory of its own that :meth:`stop` removes)."""
+        name, the soak's dissolve grace, and a reclaim minimum runtime only when the
+        settings give one (written once, to a directory of its own that :meth:`stop`
+        removes)."""
         if self._config_path is None:
             path = Path(tempfile.mkdtemp(prefix="sluice-soak-")) / "scheduler-config.yaml"
+            runtime = self.settings.reclaim_min_runtime
+            reclaim = (
+                f"  reclaim: {{minRuntimeSeconds: {runtime}}}\n" if runtime is not None else ""
+            )
             path.write_text(
                 "apiVersion: scheduling.sluice.dev/v1alpha1\n"
                 "kind: SchedulerConfiguration\n"
                 f"schedulerName: {self.cluster.scheduler_name}\n"
                 "actionArguments:\n"
-                f"  reclaim: {{minRuntimeSeconds: {self.settings.reclaim_min_runtime}}}\n"
+                f"{reclaim}"
                 f"  dissolve: {{graceSeconds: {self.settings.dissolve_grace}}}\n"
             )
             self._config_path = path

@@ -62,10 +62,13 @@ class SoakSettings:
     """How long the proxy stops listening (both replicas lose the server)."""
 
     # -- the scheduler's configuration
-    reclaim_min_runtime: float = 30.0
-    """The replicas' ``actionArguments.reclaim.minRuntimeSeconds``: a job is no victim of
-    a reclaim before it has run this long, and ``reclaimed_back`` counts a job that
-    reclaims back from the job it gave to sooner than this."""
+    reclaim_min_runtime: float | None = None
+    """The replicas' ``actionArguments.reclaim.minRuntimeSeconds``; None (the default):
+    not set, so that the soak judges the configuration users get."""
+    reclaim_back_window: float = 60.0
+    """``reclaimed_back`` counts a job that reclaims back from the job it gave to sooner
+    than this (and at least the minimum runtime, when one is set): a ping-pong, not
+    shares that moved with demand."""
 
     dissolve_grace: float = 30.0
     """The replicas' ``actionArguments.dissolve.graceSeconds``: what is left of a gang

@@ -103,8 +103,10 @@ class JobInfo:
         nominated already, not in ``ordered``, counted), then the rest; each part in the
         order given. So a gang whose workers were created before its ps places the ps
         before a surplus worker takes its room. Used by allocate, backfill and the victim
-        search alike; a gang without role minimums that bind keeps the order given."""
-        minimums = self.role_minimums()
+        search alike; a gang without ``minTaskMember`` keeps the order given. An elastic
+        gang is ordered so too: where its role minimums do not bind, the order costs
+        nothing (:meth:`role_minimums` is what binds)."""
+        minimums = self.min_task_member
         if not minimums:
             return list(ordered)
         given = {t.uid for t in ordered}

@@ -36,7 +36,9 @@ then ``L`` resource by resource" (a strict partial order), and allocating into f
 makes it no worse in either (holding more never lowers a satisfaction or ``L``). The
 allocations are finitely many, so the reclaims end, and none takes the queues back to an
 allocation they had: a pod reclaimed is never reclaimed back by the pod it made room for,
-since with the two queues as they were the reverse reclaim would be worse by the order.
+since with the two queues as they were the reverse reclaim would be worse by the order
+(after a third queue took from the first victim's queue, the queues stand elsewhere, and
+taking back may then be fairer: no return to an allocation they had).
 """
 
 from __future__ import annotations

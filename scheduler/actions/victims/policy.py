@@ -15,7 +15,7 @@ from scheduler.actions.victims.bundles import Kind
 from scheduler.actions.victims.candidates import Candidate, RankKey, kube_rank, kube_rank_bound
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import BEING_PLACED, EVICTABLE
 from scheduler.framework.effects import EvictReason
 from scheduler.framework.session import Session
@@ -134,6 +134,11 @@ AFTER_BIND = 2.0
 """Seconds after which a reclaimer held back only by pods whose binds were not through is
 tried again (a parked job is otherwise let go only by an event that may free room, or
 after five minutes: a bind is neither)."""
+
+
+NOT_YET_BOUND = BEING_PLACED | {TaskStatus.PIPELINED}
+"""Pods on a node that are no victims yet: allocated or binding this cycle, or nominated
+and waiting for the pods evicted for them to go."""
 
 
 class BeingPlaced:
@@ -321,24 +326,25 @@ class QueueReclaim:
         younger; those the plugins protect left out (the reclaim budgets are not asked:
         :meth:`possible`), and those of jobs too young (:meth:`too_young`: the
         preemptor's job is then to be tried again when the first of them comes of age,
-        :meth:`Session.revisit`) or being placed (allocated this cycle or their bind in
-        flight, or of a gang that has such members: tried again :data:`AFTER_BIND`
-        seconds later)."""
+        :meth:`Session.revisit`) or not yet bound (allocated this cycle, their bind in
+        flight or nominated and waiting for their victims, or of a gang that has
+        members being placed: tried again :data:`AFTER_BIND` seconds later)."""
         mine = session.jobs[preemptor.job_id].queue
         shares = self.shares(session)
         placing = self._placed.of(session)
         out: list[TaskInfo] = []
         for t in node.tasks.values():
-            if not t.sluice or (t.status not in EVICTABLE and t.status not in BEING_PLACED):
+            if not t.sluice or (t.status not in EVICTABLE and t.status not in NOT_YET_BOUND):
                 continue
             owner = session.jobs.get(t.job_id)
             if owner is None or owner.queue == mine:
                 continue
             if shares.of(owner.queue) <= 1.0:
                 continue
-            if t.status in BEING_PLACED or owner.uid in placing:
-                # Its bind is not through yet: no victim now, but maybe once it is (the
-                # preemptor's job, parked, is tried again then, not at the 5-minute retry).
+            if t.status in NOT_YET_BOUND or owner.uid in placing:
+                # Its bind is not through yet (or it waits for its own victims): no
+                # victim now, but maybe once it is bound (the preemptor's job, parked, is
+                # tried again then, not at the 5-minute retry).
                 session.revisit(preemptor.job_id, AFTER_BIND)
                 continue
             young_for = self.too_young(session, owner)

@@ -136,7 +136,7 @@ async def run_failover(ctx: RunContext, shape: Shape, runner: str) -> dict[str, 
     api, opts = ctx.api, ctx.opts
     run = f"bench-fail-{runner[:6].rstrip('-')}-{secrets.token_hex(3)}"
     scheduler_name = KUBE_SCHEDULER if runner == "kube-scheduler" else L.SCHEDULER_NAME
-    https = runner == "kube-scheduler"
+    https = True  # both serve their port over TLS (Sluice's guarded as kube-scheduler's)
     figures: dict[str, Any] = {
         "shape": shape.name,
         "runner": runner,

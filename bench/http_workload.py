@@ -184,11 +184,18 @@ class _Meter:
             self.done.set()
 
 
-async def _get(port: int, path: str) -> tuple[int, str]:
+async def _get(
+    port: int, path: str, *, tls: bool = False, token: str | None = None
+) -> tuple[int, str]:
+    """GET ``path`` of ``sluice run``'s port: over TLS (its self-made certificate is not
+    checked) with ``token`` as bearer when it is guarded, plain HTTP with
+    ``--insecure-serving``."""
     timeout = aiohttp.ClientTimeout(total=5)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    scheme = "https" if tls else "http"
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
-        session.get(f"http://127.0.0.1:{port}{path}") as resp,
+        session.get(f"{scheme}://127.0.0.1:{port}{path}", headers=headers, ssl=False) as resp,
     ):
         return resp.status, await resp.text()
 
@@ -249,6 +256,7 @@ async def _run(w: Workload, profile: bool) -> dict[str, Any]:
             str(port),
             "--bind-address",
             "127.0.0.1",
+            "--insecure-serving",  # the emulator answers no TokenReview
             "--kube-api-qps",
             str(KUBE_API_QPS),
             "--kube-api-burst",

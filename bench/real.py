@@ -75,6 +75,7 @@ from bench.real_cluster import (
     kube_scheduler_argv,
     measured_pods,
     pid_file,
+    port_reader_token,
     setup_run,
     start_control_plane,
     stop_control_plane,
@@ -113,13 +114,14 @@ the last bind: its figures compare with another run's binds only."""
 
 
 async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> None:
+    # /readyz is open: no token; the port is TLS.
     """Until ``sluice run`` answers ``/readyz`` (its informers listed everything)."""
     deadline = time.monotonic() + 120
     while True:
         if proc.returncode is not None:
             raise RuntimeError(f"sluice run exited with {proc.returncode}; see {log_path}")
         with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-            if (await _get(port, "/readyz"))[0] == 200:
+            if (await _get(port, "/readyz", tls=True))[0] == 200:
                 return
         if time.monotonic() > deadline:
             raise RuntimeError(f"sluice run not ready after 120 s; see {log_path}")
@@ -275,12 +277,14 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             figures["start_phases"] = start_phases(log_path, t_start_wall)
         if is_sluice and proc is not None:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-                _, text = await _get(port, "/metrics")
+                _, text = await _get(port, "/metrics", tls=True, token=ctx.port_token)
                 figures["events_dropped"] = _metric_sum(text, "scheduler_events_dropped_total")
                 figures["max_cycle_seconds"] = _metric_sum(
                     text, "sluice_cycle_longest_hold_seconds"
                 )
-                figures["idle_cycle_cpu_ms"] = await _idle_cycle_cpu_ms(port, scheduler)
+                figures["idle_cycle_cpu_ms"] = await _idle_cycle_cpu_ms(
+                    port, scheduler, ctx.port_token
+                )
         if proc is not None:
             figures["scheduler_exit_code"] = await stop_process(proc)  # Sluice writes what is due
         if runner != "raw":
@@ -350,7 +354,7 @@ IDLE_WINDOW: Final = 10.0
 """Seconds Sluice is left to settle once every pod is bound, and then measured idle."""
 
 
-async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None:
+async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter, token: str | None) -> float | None:
     """Sluice's CPU per cycle with nothing pending (issue 25's idle cycle): after
     :data:`IDLE_SETTLE` seconds, the process's CPU over :data:`IDLE_WINDOW` seconds over
     the cycles in them (those run, ``scheduler_cycle_duration_seconds_count{action="all"}``,
@@ -359,9 +363,9 @@ async def _idle_cycle_cpu_ms(port: int, scheduler: ProcessMeter) -> float | None
     cluster."""
     await anyio.sleep(IDLE_SETTLE)
     cpu0 = scheduler.cpu()
-    cycles0 = _cycles(await _get(port, "/metrics"))
+    cycles0 = _cycles(await _get(port, "/metrics", tls=True, token=token))
     await anyio.sleep(IDLE_WINDOW)
-    cycles1 = _cycles(await _get(port, "/metrics"))
+    cycles1 = _cycles(await _get(port, "/metrics", tls=True, token=token))
     cpu1 = scheduler.cpu()
     if cpu0 is None or cpu1 is None or cycles1 <= cycles0:
         return None
@@ -608,7 +612,7 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
     }
     async with api:
         await ensure_cluster_objects(api)
-        ctx = RunContext(api, plane, opts, workdir)
+        ctx = RunContext(api, plane, opts, workdir, port_token=await port_reader_token(api))
         for shape, runner, position in run_order(shapes, runners, args.rounds):
             if shape.name == FAILOVER.name:
                 if runner not in FAILOVER_RUNNERS:

@@ -511,6 +511,77 @@ async def ensure_cluster_objects(api: KubeClient) -> None:
         )
 
 
+PORT_READER: Final = "sluice-bench-port-reader"
+"""The bench's reader of ``sluice run``'s guarded port: a ServiceAccount of ``default``
+bound to ``manifests/clusterrole-port.yaml``'s ``sluice-metrics-reader``."""
+
+
+async def port_reader_token(api: KubeClient) -> str:
+    """The ClusterRole ``sluice-metrics-reader`` of ``manifests/``, :data:`PORT_READER`
+    bound to it, and a token of it (TokenRequest, 24 h), once a SubjectAccessReview shows
+    the binding in force."""
+    role = next(
+        d
+        for d in yaml.safe_load_all((ROOT / "manifests" / "clusterrole-port.yaml").read_text())
+        if isinstance(d, dict) and d["metadata"]["name"] == "sluice-metrics-reader"
+    )
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": PORT_READER, "namespace": "default"},
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": PORT_READER},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "sluice-metrics-reader",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": PORT_READER, "namespace": "default"}],
+    }
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for path, obj in (
+        (f"{rbac}/clusterroles", role),
+        ("/api/v1/namespaces/default/serviceaccounts", account),
+        (f"{rbac}/clusterrolebindings", binding),
+    ):
+        with contextlib.suppress(AlreadyExistsError):
+            await api.request("POST", path, body=obj, kind=obj["kind"])
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:default:{PORT_READER}",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        },
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        reply = await api.request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review
+        )
+        if (reply.get("status") or {}).get("allowed"):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{PORT_READER}: its binding not in force after 30 s")
+        await anyio.sleep(0.2)
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 86400},
+    }
+    reply = await api.request(
+        "POST",
+        f"/api/v1/namespaces/default/serviceaccounts/{PORT_READER}/token",
+        body=request,
+        kind="TokenRequest",
+    )
+    return str(reply["status"]["token"])
+
+
 async def list_all(api: KubeClient, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
     """Every item of a (paged) list, and the list's resourceVersion."""
     items: list[dict[str, Any]] = []

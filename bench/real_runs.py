@@ -45,6 +45,9 @@ class RunContext:
     plane: ControlPlane
     opts: Options
     workdir: Path
+    port_token: str | None = None
+    """The bearer token the bench reads ``sluice run``'s guarded port with
+    (:func:`bench.real_cluster.port_reader_token`)."""
 
 
 async def start_process(argv: list[str], log_path: Path) -> anyio.abc.Process:
@@ -60,8 +63,8 @@ async def start_process(argv: list[str], log_path: Path) -> anyio.abc.Process:
 
 
 def sluice_argv(ctx: RunContext, port: int, extra: list[str]) -> list[str]:
-    """``sluice run`` against the run's cluster, serving ``port`` on 127.0.0.1, with the
-    bench's client rate limits, then ``extra``."""
+    """``sluice run`` against the run's cluster, serving ``port`` on 127.0.0.1 (guarded, as
+    deployed: TLS, reviews), with the bench's client rate limits, then ``extra``."""
     return [
         *sluice_command(),
         "run",

@@ -38,6 +38,7 @@ from control_plane import (
     LocalControlPlane,
     apply_manifests,
     forbidden_lines,
+    port_reader_token,
     service_account_kubeconfig,
     wait_for_rbac,
 )
@@ -53,7 +54,7 @@ from harness import (
     install_crds,
 )
 
-from scheduler.controllers.certificates import make_webhook_certificate
+from scheduler.serving.certificates import make_certificate
 
 EMULATOR_ENV = "SLUICE_E2E_EMULATOR"
 SCHEDULER_NAME = os.environ.get("SLUICE_E2E_SCHEDULER_NAME", "sluice")
@@ -230,6 +231,10 @@ async def cluster(
             _CREATED_CRDS.extend(await install_crds(api))
             _STATE["crds_installed"] = MODE == "cluster"
         c = Cluster(api, kubeconfig, scheduler_name=SCHEDULER_NAME, emulator=api_server)
+        if MODE == "cluster":  # sluice run's port guarded as deployed, read with this token
+            if "port" not in _ACCOUNTS:
+                _ACCOUNTS["port"] = {"token": await port_reader_token(api)}
+            c.port_token = _ACCOUNTS["port"]["token"]
         if _as_service_accounts():
             accounts = await _service_accounts(api, tmp_path_factory.mktemp("accounts"))
             c.scheduler_kubeconfig = accounts["scheduler"]
@@ -293,6 +298,7 @@ async def start_scheduler(
             options.setdefault("lease_namespace", cluster.lease_namespace)
             options.setdefault("lease_name", f"sluice-{cluster.run_id}")
         options.setdefault("config", config)
+        options.setdefault("port_token", cluster.port_token)
         proc = SchedulerProcess(cluster.scheduler_kubeconfig, tmp_path, **options)
         started.append(proc)
         await proc.start()
@@ -344,7 +350,7 @@ async def start_controller(
         *, ready: bool = True, kubeconfig: str | None = None, **options: Any
     ) -> ControllerProcess:
         if not options.get("dev") and options.get("cert_dir") is None:
-            options["cert_dir"] = make_webhook_certificate(tmp_path / "certs").ca.parent
+            options["cert_dir"] = make_certificate(tmp_path / "certs").ca.parent
         options.setdefault("scheduler_name", SCHEDULER_NAME)
         proc = ControllerProcess(kubeconfig or cluster.controller_kubeconfig, tmp_path, **options)
         started.append(proc)

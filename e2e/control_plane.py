@@ -50,6 +50,7 @@ RBAC_FILES: Final = (
     "serviceaccount.yaml",
     "clusterrole.yaml",
     "clusterrolebinding.yaml",
+    "clusterrole-port.yaml",
     "role.yaml",
     "controller-rbac.yaml",
 )
@@ -109,6 +110,7 @@ RBAC_PROBES: Final = (
     (SCHEDULER_ACCOUNT, "watch", "scheduling.sluice.dev", "queues", ""),
     (SCHEDULER_ACCOUNT, "create", "", "pods/binding", ""),
     (SCHEDULER_ACCOUNT, "update", "coordination.k8s.io", "leases", SYSTEM_NAMESPACE),
+    (SCHEDULER_ACCOUNT, "create", "authentication.k8s.io", "tokenreviews", ""),
     (CONTROLLER_ACCOUNT, "create", "scheduling.sluice.dev", "queues", ""),
 )
 
@@ -150,6 +152,80 @@ async def delete_object(api: Api, obj: Mapping[str, Any]) -> None:
             raise
 
 
+async def service_account_token(
+    api: Api, name: str, *, namespace: str = SYSTEM_NAMESPACE, seconds: int = 7200
+) -> str:
+    """A token of ServiceAccount ``namespace/name`` from the TokenRequest API."""
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+    reply = await api.request(
+        "POST", core_path("serviceaccounts", namespace, name, "token"), body=request
+    )
+    return str(reply["status"]["token"])
+
+
+PORT_READER: Final = "sluice-e2e-port-reader"
+"""The suite's reader of ``sluice run``'s guarded port: a ServiceAccount bound to both
+ClusterRoles of ``manifests/clusterrole-port.yaml`` (the harness scrapes ``/metrics`` and
+reads the live page with its token)."""
+
+
+async def port_reader_token(api: Api) -> str:
+    """Once per session on a real cluster: the ClusterRoles of ``clusterrole-port.yaml``,
+    the :data:`PORT_READER` ServiceAccount bound to them, and its token, once a
+    SubjectAccessReview shows the binding in force."""
+    await apply_manifests(api, ("namespace.yaml", "clusterrole-port.yaml"))
+    await apply(
+        api,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": PORT_READER, "namespace": SYSTEM_NAMESPACE},
+        },
+    )
+    for role in ("sluice-metrics-reader", "sluice-live-page-viewer"):
+        await apply(
+            api,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{PORT_READER}-{role}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": PORT_READER, "namespace": SYSTEM_NAMESPACE}
+                ],
+            },
+        )
+    user = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{PORT_READER}"
+
+    async def allowed() -> bool:
+        for path in ("/metrics", "/ui/state"):
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", "system:authenticated"],
+                    "nonResourceAttributes": {"path": path, "verb": "get"},
+                },
+            }
+            path_ = core_path("subjectaccessreviews", group="authorization.k8s.io/v1")
+            reply = await api.request("POST", path_, body=review)
+            if not (reply.get("status") or {}).get("allowed"):
+                return False
+        return True
+
+    await wait_for(allowed, timeout=30, what="the port reader's bindings in force")
+    return await service_account_token(api, PORT_READER)
+
+
 async def service_account_kubeconfig(
     api: Api,
     admin_kubeconfig: str,
@@ -161,15 +237,7 @@ async def service_account_kubeconfig(
 ) -> Path:
     """Write a kubeconfig for ServiceAccount ``namespace/name`` to ``path``: the admin
     kubeconfig's server and CA, and a token of the TokenRequest API."""
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": seconds},
-    }
-    reply = await api.request(
-        "POST", core_path("serviceaccounts", namespace, name, "token"), body=request
-    )
-    token = reply["status"]["token"]
+    token = await service_account_token(api, name, namespace=namespace, seconds=seconds)
     admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
     context_name = admin.get("current-context") or admin["contexts"][0]["name"]
     context = next(c for c in admin["contexts"] if c["name"] == context_name)["context"]

@@ -52,6 +52,9 @@ __all__ = ["WRITE_KINDS", "FaultProxy", "Faults", "call_kind", "call_resource"]
 
 #: Every kind of write a scheduler makes.
 WRITE_KINDS: Final = frozenset({"bind", "delete", "patch", "create", "evict"})
+REVIEWS: Final = ("/tokenreviews", "/subjectaccessreviews")
+"""POSTs that are questions, not writes: the guarded port's TokenReviews and
+SubjectAccessReviews (the suite's scrapes of /metrics would fail on a refused one)."""
 
 #: Headers that belong to one hop, not to be forwarded (RFC 9110 7.6.1), and those the
 #: proxy sets itself. Content-Encoding and Accept-Encoding pass: bodies are relayed as
@@ -116,6 +119,8 @@ def call_kind(method: str, path: str) -> str | None:
         return "bind"
     if method == "POST" and path.endswith("/eviction"):
         return "evict"
+    if method == "POST" and path.endswith(REVIEWS):
+        return None  # the guarded port's reviews create nothing: not the writes under test
     if method == "POST":
         return "create"
     if method == "DELETE":

@@ -17,7 +17,7 @@ import pytest
 from control_plane import ControllerProcess, apply, delete_object, webhook_configuration
 from harness import API_VERSION, RUN_LABEL, ApiFailure, Cluster, custom_path, uid_of, wait_for
 
-from scheduler.controllers.certificates import make_webhook_certificate
+from scheduler.serving.certificates import make_certificate
 
 pytestmark = pytest.mark.anyio
 
@@ -182,7 +182,7 @@ async def _check_webhook(cluster: Cluster) -> None:
 async def test_the_webhook_refuses_invalid_pod_groups_and_queues(
     cluster: Cluster, start_controller: StartController, tmp_path: Path
 ) -> None:
-    certs = make_webhook_certificate(tmp_path / "certs", ["127.0.0.1"])
+    certs = make_certificate(tmp_path / "certs", ["127.0.0.1"])
     controller = await start_controller(cert_dir=tmp_path / "certs")
     config = await _register(cluster, controller.webhook_port, certs.ca.read_bytes())
     try:

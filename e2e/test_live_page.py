@@ -1,7 +1,9 @@
 """``sluice run``'s live page (issue 27 point 1) in headless Chromium, against the API
 server: served on the metrics port beside ``/metrics``, it shows what the API shows (the
 run's queue status, the pending pod's condition, the pods on each node, the victims of a
-preemption), explains a pending pod on a click, and ``--no-ui`` turns it off."""
+preemption), explains a pending pod on a click, and ``--no-ui`` turns it off. On a real
+cluster the port is guarded (issue 40 item 4): the page's HTML loads, its data is refused
+until the viewer gives a token RBAC allows in the page's form."""
 
 from __future__ import annotations
 
@@ -70,8 +72,18 @@ async def test_the_page_of_sluice_run_shows_what_the_api_shows(
 
     async with (
         chromium() as browser,
-        browser.open(f"http://127.0.0.1:{sluice.port}/ui?refresh=1") as tab,
+        browser.open(f"{sluice.url}/ui?refresh=1") as tab,
     ):
+        if sluice.port_token is not None:  # the guarded port: the page asks for a token
+            why = await tab.wait_for(
+                "!document.getElementById('token-form').hidden && "
+                "document.getElementById('token-why').textContent"
+            )
+            assert "without a token" in why
+            await tab.evaluate(
+                f"document.getElementById('token-input').value = {sluice.port_token!r}; "
+                "document.querySelector('#token-form button').click()"
+            )
         victims = [h.name for h in map(cluster.recorder.history, fill) if h and h.deleted]
         assert len(victims) == 1, cluster.describe_pods()
 

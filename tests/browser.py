@@ -36,6 +36,8 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--remote-allow-origins=*",
+    # sluice run's guarded port serves a self-made certificate
+    "--ignore-certificate-errors",
 )
 
 

@@ -160,6 +160,10 @@ class Cluster:
         """What ``sluice controller`` connects with."""
         self.proxy: FaultProxy | None = None
         """The fault-injecting front the scheduler talks through (tests marked ``faults``)."""
+        self.port_token: str | None = None
+        """The bearer token the harness reads ``sluice run``'s guarded port with (a real
+        cluster: ``control_plane.PORT_READER``'s); None on the emulator, which answers no
+        TokenReview: ``sluice run`` then serves with ``--insecure-serving``."""
         self.lease_namespace = self.namespace
         """Where the schedulers' Lease lives (``sluice-system`` under the RBAC of
         ``manifests/``, whose Role allows Leases there only)."""

@@ -46,7 +46,13 @@ _counter = itertools.count()
 
 
 class SchedulerProcess:
-    """``sluice run`` as a subprocess of the test; stdout and stderr go to ``log_path``."""
+    """``sluice run`` as a subprocess of the test; stdout and stderr go to ``log_path``.
+
+    Its port is guarded as in a cluster (TLS with a self-made certificate, TokenReview,
+    SubjectAccessReview) when ``port_token`` is given: the harness then reads ``/metrics``
+    and the live page with that bearer token (a ServiceAccount allowed by
+    ``manifests/clusterrole-port.yaml``). Without one (the emulator answers no reviews) it
+    runs with ``--insecure-serving`` and is read over plain HTTP."""
 
     def __init__(
         self,
@@ -60,11 +66,15 @@ class SchedulerProcess:
         config: Path | None = None,
         extra_args: Sequence[str] = (),
         verbosity: int = 2,
+        port_token: str | None = None,
     ) -> None:
         self.port = free_port()
         self.index = next(_counter)
         self.log_path = log_dir / f"sluice-run-{self.index}.log"
+        self.port_token = port_token
         argv = [*sluice_command(), "run", "--port", str(self.port), "--bind-address", "127.0.0.1"]
+        if port_token is None:
+            argv.append("--insecure-serving")
         if kubeconfig and os.pathsep not in kubeconfig:
             argv += ["--kubeconfig", kubeconfig]
         if leader_elect:
@@ -115,11 +125,22 @@ class SchedulerProcess:
 
         await wait_for(ready, timeout=timeout, what="sluice run /readyz", detail=self.tail)
 
-    async def http_get(self, path: str) -> tuple[int, str]:
+    @property
+    def url(self) -> str:
+        """The port's address: https when it is guarded."""
+        scheme = "https" if self.port_token is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    async def http_get(self, path: str, *, token: str | bool | None = True) -> tuple[int, str]:
+        """GET ``path`` of the port; ``token``: True sends :attr:`port_token` (if any), a
+        string sends that bearer token, None or False sends none. The self-made
+        certificate is not verified (it cannot be: its CA is thrown away)."""
+        bearer = self.port_token if token is True else (token or None)
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         timeout = aiohttp.ClientTimeout(total=5)
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(f"http://127.0.0.1:{self.port}{path}") as resp,
+            session.get(f"{self.url}{path}", headers=headers, ssl=False) as resp,
         ):
             return resp.status, await resp.text()
 

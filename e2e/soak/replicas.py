@@ -287,7 +287,9 @@ class Replicas:
         if r.last is None:
             return
         with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-            _, text = await r.process.http_get("/metrics")
+            status, text = await r.process.http_get("/metrics")
+            if status != 200:  # the port's reviews could not be made (the API server away)
+                return
             r.last.tasks = _metric(text, "sluice_asyncio_tasks")
             r.last.tasks_by = _by_label(text, "sluice_asyncio_tasks", "coroutine")
             r.last.sockets = _metric(text, "sluice_open_sockets")

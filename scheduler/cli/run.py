@@ -15,17 +15,17 @@ from __future__ import annotations
 import argparse
 import gc
 import signal
-from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
+from prometheus_client import disable_created_metrics
 
 from scheduler.api.errors import ConfigError, SluiceError
 from scheduler.cache import SchedulerCache
+from scheduler.cli.port import PortSecurity, http_app, port_security, serve
 from scheduler.cli.signals import STOP_SIGNALS, EarlySignals
 from scheduler.config import (
     SchedulerConfiguration,
@@ -45,7 +45,6 @@ from scheduler.kube import (
 )
 from scheduler.kube.optional import OptionalInformers
 from scheduler.kube.resources import NODES
-from scheduler.live.routes import add_routes
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
 from scheduler.metrics.runtime import register_runtime_metrics
@@ -75,30 +74,6 @@ class Health:
         return True, "ok"
 
 
-def _http_app(
-    metrics: Metrics, health: Health, ui: Callable[[], LivePage | None] | None = None
-) -> web.Application:
-    async def metrics_handler(_: web.Request) -> web.Response:
-        body = generate_latest(metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        ok, why = health.ready()
-        return web.Response(text=why, status=200 if ok else 503)
-
-    http = web.Application()
-    http.router.add_get("/metrics", metrics_handler)
-    http.router.add_get("/healthz", healthz)
-    http.router.add_get("/livez", healthz)
-    http.router.add_get("/readyz", readyz)
-    if ui is not None:  # the live page, on the same port as /metrics
-        add_routes(http, ui)
-    return http
-
-
 EVENT_FLUSH_SECONDS = 5.0
 """On a clean stop, how long the events already due may take to be written."""
 
@@ -123,9 +98,10 @@ def run(args: argparse.Namespace, early: EarlySignals | None = None) -> int:
     config = with_feature_gates(config, parse_feature_gates(args.feature_gates))
     config = with_shard(config, args.shard)
     events = event_settings(args)
+    security = port_security(args) if args.port else None
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
-        return anyio.run(_main, args, config, events, early or EarlySignals())
+        return anyio.run(_main, args, config, events, security, early or EarlySignals())
     except BaseException as exc:
         lost = leadership_lost(exc)
         if lost is None:
@@ -189,25 +165,25 @@ async def _main(
     args: argparse.Namespace,
     config: SchedulerConfiguration,
     events: EventSettings,
+    security: PortSecurity | None,
     early: EarlySignals,
 ) -> int:
     metrics = Metrics()
     register_runtime_metrics(metrics.registry)  # memory, tasks, sockets: read on scrape
     health = Health(leader_elect=args.leader_elect)
-    runner: web.AppRunner | None = None
     live: list[LivePage] = []
-    if args.port:
-        ui = (lambda: live[0] if live else None) if args.ui else None
-        runner = web.AppRunner(_http_app(metrics, health, ui), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, args.bind_address, args.port).start()
-        log.info("serving metrics and probes", port=args.port)
     client = await KubeClient.connect(
         args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst
     )
     resolution = Resolution(config)
+    port = AsyncExitStack()
     try:
-        async with client, anyio.create_task_group() as tg:
+        async with client, port, anyio.create_task_group() as tg:
+            if security is not None:  # first: the probes answer while the caches fill
+                ui = (lambda: live[0] if live else None) if args.ui else None
+                await serve(
+                    port, args, security, lambda m: http_app(metrics, health, ui, m), client
+                )
             stopping = Stopping(health)
             tg.start_soon(_stop_on_signal, stopping, early)
             tg.start_soon(resolution.run, tg.cancel_scope)
@@ -270,8 +246,6 @@ async def _main(
             await backend.flush_events(EVENT_FLUSH_SECONDS)
             tg.cancel_scope.cancel()
     finally:
-        if runner is not None:
-            await runner.cleanup()
         if resolution.error is not None:
             raise resolution.error
     log.info("stopped")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from scheduler.serving.settings import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_TTL
+
 DEFAULT_PORT = 10259
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
@@ -68,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=DEFAULT_PORT,
-        help="port of /metrics, /healthz and /readyz (0: none)",
+        help="port of /metrics, the live page and the probes /healthz, /readyz and /livez "
+        "(0: none); served over TLS, every path but the probes to callers whose bearer token "
+        "the API server authenticates (TokenReview) and allows to get it (SubjectAccessReview)",
     )
     parser.add_argument("--bind-address", default="0.0.0.0")
     parser.add_argument(
@@ -77,6 +81,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="serve the live page (/ui: queues, pending jobs and why, nodes, holds, recent "
         "preemptions) on --port beside /metrics (default: on; --no-ui turns it off)",
+    )
+    port = parser.add_argument_group("the port's security (as kube-scheduler's)")
+    port.add_argument(
+        "--insecure-serving",
+        action="store_true",
+        help="serve --port over plain HTTP to anyone, with no authentication or authorization: "
+        "for local use only (against `sluice simulate --serve`, on a laptop, in tests)",
+    )
+    port.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="the port's certificate, PEM (default: one made at start, for localhost, "
+        "127.0.0.1 and the host's name)",
+    )
+    port.add_argument("--tls-private-key-file", metavar="FILE", help="its key, PEM")
+    port.add_argument(
+        "--authorization-always-allow-paths",
+        default=",".join(DEFAULT_ALWAYS_ALLOW_PATHS),
+        metavar="PATH,...",
+        help="paths served without authentication or authorization; a path ending in '*' is "
+        "a prefix (default: %(default)s)",
+    )
+    port.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        default=f"{DEFAULT_TTL:g}s",
+        metavar="DURATION",
+        help="how long a token's review is kept (default: %(default)s)",
+    )
+    port.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        default=f"{DEFAULT_TTL:g}s",
+        metavar="DURATION",
+        help="how long an access review that allows is kept (default: %(default)s)",
+    )
+    port.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        default=f"{DEFAULT_TTL:g}s",
+        metavar="DURATION",
+        help="how long an access review that denies is kept (default: %(default)s)",
     )
     parser.add_argument(
         "-v",

@@ -16,12 +16,12 @@ from pathlib import Path
 import kopf
 
 from scheduler.api.labels import SCHEDULER_NAME
-from scheduler.controllers.certificates import MissingDependencyError, make_webhook_certificate
 from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,
     ControllerOptions,
     build_registry,
 )
+from scheduler.serving.certificates import make_certificate
 
 __all__ = ["run_controller"]
 
@@ -78,11 +78,7 @@ def run_controller(
         hosts = ["127.0.0.1", "localhost"]
         if options.address not in (*hosts, "0.0.0.0", "::"):
             hosts.append(options.address)
-        try:
-            made = make_webhook_certificate(directory, hosts)
-        except MissingDependencyError as exc:
-            print(f"error: --dev: {exc}", file=sys.stderr)
-            return 2
+        made = make_certificate(directory, hosts)
         options = dataclasses.replace(options, cert_dir=str(directory))
         log.warning(
             f"--dev: a self-signed webhook certificate in {directory}; register the webhook "

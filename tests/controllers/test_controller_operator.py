@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from scheduler.controllers import operator
-from scheduler.controllers.certificates import make_webhook_certificate
 from scheduler.controllers.client import ApiStatusError
 from scheduler.controllers.main import run_controller
 from scheduler.controllers.operator import (
@@ -31,6 +30,7 @@ from scheduler.controllers.operator import (
     configure_settings,
     obtain_credentials,
 )
+from scheduler.serving.certificates import make_certificate
 from scheduler.sim.kubeconfig import write_kubeconfig
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -148,7 +148,7 @@ def test_watch_timeouts_are_sent_as_integers() -> None:
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 def test_dev_certificate_serves_tls_the_ca_verifies(tmp_path: Path, host: str) -> None:
-    made = make_webhook_certificate(tmp_path, ["127.0.0.1", "localhost"])
+    made = make_certificate(tmp_path, ["127.0.0.1", "localhost"])
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(made.cert, made.key)
     client = ssl.create_default_context(cafile=str(made.ca))

@@ -40,6 +40,7 @@ RUNTIME_ROOTS = [
     "aiohttp",
     "kubernetes-asyncio",
     "kopf",
+    "cryptography",
 ]
 
 
@@ -212,10 +213,17 @@ def test_scheduler_deployment() -> None:
         "2",
     ]
     assert main["ports"] == [{"name": "metrics", "containerPort": 10259, "protocol": "TCP"}]
-    assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert main["livenessProbe"]["httpGet"]["port"] == "metrics"
-    assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert main["readinessProbe"]["httpGet"]["port"] == "metrics"
+    # The port is TLS (issue 40 item 4); the probes' paths are always allowed.
+    assert main["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "metrics",
+        "scheme": "HTTPS",
+    }
+    assert main["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "metrics",
+        "scheme": "HTTPS",
+    }
     assert main["resources"] == {
         "requests": {"cpu": "500m", "memory": "512Mi"},
         "limits": {"memory": "2Gi"},
@@ -309,19 +317,33 @@ def grants(rule_list: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
+PORT_READERS = {"sluice-metrics-reader": ["/metrics"], "sluice-live-page-viewer": ["/ui", "/ui/*"]}
+"""The ClusterRoles of clusterrole-port.yaml: the paths of the guarded port each allows."""
+
+
 def test_no_role_grants_wildcards() -> None:
     roles = [d for d in everything() if d["kind"] in ("ClusterRole", "Role")]
     assert {r["metadata"]["name"] for r in roles} == {
         "sluice-scheduler",
         "sluice-controller",
         "sluice-scheduler-leader-election",
+        *PORT_READERS,
     }
     for role in roles:
+        if role["metadata"]["name"] in PORT_READERS:
+            continue
         for rule in role["rules"]:
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], f"{role['metadata']['name']}: {key} {rule[key]}"
             assert "nonResourceURLs" not in rule
             assert "resourceNames" not in rule or rule["resourceNames"]
+
+
+@pytest.mark.parametrize(("name", "paths"), sorted(PORT_READERS.items()))
+def test_port_readers_may_get_their_paths_only(name: str, paths: list[str]) -> None:
+    (rule,) = rules(name)
+    assert rule == {"nonResourceURLs": paths, "verbs": ["get"]}
+    assert not [d for d in everything() if d.get("roleRef", {}).get("name") == name]  # unbound
 
 
 @pytest.mark.parametrize(
@@ -346,6 +368,9 @@ def test_no_role_grants_wildcards() -> None:
         ("scheduling.sluice.dev", "topologies", "watch"),
         ("scheduling.sluice.dev", "podgroups/status", "patch"),
         ("scheduling.sluice.dev", "queues/status", "update"),
+        # the guarded port's reviews (system:auth-delegator's rules)
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
     ],
     ids=lambda g: f"{g[0] or 'core'}/{g[1]}:{g[2]}",
 )

@@ -1,12 +1,12 @@
-"""Self-signed webhook certificates for ``sluice controller --dev`` and for tests (layer 4).
+"""Self-made serving certificates (layer 3, serving): ``sluice run``'s guarded port when
+no certificate is given, ``sluice controller --dev``'s webhook, and the tests'.
 
 kopf makes its own self-signed certificate with ``certbuilder`` and ``oscrypto``, and its
 auto server guesses the cluster with ``certvalidator``; ``oscrypto`` 1.3 (the last release)
 cannot read the version of OpenSSL 3, so neither works here. This module makes the same
-kind of certificate with ``cryptography`` (the ``dev`` extra; a ``MissingDependency``
-one-line error without it): a CA, and a serving certificate it signs for the given
-hosts (IP addresses and DNS names). The CA's PEM is what a webhook configuration's
-``caBundle`` carries. No kopf here.
+kind of certificate with ``cryptography``: a CA, and a serving certificate it signs for
+the given hosts (IP addresses and DNS names). The CA's PEM is what a webhook
+configuration's ``caBundle`` carries, and what a client of the port may trust.
 """
 
 from __future__ import annotations
@@ -18,56 +18,48 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MissingDependencyError", "WebhookCertificate", "make_webhook_certificate"]
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-
-class MissingDependencyError(RuntimeError):
-    """The ``cryptography`` package is not installed."""
+__all__ = ["Certificate", "make_certificate"]
 
 
 @dataclass(frozen=True, slots=True)
-class WebhookCertificate:
-    """Files written by :func:`make_webhook_certificate` (PEM)."""
+class Certificate:
+    """Files written by :func:`make_certificate` (PEM)."""
 
     ca: Path
-    """The CA certificate: the ``caBundle`` of a webhook configuration."""
+    """The CA certificate: the ``caBundle`` of a webhook configuration, what a client trusts."""
     cert: Path
     """The serving certificate (``tls.crt``)."""
     key: Path
     """Its private key (``tls.key``)."""
 
 
-def _crypto() -> Any:
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "a self-signed webhook certificate needs the `cryptography` package: "
-            "pip install 'sluice[dev]', or mount tls.crt and tls.key in --cert-dir"
-        ) from exc
-    return x509, hashes, serialization, ec, ExtendedKeyUsageOID, NameOID
-
-
-def make_webhook_certificate(
-    directory: Path, hosts: Sequence[str] = ("127.0.0.1", "localhost"), *, days: int = 30
-) -> WebhookCertificate:
+def make_certificate(
+    directory: Path,
+    hosts: Sequence[str] = ("127.0.0.1", "localhost"),
+    *,
+    days: int = 30,
+    ca_name: str = "sluice-webhook-ca",
+) -> Certificate:
     """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` into ``directory`` (created if
-    missing; existing files are replaced): a new CA, and a serving certificate signed by
-    it whose subject alternative names are ``hosts``. Raises MissingDependencyError."""
-    x509, hashes, serialization, ec, eku, name_oid = _crypto()
+    missing; existing files are replaced): a new CA named ``ca_name``, and a serving
+    certificate signed by it whose subject alternative names are ``hosts`` (IP addresses
+    and DNS names; the first is also its common name). The key file is made 0600."""
+    eku, name_oid = ExtendedKeyUsageOID, NameOID
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(name_oid.COMMON_NAME, "sluice-webhook-ca")])
+    issuer = x509.Name([x509.NameAttribute(name_oid.COMMON_NAME, ca_name)])
     ca = (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
+        .subject_name(issuer)
+        .issuer_name(issuer)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
@@ -100,7 +92,7 @@ def make_webhook_certificate(
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(name_oid.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_name)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
@@ -112,7 +104,7 @@ def make_webhook_certificate(
     )
 
     pem = serialization.Encoding.PEM
-    out = WebhookCertificate(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
+    out = Certificate(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
     out.ca.write_bytes(ca.public_bytes(pem))
     out.cert.write_bytes(cert.public_bytes(pem))
     out.key.touch(mode=0o600)

@@ -6,8 +6,7 @@
   creates the cluster-scoped Queue ``default`` (``weight: 1``) if it is missing, retrying
   until it succeeds (the create passes through this controller's own webhook, which kopf only
   starts after the startup handlers); cleanup stops that task;
-* login: credentials from ``--kubeconfig``, else the pod's service account, else the usual
-  kubeconfig (``KUBECONFIG`` or ``~/.kube/config``);
+* login: :func:`~scheduler.controllers.credentials.obtain_credentials`;
 * an index of Queues (name -> ``spec.parent``) for the cycle check, and an event handler on
   Queues that starts that task again when ``default`` is deleted (and once more when kopf
   has first listed the Queues, for a deletion made before its watch began);
@@ -35,7 +34,6 @@ import copy
 import functools
 import itertools
 import logging
-import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +44,7 @@ import kopf
 
 from scheduler.api.labels import DEFAULT_QUEUE, SCHEDULER_NAME
 from scheduler.controllers.client import ApiClient, ApiStatusError, QueueClient
+from scheduler.controllers.credentials import obtain_credentials
 from scheduler.controllers.grouper import GrouperApi, PodGrouper
 from scheduler.controllers.validation import parent_of, validate_pod_group, validate_queue
 from scheduler.schema import API_VERSION, GROUP, VERSION
@@ -82,7 +81,6 @@ INDEX_QUEUE_PARENTS: Final = "queue_parents"
 FINALIZER: Final = f"controller.{GROUP}/unused"
 #: Where the webhook's certificate (``tls.crt``, ``tls.key``) is mounted from its Secret.
 DEFAULT_CERT_DIR: Final = "/etc/sluice/webhook-certs"
-SERVICE_ACCOUNT_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 DEFAULT_QUEUE_OBJECT: Final[Mapping[str, Any]] = {
     "apiVersion": API_VERSION,
@@ -214,44 +212,6 @@ def configure_settings(settings: kopf.OperatorSettings, options: ControllerOptio
     settings.watching.client_timeout = 600.0
     settings.admission.server = webhook_server(options)
     # settings.admission.managed stays None: manifests/webhook.yaml carries the configuration.
-
-
-# --------------------------------------------------------------------------------------------
-# Credentials
-
-
-async def obtain_credentials(
-    options: ControllerOptions, *, settings: kopf.OperatorSettings, logger: kopf.Logger
-) -> kopf.ConnectionInfo:
-    """Credentials for the API server, from the first source that has them.
-
-    ``--kubeconfig`` (kopf's kubeconfig reader: tokens, client certificates, basic auth);
-    else the pod's service account; else the kubernetes-asyncio loader (``KUBECONFIG`` or
-    ``~/.kube/config``, exec plugins included); else kopf's kubeconfig reader on those.
-    """
-    if options.kubeconfig:
-        # kopf's reader takes the path from the environment only; this is our own process.
-        os.environ["KUBECONFIG"] = options.kubeconfig
-        info = kopf.login_with_kubeconfig(settings=settings)
-        if info is None:
-            raise kopf.LoginError(f"no credentials in kubeconfig {options.kubeconfig}")
-        return info
-    if Path(SERVICE_ACCOUNT_TOKEN).is_file():
-        info = kopf.login_with_service_account(settings=settings)
-        if info is not None:
-            return info
-    try:
-        info = await kopf.login_via_async_client(logger=logger, settings=settings)
-    except kopf.LoginError:
-        info = None
-    if info is None:
-        info = kopf.login_with_kubeconfig(settings=settings)
-    if info is None:
-        raise kopf.LoginError(
-            "no credentials: not in a pod with a service account, and no kubeconfig "
-            "(--kubeconfig, KUBECONFIG or ~/.kube/config)"
-        )
-    return info
 
 
 # --------------------------------------------------------------------------------------------

@@ -590,18 +590,43 @@ def test_dockerfile() -> None:
         line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
     ]
     froms = [line for line in instructions if line.startswith("FROM ")]
-    assert froms == ["FROM ${PYTHON_IMAGE} AS builder", "FROM ${PYTHON_IMAGE}"]
-    assert "ARG PYTHON_IMAGE=python:3.11-slim" in instructions
-    assert "RUN pip install --no-cache-dir -r requirements.lock" in instructions
+    assert froms == ["FROM ${BUILD_IMAGE} AS builder", "FROM ${RUNTIME_IMAGE}"]
+    assert "ARG BUILD_IMAGE=python:3.11-slim" in instructions
+    assert "ARG RUNTIME_IMAGE=python:3.11-slim" in instructions
+    # Nothing fetched while building: only the wheelhouse, with no index.
+    assert "PIP_NO_INDEX=1 \\" in instructions
+    assert "COPY ${WHEELHOUSE} /wheels" in instructions
+    assert "RUN /opt/sluice/bin/pip install --quiet --requirement requirements.lock" in instructions
     assert any(
-        line.startswith("RUN pip install --no-cache-dir --no-deps .") for line in instructions
+        i.startswith("RUN /opt/sluice/bin/pip install --quiet --no-deps .") for i in instructions
     )
+    assert "&& /opt/sluice/bin/pip uninstall --quiet --yes pip setuptools \\" in instructions
     assert "COPY --from=builder /opt/sluice /opt/sluice" in instructions
-    assert "USER 65532:65532" in instructions
-    assert instructions[-2:] == ['ENTRYPOINT ["sluice"]', 'CMD ["run"]']
+    final = instructions[instructions.index("FROM ${RUNTIME_IMAGE}") :]
+    assert not [i for i in final if i.startswith("RUN ")]  # the runtime base has no shell
+    assert "USER 65532:65532" in final
+    assert instructions[-2:] == ['ENTRYPOINT ["/opt/sluice/bin/sluice"]', 'CMD ["run"]']
+
+
+def test_build_requirements_pin_the_build_backend() -> None:
+    text = (ROOT / "image" / "build-requirements.lock").read_text()
+    pins = dict(line.split("==") for line in text.splitlines() if line and not line.startswith("#"))
+    assert "hatchling" in pins
+    build_system = (ROOT / "pyproject.toml").read_text().split("[build-system]")[1]
+    assert 'requires = ["hatchling' in build_system
 
 
 def test_dockerignore() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".venv", "tests", ".git"} <= ignored
-    assert not {"scheduler", "crds", "pyproject.toml", "README.md", "requirements.lock"} & ignored
+    assert (
+        not {
+            "scheduler",
+            "crds",
+                ".wheelhouse",
+            "pyproject.toml",
+            "README.md",
+            "requirements.lock",
+        }
+        & ignored
+    )

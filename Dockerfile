@@ -38,9 +38,11 @@ COPY requirements.lock ./
 RUN /opt/sluice/bin/pip install --quiet --requirement requirements.lock
 
 # The wheel's build (hatchling, from the wheelhouse in pip's isolated build environment)
-# needs the README and the CRDs, which it packages as scheduler/_crds.
+# needs the README, the CRDs and the manifests, which it packages as scheduler/_crds and
+# scheduler/_manifests (`sluice doctor` checks a cluster against them).
 COPY pyproject.toml README.md ./
 COPY crds ./crds
+COPY manifests ./manifests
 COPY scheduler ./scheduler
 # pip compiles every module it installs (the root filesystem is read-only at run time),
 # then leaves: no installer in the final image. The dependencies' own test suites and type

@@ -16,7 +16,9 @@ else ``default``), ``-A/--all-namespaces``, ``-o/--output``.
 * ``kubectl sluice jobs``: the PodGroups of every API the cluster serves (Sluice's,
   Volcano's, scheduler-plugins', the Workload API's), each with its queue, phase, minimum,
   its pods pending, running, succeeded and failed, and why it waits (its condition's
-  message, else its first pending pod's); ``-o json|yaml``: the PodGroup objects.
+  message, else its first pending pod's); ``-o json|yaml``: the PodGroup objects;
+* ``kubectl sluice doctor``: ``sluice doctor`` (``-n``: where Sluice is installed, default
+  ``sluice-system``; ``--scheduler-name``; ``-o json``); exit code 1 when a check failed.
 
 Every mistake is one line on stderr and exit code 2; a cluster that cannot be reached or
 refuses (403) is one line and exit code 1.
@@ -82,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--config", metavar="FILE", help="a SchedulerConfiguration file")
     sub.add_parser("queues", parents=[common], help="the queue tree, with shares and jobs")
     sub.add_parser("jobs", parents=[common], help="PodGroups of every API, phase and reason")
+    doc = sub.add_parser(
+        "doctor", parents=[common], help="check the cluster for Sluice (sluice doctor)"
+    )
+    doc.add_argument("--scheduler-name", default=L.SCHEDULER_NAME, metavar="NAME")
     return parser
 
 
@@ -92,6 +98,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "explain":
             return _explain(args, out)
+        if args.command == "doctor":
+            return _doctor(args, out)
         listed = anyio.run(_list, args)
         if args.command == "queues":
             _queues(listed, args, out)
@@ -106,6 +114,27 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+# ---------------------------------------------------------------------------- doctor
+
+
+def _doctor(args: argparse.Namespace, out: TextIO) -> int:
+    from scheduler.cli.doctor import doctor
+    from scheduler.doctor.findings import exit_code, render_json, render_text
+    from scheduler.doctor.manifests import MANIFESTS_NAMESPACE
+
+    if args.output not in ("text", "json"):
+        raise InvalidInputError("kubectl sluice doctor", "-o", "must be text or json")
+    findings = anyio.run(
+        doctor,
+        args.kubeconfig,
+        args.context,
+        args.namespace or MANIFESTS_NAMESPACE,
+        args.scheduler_name,
+    )
+    print(render_json(findings) if args.output == "json" else render_text(findings), file=out)
+    return exit_code(findings)
 
 
 # ---------------------------------------------------------------------------- explain

@@ -133,6 +133,19 @@ def _parser() -> argparse.ArgumentParser:
     from scheduler.cli.snapshot import add_arguments as add_snapshot_arguments
 
     add_snapshot_arguments(snap)
+    doc = sub.add_parser(
+        "doctor",
+        help="check a cluster for Sluice, before and after installing it",
+        description="Check the cluster: the API server's version and the features Sluice "
+        "uses, the PodGroup and Queue APIs served, Sluice's CRDs against crds/, what its "
+        "ServiceAccounts may do against manifests/, the admission webhook, who holds its "
+        "Lease, and another scheduler answering to its schedulerName. One line per check: "
+        "ok, warn or fail, and what to do. Exit code 1 when a check failed. Writes nothing "
+        "(dry runs only).",
+    )
+    from scheduler.cli.doctor import add_arguments as add_doctor_arguments
+
+    add_doctor_arguments(doc)
     cfg = sub.add_parser("config", help="configuration files: convert Volcano's into Sluice's")
     from scheduler.cli.config import add_arguments as add_config_arguments
 
@@ -209,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scheduler.cli.config import run_config
 
             return run_config(args)
+        if args.command == "doctor":
+            from scheduler.cli.doctor import run_doctor
+
+            return run_doctor(args)
     except (InvalidInputError, RegistryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -212,12 +212,14 @@ class KubeClient:
         body: Any,
         content_type: str | None,
         timeout: float | aiohttp.ClientTimeout | None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """Take a token, then send one request on the hot path's session (see the module's
-        docstring). ``body`` is encoded as JSON; ``content_type`` defaults to JSON."""
+        docstring). ``body`` is encoded as JSON; ``content_type`` defaults to JSON;
+        ``extra_headers`` are added (``Impersonate-User``)."""
         await self.limiter.acquire()
         session, (proxy, proxy_auth) = self._session_and_proxy()
-        headers = {**self.api.default_headers, "Accept": JSON}
+        headers = {**self.api.default_headers, "Accept": JSON, **(extra_headers or {})}
         params = list(query)
         await self.api.update_params_for_auth(headers, params, ["BearerToken"])
         data: bytes | None = None
@@ -254,13 +256,15 @@ class KubeClient:
         kind: str = "",
         name: str = "",
         decode: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """One request; the reply body as JSON (an empty dict if there is none).
 
         A reply outside 2xx raises the ApiError for its status (``kind``/``name`` name
         the object in the error); so do timeouts and connection errors. Makes one attempt.
         ``decode=False``: the caller has no use for a successful reply (an event write),
-        which is then read but not decoded, and ``{}`` is returned.
+        which is then read but not decoded, and ``{}`` is returned. ``headers`` are sent
+        besides the client's own (``sluice doctor``'s ``Impersonate-User``).
         """
         data = await self.request_bytes(
             method,
@@ -271,6 +275,7 @@ class KubeClient:
             timeout=timeout,
             kind=kind,
             name=name,
+            headers=headers,
         )
         if not decode or not data.strip():
             return {}
@@ -291,12 +296,19 @@ class KubeClient:
         timeout: float | None = None,
         kind: str = "",
         name: str = "",
+        headers: Mapping[str, str] | None = None,
     ) -> bytes:
         """:meth:`request`, the reply's body left undecoded (the informers decode list
         pages themselves: :mod:`scheduler.kube.decode`)."""
         with api_errors(kind, name):
             response = await self._send(
-                method, path, query=query, body=body, content_type=content_type, timeout=timeout
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                timeout=timeout,
+                extra_headers=headers,
             )
             try:
                 data = await response.read()

@@ -623,7 +623,7 @@ def test_dockerignore() -> None:
         not {
             "scheduler",
             "crds",
-                ".wheelhouse",
+            ".wheelhouse",
             "pyproject.toml",
             "README.md",
             "requirements.lock",

@@ -369,6 +369,19 @@ def _slices(ready: bool) -> dict[str, Any]:
             id="healthy",
         ),
         pytest.param({}, Level.FAIL, "is not installed", id="not installed"),
+        pytest.param(
+            {
+                ("GET", WEBHOOK): _webhook(),
+                (
+                    "GET",
+                    f"{SLICES}?labelSelector=kubernetes.io/service-name=sluice-controller",
+                ): _slices(True),
+                ("POST", DRY_RUN): InvalidObjectError("spec.minMember: Invalid value: 0"),
+            },
+            Level.FAIL,
+            "refused, but not by the webhook",
+            id="refused by the schema only",
+        ),
         pytest.param({("GET", WEBHOOK): _webhook(ca="")}, Level.FAIL, "no caBundle", id="no CA"),
         pytest.param(
             {

@@ -179,11 +179,12 @@ async def test_answers_are_kept_ten_seconds(token: str, first: int, answer: str)
 
 async def test_a_rule_granted_is_seen_once_the_denial_expires() -> None:
     reviewer, clock = FakeReviewer(), FakeClock()
-    async with served(Guard(reviewer, now=clock)) as url:
+    settings = GuardSettings(allowed_ttl=10.0, denied_ttl=2.0)
+    async with served(Guard(reviewer, settings, now=clock)) as url:
         assert (await get(url + "/metrics", "b-token"))[0] == 403
         reviewer.allowed.add(("bob", "get", "/metrics"))
         assert (await get(url + "/metrics", "b-token"))[0] == 403  # the denial is kept
-        clock.t += 10.0
+        clock.t += 2.0  # --authorization-webhook-cache-unauthorized-ttl, not the allowed one
         assert (await get(url + "/metrics", "b-token"))[0] == 200
 
 

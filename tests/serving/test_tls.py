@@ -72,11 +72,6 @@ def test_a_self_made_certificate_names_this_host() -> None:
     assert ips == ["127.0.0.1", "10.1.2.3"]  # not the wildcard address
 
 
-def test_tls_below_1_2_is_refused() -> None:
-    context, _ = server_context(ServingCertificate())
-    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
-
-
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_arguments(parser)

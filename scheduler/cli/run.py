@@ -1,13 +1,13 @@
 """``sluice run``: the scheduler in a cluster (layer 5).
 
 Wires the kube backend to the loop: a rate-limited client, informers filling the cache,
-the ports, optional leader election on a Lease, and one HTTP port serving ``/metrics``,
-``/healthz`` and ``/readyz``. SIGTERM and SIGINT stop the loop after its cycle: in-flight
-binds and status writes finish, running preemption calls get a grace period, and the
-lease is released; one that comes while the process still starts (imports, lists) ends
-it at once with exit code 0 (:class:`Stopping`). Losing leadership ends the process
-with exit code 1, as kube-scheduler does, so that a fresh replica starts from a clean
-cache.
+the ports, optional leader election on a Lease, and one port serving ``/metrics``, the
+live page and the probes, guarded as kube-scheduler's (:mod:`scheduler.cli.port`).
+SIGTERM and SIGINT stop the loop after its cycle: in-flight binds and status writes
+finish, running preemption calls get a grace period, and the lease is released; one that
+comes while the process still starts (imports, lists) ends it at once with exit code 0
+(:class:`Stopping`). Losing leadership ends the process with exit code 1, as
+kube-scheduler does, so that a fresh replica starts from a clean cache.
 """
 
 from __future__ import annotations

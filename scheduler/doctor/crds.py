@@ -8,7 +8,7 @@ applied to the file first. Versions are matched by name, so a difference reads a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["crd_differences", "established"]
@@ -26,36 +26,30 @@ def crd_differences(file_spec: Mapping[str, Any], server_spec: Mapping[str, Any]
 
 def _diff(want: Any, got: Any, path: str, out: list[str]) -> None:
     if isinstance(want, Mapping) and isinstance(got, Mapping):
-        for key in sorted(set(want) | set(got)):
-            where = f"{path}.{key}"
-            if key not in got:
-                out.append(f"{where} (missing on the server)")
-            elif key not in want:
-                out.append(f"{where} (not in the file)")
-            else:
-                _diff(want[key], got[key], where, out)
-        return
-    if isinstance(want, list) and isinstance(got, list):
-        if _named(want) and _named(got):
-            wanted = {v["name"]: v for v in want}
-            there = {v["name"]: v for v in got}
-            for name in sorted(set(wanted) | set(there)):
-                where = f"{path}[{name}]"
-                if name not in there:
-                    out.append(f"{where} (missing on the server)")
-                elif name not in wanted:
-                    out.append(f"{where} (not in the file)")
-                else:
-                    _diff(wanted[name], there[name], where, out)
-            return
-        if len(want) != len(got):
+        _diff_entries(want, got, lambda key: f"{path}.{key}", out)
+    elif isinstance(want, list) and isinstance(got, list):
+        if _named(want) and _named(got):  # versions, printer columns: by name
+            named = {v["name"]: v for v in want}, {v["name"]: v for v in got}
+            _diff_entries(*named, lambda name: f"{path}[{name}]", out)
+        elif len(want) != len(got):
             out.append(f"{path} ({len(got)} items on the server, {len(want)} in the file)")
-            return
-        for i, (w, g) in enumerate(zip(want, got, strict=True)):
-            _diff(w, g, f"{path}[{i}]", out)
-        return
-    if want != got:
+        else:
+            for i, (w, g) in enumerate(zip(want, got, strict=True)):
+                _diff(w, g, f"{path}[{i}]", out)
+    elif want != got:
         out.append(path)
+
+
+def _diff_entries(
+    want: Mapping[str, Any], got: Mapping[str, Any], where: Callable[[str], str], out: list[str]
+) -> None:
+    for key in sorted(set(want) | set(got)):
+        if key not in got:
+            out.append(f"{where(key)} (missing on the server)")
+        elif key not in want:
+            out.append(f"{where(key)} (not in the file)")
+        else:
+            _diff(want[key], got[key], where(key), out)
 
 
 def _named(items: list[Any]) -> bool:

@@ -7,25 +7,35 @@ its owner needs to run, as each operator's own gang integration computes it (rea
 types and controllers; see :data:`RULES`):
 
 ==========================  =================================================================
-owner                       minimum (``minMember``)
+owner                       minimum (``minMember``), and whose rule it follows
 ==========================  =================================================================
-batch Job                   ``parallelism`` (default 1), bounded by ``completions``
+batch Job                   ``parallelism`` (default 1), bounded by ``completions``: the pods
+                            the Job controller runs at once (v1.36's, whose own PodGroup for
+                            an Indexed Job has ``minCount`` = ``parallelism``)
 JobSet                      replicas x pods per Job of the replicated jobs that start
                             together: those without ``dependsOn``; with ``startupPolicy``
-                            ``InOrder``, the first one only (the others wait for it to run)
+                            ``InOrder``, the first one only (the JobSet controller creates or
+                            resumes the others once those before them run); less the Jobs
+                            whose pods join a group their Job controller made (``elsewhere``)
 PyTorchJob, TFJob, JAXJob,  ``runPolicy.schedulingPolicy.minAvailable``, else every replica of
-MPIJob (kubeflow.org)       every type (a type's ``replicas`` default 1); a PyTorchJob's
-                            ``elasticPolicy.minReplicas`` stands for its workers; an MPIJob
-                            ``v2beta1`` with ``launcherCreationPolicy: WaitForWorkersReady``
-                            counts its workers only (its launcher comes after them), and
-                            its workers default to 0
+MPIJob (kubeflow.org)       every type, as the training operator v1.9 sizes its PodGroups
+                            (``ReconcileJobs``: ``GetTotalReplicas``; a type's ``replicas``
+                            defaults to 1, an MPIJob's ``Worker`` to 0; a PyTorchJob's
+                            ``elasticPolicy`` does not enter it). An MPIJob ``v2beta1``
+                            (mpi-operator): ``minAvailable``, else its workers + 1 (the
+                            launcher), but with ``launcherCreationPolicy:
+                            WaitForWorkersReady`` its workers only (a departure: the launcher
+                            is made once they are Ready, so a gang that waits for it never
+                            starts)
 RayCluster, RayJob          the head plus, per worker group not suspended, ``minReplicas``
                             (autoscaling on: ``enableInTreeAutoscaling``) or ``replicas``
-                            kept within min and max, times ``numOfHosts``; a RayJob's from
-                            its ``rayClusterSpec`` (its submitter joins beyond the minimum)
-LeaderWorkerSet             one gang per group (``group-index``) of ``leaderWorkerTemplate
-                            .size``; with ``startupPolicy: LeaderReady`` the leader starts
-                            alone and its workers form a gang of ``size - 1``
+                            kept within min and max, times ``numOfHosts``, as KubeRay's Volcano
+                            integration sizes it; a RayJob's from its ``rayClusterSpec`` (its
+                            submitter joins beyond the minimum, as there)
+LeaderWorkerSet             one gang per group (``group-index``) and template revision, of
+                            ``leaderWorkerTemplate.size``, or 1 with ``startupPolicy:
+                            LeaderReady`` (the workers come once the leader is Ready), as
+                            LWS's Volcano provider sizes its PodGroups
 Deployment, StatefulSet     gangs of one
 ==========================  =================================================================
 
@@ -34,6 +44,13 @@ Job made by a JobSet, or of a RayCluster made by a RayJob, are grouped by the Jo
 RayJob. A chain with no such owner (a ReplicaSet of its own, an owner the grouper could
 not read, a kind not installed) leaves the pod alone. A pod or any owner on its chain
 labelled ``scheduling.sluice.dev/group-by-owner: "false"`` is left alone too.
+
+Which group a pod belongs to is one rule: the group it names
+(:func:`~scheduler.api.membership.pod_group_ref`), and only a pod that names none comes to
+the grouper. So a gang counts none of the pods that another controller already put in a
+group of its own: the JobSet rule leaves out the Jobs in ``elsewhere`` (named by
+:func:`jobset_jobs`, found by :mod:`.claimed_jobs`: Jobs whose pod template names a group,
+or for which v1.36's Job controller made a ``scheduling.k8s.io`` PodGroup).
 
 The queue of a gang (and of a pod left alone): the pod's label
 ``scheduling.sluice.dev/queue``, else the same label on the owner, else the owner's own
@@ -55,9 +72,13 @@ from scheduler.api.owners import OwnerRef, opted_out
 __all__ = [
     "RULES",
     "Alone",
+    "ChildJob",
     "Gang",
     "Rule",
+    "chosen_owner",
+    "counted_jobs",
     "group_name",
+    "jobset_jobs",
     "plan",
     "queue_of",
     "rule_of",
@@ -98,8 +119,9 @@ class _Minimum:
     """Appended to the PodGroup's name: one owner, several gangs (LeaderWorkerSet)."""
 
 
-Rule = Callable[[Obj, Obj], "_Minimum | str"]
-"""(owner, pod) -> the gang's minimum, or why the pod is alone."""
+Rule = Callable[[Obj, Obj, Mapping[str, str]], "_Minimum | str"]
+"""(owner, pod, elsewhere) -> the gang's minimum, or why the pod is alone. ``elsewhere``:
+the owner's child Jobs whose pods join another group, by name, with why (:func:`plan`)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,18 +177,33 @@ def _job_pods(owner: Obj, job_spec: Mapping[str, Any], path: str) -> tuple[int, 
 # The rules, one per kind of owner
 
 
-def _batch_job(owner: Obj, pod: Obj) -> _Minimum:
+def _batch_job(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum:
     count, how = _job_pods(owner, _map(owner, "spec"), "spec")
     return _Minimum(count, f"{count} pods at once of {_where(owner)} ({how})")
 
 
-def _jobset(owner: Obj, pod: Obj) -> _Minimum:
+@dataclass(frozen=True, slots=True)
+class ChildJob:
+    """A Job a JobSet makes (or made) whose pods its gang counts: ``name`` as the JobSet
+    controller names it (``<jobset>-<replicated job>-<index>``), ``spec`` its template's
+    Job spec, ``replicated_job`` the name of the replicated job it comes from."""
+
+    name: str
+    replicated_job: str
+    spec: Mapping[str, Any]
+
+
+def jobset_jobs(owner: Obj) -> list[ChildJob]:
+    """The Jobs of JobSet ``owner`` whose pods start together (module docstring): the
+    ones its gang counts, those another group may take among them. Raises
+    InvalidInputError naming the field when the JobSet cannot be read."""
     spec = _map(owner, "spec")
     replicated = spec.get("replicatedJobs")
     if not isinstance(replicated, list) or not replicated:
         raise InvalidInputError(_where(owner), "spec.replicatedJobs", "must be a non-empty list")
     in_order = _map(owner, "spec.startupPolicy").get("startupPolicyOrder") == "InOrder"
-    total, parts = 0, []
+    name = str(_meta(owner).get("name", ""))
+    out: list[ChildJob] = []
     for i, rj in enumerate(replicated):
         path = f"spec.replicatedJobs[{i}]"
         if not isinstance(rj, Mapping):
@@ -176,14 +213,34 @@ def _jobset(owner: Obj, pod: Obj) -> _Minimum:
         replicas = _int(owner, rj, "replicas", path, 1)
         template = rj.get("template")
         job_spec = template.get("spec") if isinstance(template, Mapping) else None
-        pods, _ = _job_pods(owner, job_spec if isinstance(job_spec, Mapping) else {}, path)
-        total += replicas * pods
-        parts.append(f"{rj.get('name', i)} {replicas} x {pods}")
-    order = " (startupPolicy InOrder: the first)" if in_order else ""
-    return _Minimum(
-        total,
-        f"the replicated jobs of {_where(owner)} that start together{order}: " + ", ".join(parts),
+        job_spec = job_spec if isinstance(job_spec, Mapping) else {}
+        rj_name = str(rj.get("name", i))
+        out += [ChildJob(f"{name}-{rj_name}-{j}", rj_name, job_spec) for j in range(replicas)]
+    return out
+
+
+def _jobset(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum:
+    in_order = _map(owner, "spec.startupPolicy").get("startupPolicyOrder") == "InOrder"
+    total = 0
+    parts: dict[str, list[int]] = {}
+    left_out: list[str] = []
+    for child in jobset_jobs(owner):
+        pods, _ = _job_pods(owner, child.spec, f"replicatedJobs[{child.replicated_job}]")
+        counted = parts.setdefault(child.replicated_job, [])
+        if child.name in elsewhere:
+            left_out.append(f"{child.name} ({elsewhere[child.name]})")
+            continue
+        total += pods
+        counted.append(pods)
+    listed = ", ".join(
+        f"{rj} {len(counts)} x {counts[0]}" if counts and len(set(counts)) == 1 else f"{rj} 0"
+        for rj, counts in parts.items()
     )
+    order = " (startupPolicy InOrder: the first)" if in_order else ""
+    why = f"the replicated jobs of {_where(owner)} that start together{order}: {listed}"
+    if left_out:
+        why += "; not counted, in a group of their own: " + ", ".join(left_out)
+    return _Minimum(total, why)
 
 
 #: kind -> the field holding its map of replica type to ReplicaSpec.
@@ -195,7 +252,11 @@ KUBEFLOW_REPLICA_SPECS: Final[Mapping[str, str]] = {
 }
 
 
-def _kubeflow(owner: Obj, pod: Obj) -> _Minimum:
+def _kubeflow(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum:
+    """The training operator v1.9 (``pkg/controller.v1/common/job.go``, ``ReconcileJobs``):
+    ``minAvailable``, else ``GetTotalReplicas`` over the replica types with their defaults
+    (``SetDefaults_*``: 1, an MPIJob's Worker 0). mpi-operator's MPIJob ``v2beta1``
+    (``calculateMinAvailable``): ``minAvailable``, else its workers + 1."""
     kind = str(owner.get("kind"))
     field = KUBEFLOW_REPLICA_SPECS[kind]
     policy = _map(owner, "spec.runPolicy.schedulingPolicy")
@@ -210,24 +271,27 @@ def _kubeflow(owner: Obj, pod: Obj) -> _Minimum:
     counts: dict[str, int] = {}
     for role, replica_spec in sorted(specs.items()):
         holder = replica_spec if isinstance(replica_spec, Mapping) else {}
-        default = 0 if (mpi_v2 and role == "Worker") else 1  # mpi-operator's defaulting
+        default = 0 if (kind == "MPIJob" and str(role).lower() == "worker") else 1
         counts[str(role)] = _int(owner, holder, "replicas", f"spec.{field}.{role}", default)
     notes = ""
-    elastic = _map(owner, "spec.elasticPolicy") if kind == "PyTorchJob" else {}
-    min_replicas = _int(owner, elastic, "minReplicas", "spec.elasticPolicy", None)
-    if min_replicas is not None and "Worker" in counts:
-        counts["Worker"] = min_replicas
-        notes = " (Worker: elasticPolicy.minReplicas)"
-    if mpi_v2 and _map(owner, "spec").get("launcherCreationPolicy") == "WaitForWorkersReady":
-        counts.pop("Launcher", None)
-        notes = " (the launcher starts once they run: launcherCreationPolicy WaitForWorkersReady)"
+    if mpi_v2:
+        workers = next((n for role, n in counts.items() if role.lower() == "worker"), 0)
+        counts = {"Launcher": 1, "Worker": workers}  # the launcher is always one
+        if _map(owner, "spec").get("launcherCreationPolicy") == "WaitForWorkersReady":
+            counts.pop("Launcher")
+            notes = (
+                " (the launcher starts once they are Ready: "
+                "launcherCreationPolicy WaitForWorkersReady)"
+            )
     total = sum(counts.values())
     listed = ", ".join(f"{role} {n}" for role, n in counts.items())
     return _Minimum(total, f"all {total} replicas of {_where(owner)}: {listed}{notes}")
 
 
 def _ray_cluster_minimum(owner: Obj, spec: Mapping[str, Any], path: str) -> tuple[int, str]:
-    """KubeRay's own gang size: the head plus each worker group's pods."""
+    """KubeRay's own gang size (its Volcano integration, ``calculatePodGroupParams``): the
+    head plus each worker group's pods, ``GetWorkerGroupDesiredReplicas`` (replicas kept
+    within min and max) or, autoscaling, ``CalculateMinReplicas``; times ``numOfHosts``."""
     autoscaling = spec.get("enableInTreeAutoscaling") is True
     groups = spec.get("workerGroupSpecs") or []
     if not isinstance(groups, list):
@@ -241,26 +305,26 @@ def _ray_cluster_minimum(owner: Obj, spec: Mapping[str, Any], path: str) -> tupl
             continue
         low = _int(owner, group, "minReplicas", where, 0)
         high = _int(owner, group, "maxReplicas", where, None)
-        hosts = _int(owner, group, "numOfHosts", where, 1) or 1
-        if autoscaling:
+        hosts = _int(owner, group, "numOfHosts", where, 1)
+        wanted = _int(owner, group, "replicas", where, None)
+        if autoscaling or wanted is None or wanted < low:
             replicas = low
+        elif high is not None and wanted > high:
+            replicas = high
         else:
-            wanted = _int(owner, group, "replicas", where, None)
-            replicas = low if wanted is None or wanted < low else wanted
-            if high is not None:
-                replicas = min(replicas, high)
+            replicas = wanted
         total += replicas * hosts
         parts.append(f"{group.get('groupName', i)} {replicas} x {hosts}")
     how = "minReplicas (autoscaling)" if autoscaling else "replicas"
     return total, f"{', '.join(parts)} ({how})"
 
 
-def _ray_cluster(owner: Obj, pod: Obj) -> _Minimum:
+def _ray_cluster(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum:
     total, how = _ray_cluster_minimum(owner, _map(owner, "spec"), "spec")
     return _Minimum(total, f"the head and workers of {_where(owner)}: {how}")
 
 
-def _ray_job(owner: Obj, pod: Obj) -> _Minimum | str:
+def _ray_job(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum | str:
     spec = _map(owner, "spec.rayClusterSpec")
     if not spec:
         return f"{_where(owner)} runs on an existing RayCluster (no spec.rayClusterSpec)"
@@ -269,31 +333,34 @@ def _ray_job(owner: Obj, pod: Obj) -> _Minimum | str:
 
 
 LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_REVISION: Final = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 
 
-def _leader_worker_set(owner: Obj, pod: Obj) -> _Minimum | str:
+def _leader_worker_set(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> _Minimum | str:
+    """LWS's Volcano provider (``CreatePodGroupIfNotExists``): a PodGroup per group and
+    revision (``<lws>-<group-index>-<revision>``), ``minMember`` the group's ``size``, or
+    1 with ``startupPolicy: LeaderReady``; the leader and its workers all join it."""
     template = _map(owner, "spec.leaderWorkerTemplate")
-    size = _int(owner, template, "size", "spec.leaderWorkerTemplate", 1) or 1
+    size = _int(owner, template, "size", "spec.leaderWorkerTemplate", 1)
     policy = _map(owner, "spec").get("startupPolicy") or "LeaderCreated"
     labels = _meta(pod).get("labels") or {}
     group = labels.get(LWS_GROUP_INDEX)
     if not isinstance(group, str) or not group.isdigit():
         raise InvalidInputError(_where(pod), f"metadata.labels[{LWS_GROUP_INDEX}]", "is missing")
-    leader = labels.get(LWS_WORKER_INDEX, "0") == "0"
+    revision = labels.get(LWS_REVISION)
+    suffix = f"{group}-{revision}" if isinstance(revision, str) and revision else group
     where = f"group {group} of {_where(owner)}"
-    if policy != "LeaderReady":
-        return _Minimum(size, f"the {size} pods of {where} (leader and workers)", group)
-    if leader or size == 1:
-        return f"the leader of {where} starts alone (startupPolicy LeaderReady)"
-    return _Minimum(
-        size - 1,
-        f"the {size - 1} workers of {where} (startupPolicy LeaderReady: the leader runs first)",
-        f"{group}-workers",
-    )
+    if policy == "LeaderReady":
+        return _Minimum(
+            1,
+            f"the leader of {where} (startupPolicy LeaderReady: its {size - 1 if size else 0} "
+            "workers come once it is Ready, and join beyond the minimum)",
+            suffix,
+        )
+    return _Minimum(size, f"the {size} pods of {where} (leader and workers)", suffix)
 
 
-def _alone(owner: Obj, pod: Obj) -> str:
+def _alone(owner: Obj, pod: Obj, elsewhere: Mapping[str, str]) -> str:
     return f"the pods of a {owner.get('kind')} are gangs of one ({_where(owner)})"
 
 
@@ -360,13 +427,39 @@ def _ref_of(obj: Obj) -> OwnerRef:
     )
 
 
-def plan(pod: Obj, chain: Sequence[Obj], cut: str = "", namespace_queue: str = "") -> Gang | Alone:
+def chosen_owner(chain: Sequence[Obj]) -> Obj | None:
+    """The owner a gang is made from: the highest of ``chain`` whose kind has a rule."""
+    return next((obj for obj in reversed(chain) if rule_of(obj) is not None), None)
+
+
+def counted_jobs(owner: Obj) -> list[ChildJob]:
+    """The child Jobs whose pods the gang of ``owner`` counts, when it counts them by Job
+    (a JobSet: :func:`jobset_jobs`), else []. The grouper asks which of them another
+    group takes (``plan``'s ``elsewhere``). [] too when the owner cannot be read (then
+    :func:`plan` says why)."""
+    if rule_of(owner) is not _jobset:
+        return []
+    try:
+        return jobset_jobs(owner)
+    except InvalidInputError:
+        return []
+
+
+def plan(
+    pod: Obj,
+    chain: Sequence[Obj],
+    cut: str = "",
+    namespace_queue: str = "",
+    elsewhere: Mapping[str, str] | None = None,
+) -> Gang | Alone:
     """The gang of ``pod``.
 
     ``chain``: the pod's controller owners as read, the nearest first. ``cut``: why the
     chain stops short of the top (an owner that could not be read, or whose kind the
     cluster does not serve), or "". ``namespace_queue``: the queue the pod's Namespace
-    names (its label ``scheduling.sluice.dev/queue``), or "".
+    names (its label ``scheduling.sluice.dev/queue``), or "". ``elsewhere``: the chosen
+    owner's child Jobs (of :func:`counted_jobs`) whose pods join a group another
+    controller made, by name, with why: the gang does not count them.
 
     Never raises: an owner whose fields cannot be read leaves the pod alone, the
     message naming the object and the field.
@@ -377,7 +470,7 @@ def plan(pod: Obj, chain: Sequence[Obj], cut: str = "", namespace_queue: str = "
                 f"grouping by owner is off: {L.GROUP_BY_OWNER_LABEL}=false on {_where(obj)}",
                 queue_of(pod, None, namespace_queue),
             )
-    chosen = next((obj for obj in reversed(chain) if rule_of(obj) is not None), None)
+    chosen = chosen_owner(chain)
     if chosen is None:
         if cut:
             why = cut
@@ -390,7 +483,7 @@ def plan(pod: Obj, chain: Sequence[Obj], cut: str = "", namespace_queue: str = "
     assert rule is not None
     try:
         queue = queue_of(pod, chosen, namespace_queue)
-        minimum = rule(chosen, pod)
+        minimum = rule(chosen, pod, elsewhere or {})
     except InvalidInputError as exc:
         why = f"cannot read the gang's minimum: {exc}"
         return Alone(why, queue_of(pod, None, namespace_queue))

@@ -365,6 +365,76 @@ async def test_a_jobset_groups_the_pods_of_its_jobs(
     await all_bound(cluster, pods, "the JobSet's 4 pods bound")
 
 
+@pytest.mark.cluster_only
+@pytest.mark.usefixtures("owner_crds")
+async def test_a_jobset_gang_leaves_out_the_job_controllers_groups(
+    cluster: Cluster, start_scheduler: StartScheduler, start_controller: StartController
+) -> None:
+    """Issue 35 item 4: a JobSet of a driver (1 pod) and workers (4 pods, Indexed, the
+    shape the Job controller gang-schedules), its Jobs made as the JobSet controller makes
+    them (completionMode Indexed, its webhook's default), their pods by the real Job
+    controller. With WorkloadWithJob on (``e2e/run-real-server``'s default) the workers'
+    pods name the Job controller's PodGroup, and the JobSet's gang is the driver alone;
+    with it off (``SLUICE_E2E_K8S_UP_ARGS="--controller-manager --workload-api"``) the
+    gang is all 5. Either way every pod is bound (before, the driver waited for ever in a
+    gang of 5 when the gate was on)."""
+    await cluster.create_nodes(2, NodeSpec(cpu="2"))
+    await start_scheduler()
+    await start_controller()
+
+    def job_spec(pods: int) -> dict[str, Any]:
+        return {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "template": template(cluster, cpu="500m"),
+        }
+
+    shapes = {"driver": 1, "workers": 4}
+    jobset = await create(
+        cluster,
+        "JobSet",
+        "js",
+        {
+            "replicatedJobs": [
+                {"name": name, "replicas": 1, "template": {"spec": job_spec(pods)}}
+                for name, pods in shapes.items()
+            ]
+        },
+    )
+    pods: dict[str, list[str]] = {}
+    for name, count in shapes.items():
+        labels = {
+            "jobset.sigs.k8s.io/jobset-name": "js",
+            "jobset.sigs.k8s.io/replicatedjob-name": name,
+        }
+        job = await create(
+            cluster,
+            "Job",
+            f"js-{name}-0",
+            job_spec(count),
+            labels=labels,
+            ownerReferences=[controller_ref(jobset)],
+        )
+        pods[name] = await job_pods(cluster, job, count, cpu="500m")
+    workers = pods["workers"]
+    in_job_controllers_group = [
+        bool(((cluster.pod(w) or {}).get("spec") or {}).get("schedulingGroup")) for w in workers
+    ]
+    assert len(set(in_job_controllers_group)) == 1, in_job_controllers_group
+    gate_on = in_job_controllers_group[0]
+    everyone = [p for names in pods.values() for p in names]
+    group = await grouped(cluster, jobset, pods["driver"] if gate_on else everyone)
+    minimum = group["metadata"]["annotations"][MINIMUM]
+    if gate_on:
+        assert group["spec"]["minMember"] == 1, minimum
+        assert "not counted, in a group of their own: js-workers-0" in minimum
+        assert all(group_of(cluster, w) == "" for w in workers)
+    else:
+        assert group["spec"]["minMember"] == 5, minimum
+    await all_bound(cluster, everyone, "the JobSet's 5 pods")
+
+
 async def test_owners_it_cannot_use_leave_pods_gangs_of_one(
     cluster: Cluster, start_scheduler: StartScheduler, start_controller: StartController
 ) -> None:

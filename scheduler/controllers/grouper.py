@@ -8,6 +8,10 @@ by a controller, naming no group of any API, not opted out), :class:`PodGrouper`
    an owner whose kind the cluster does not serve, that it may not read (403) or that is
    gone;
 2. reads the default queue its Namespace names (the label ``scheduling.sluice.dev/queue``);
+   for an owner whose gang counts its child Jobs (a JobSet), which of them put their pods
+   in a group of their own (:class:`~scheduler.controllers.claimed_jobs.ClaimedJobs`: the
+   gang never counts pods that belong elsewhere; while that is not known yet, the pod is
+   tried again later);
 3. asks :func:`~scheduler.controllers.gang_rules.plan` what gang the pod forms;
 4. for a gang: creates its PodGroup (``scheduling.sluice.dev/v1alpha1``) owned by the
    owner the minimum comes from (the garbage collector deletes it with that owner), or
@@ -42,8 +46,9 @@ import aiohttp
 from scheduler.api import labels as L
 from scheduler.api.owners import OwnerRef, controller_ref, grouper_wait
 from scheduler.api.shards import POOL_LABEL
+from scheduler.controllers.claimed_jobs import ClaimedJobs, Undecided
 from scheduler.controllers.client import ApiStatusError
-from scheduler.controllers.gang_rules import Alone, Gang, plan
+from scheduler.controllers.gang_rules import Alone, Gang, chosen_owner, counted_jobs, plan
 from scheduler.controllers.workqueue import WorkQueue
 
 __all__ = [
@@ -248,6 +253,7 @@ class PodGrouper:
         self.workers = workers
         self.queue: WorkQueue[str, dict[str, Any]] = queue if queue is not None else WorkQueue()
         self.reader = reader if reader is not None else OwnerReader(clock)
+        self.claimed = ClaimedJobs()
         self._clock = clock
         self._made: dict[tuple[str, str], tuple[float, tuple[object, ...]]] = {}
         """PodGroups written (namespace, name) -> (until when, what was written)."""
@@ -291,7 +297,7 @@ class PodGrouper:
             try:
                 await self.group(pod)
                 failed = False
-            except (Retry, ApiStatusError, aiohttp.ClientError, TimeoutError) as exc:
+            except (Retry, Undecided, ApiStatusError, aiohttp.ClientError, TimeoutError) as exc:
                 self._log_retry(pod, uid, exc)
                 if isinstance(exc, ApiStatusError) and exc.status == 401:
                     with contextlib.suppress(Exception):
@@ -303,13 +309,15 @@ class PodGrouper:
 
     def _log_retry(self, pod: Obj, uid: str, exc: Exception) -> None:
         count = self.queue.failures(uid) + 1
-        log.warning(f"Cannot group pod {_key(pod)} yet (attempt {count}): {exc!s:.300}")
+        level = logging.INFO if isinstance(exc, Undecided) else logging.WARNING  # expected
+        log.log(level, f"Cannot group pod {_key(pod)} yet (attempt {count}): {exc!s:.300}")
 
     # ----------------------------------------------------------------- one pass
 
     async def group(self, pod: Obj) -> Gang | Alone | None:
         """Group ``pod`` (module docstring); None when it no longer waits. Idempotent.
-        Raises Retry, ApiStatusError or a network error when it must be tried again."""
+        Raises Retry, Undecided, ApiStatusError or a network error when it must be tried
+        again."""
         if not self.wants(pod):
             return None
         api = await self._api()
@@ -317,7 +325,11 @@ class PodGrouper:
         namespace = str(meta.get("namespace") or "")
         chain, cut = await self.reader.chain(api, pod)
         namespace_queue = await self.reader.namespace_queue(api, namespace)
-        verdict = plan(pod, chain, cut, namespace_queue)
+        chosen = chosen_owner(chain)
+        elsewhere: dict[str, str] = {}
+        if chosen is not None and (children := counted_jobs(chosen)):
+            elsewhere = await self.claimed.elsewhere(api, chosen, children)
+        verdict = plan(pod, chain, cut, namespace_queue, elsewhere)
         path = object_path("", "v1", "pods", namespace, str(meta.get("name") or ""))
         if isinstance(verdict, Gang):
             pool = (meta.get("labels") or {}).get(POOL_LABEL)

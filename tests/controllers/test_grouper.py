@@ -7,13 +7,16 @@ import asyncio
 import copy
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import kopf
 import pytest
 
 from scheduler.api import labels as L
 from scheduler.controllers import operator
+from scheduler.controllers.claimed_jobs import Undecided
 from scheduler.controllers.client import ApiStatusError
+from scheduler.controllers.gang_rules import Gang
 from scheduler.controllers.grouper import OwnerReader, PodGrouper, pod_group_body
 from scheduler.controllers.operator import Controller, ControllerOptions
 from scheduler.controllers.workqueue import WorkQueue
@@ -36,6 +39,7 @@ SERVED: dict[str, dict[str, tuple[str, bool]]] = {
     },
     "jobset.x-k8s.io/v1alpha2": {"JobSet": ("jobsets", True)},
     "kubeflow.org/v1": {"PyTorchJob": ("pytorchjobs", True)},
+    "scheduling.k8s.io/v1alpha2": {"PodGroup": ("podgroups", True)},
 }
 
 
@@ -68,7 +72,7 @@ class FakeApi:
     def path_of(self, obj: Obj) -> str:
         api_version, kind = obj["apiVersion"], obj["kind"]
         meta = obj["metadata"]
-        if kind == "PodGroup":
+        if kind == "PodGroup" and api_version == L.API_VERSION:
             return f"{PG.replace(NS, meta['namespace'])}/{meta['name']}"
         plural, namespaced = SERVED[api_version][kind]
         base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
@@ -100,8 +104,28 @@ class FakeApi:
                 }
         if path.startswith("/apis/") and path.count("/") == 3:
             return None  # a group/version not served
+        listed = self._list(path)
+        if listed is not None:
+            return listed
         found = self.objects.get(path)
         return copy.deepcopy(found) if found is not None else None
+
+    def _list(self, path: str) -> dict[str, Any] | None:
+        """A collection served (``?labelSelector=key=value`` too): its items; else None."""
+        collection, _, query = path.partition("?")
+        plural = collection.rsplit("/", 1)[1]
+        gv = collection.split("/namespaces/")[0].removeprefix("/apis/").removeprefix("/api/")
+        if plural not in {p for p, _ in SERVED.get(gv, {}).values()}:
+            return None
+        selector = unquote(query.removeprefix("labelSelector="))
+        key, _, value = selector.partition("=")
+        items = [
+            copy.deepcopy(o)
+            for p, o in self.objects.items()
+            if p.startswith(collection + "/")
+            and (not key or o["metadata"].get("labels", {}).get(key) == value)
+        ]
+        return {"items": items}
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         self.calls.append(("POST", path))
@@ -225,6 +249,140 @@ async def test_a_jobset_groups_the_pods_of_its_jobs() -> None:
     assert group["spec"] == {"minMember": 4, "queue": "ns-queue"}
     assert group["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
     assert verdict is not None
+
+
+# A JobSet whose workers' Job got a PodGroup of its own from v1.36's Job controller
+# (WorkloadWithJob): the objects as the JobSet controller (Jobs named
+# <jobset>-<replicated job>-<index>, labelled jobset.sigs.k8s.io/jobset-name, completionMode
+# Indexed by its webhook's default) and the Job controller write them (read on the real
+# server: a Workload and a PodGroup controlled by the Job, gang minCount = parallelism).
+
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+K8S_PG = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups"
+
+
+def driver_and_workers(
+    *, workers_started: bool = True, template_group: str = ""
+) -> tuple[Obj, Obj, Obj, Obj]:
+    """The JobSet, its driver Job (1 pod), its workers' Job (4 pods) and the driver's pod."""
+    worker_template: Obj = {"spec": {}}
+    if template_group:
+        worker_template["spec"]["schedulingGroup"] = {"podGroupName": template_group}
+
+    def rj(name: str, n: int, template: Obj) -> Obj:
+        spec = {"parallelism": n, "completions": n, "completionMode": "Indexed"}
+        return {"name": name, "replicas": 1, "template": {"spec": spec | {"template": template}}}
+
+    jobset = obj(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        "js",
+        replicatedJobs=[rj("driver", 1, {"spec": {}}), rj("workers", 4, worker_template)],
+    )
+    jobs = []
+    for rj_spec in jobset["spec"]["replicatedJobs"]:
+        job = obj(
+            "batch/v1",
+            "Job",
+            f"js-{rj_spec['name']}-0",
+            owner=jobset,
+            **rj_spec["template"]["spec"],
+        )
+        job["metadata"]["labels"][JOBSET_LABEL] = "js"
+        jobs.append(job)
+    driver, workers = jobs
+    driver["status"] = {"startTime": "2026-11-28T17:12:21Z", "active": 1}
+    if workers_started:
+        workers["status"] = {"startTime": "2026-11-28T17:12:21Z", "active": 4}
+    return jobset, driver, workers, member("js-driver-0-0", driver)
+
+
+def job_controllers_pod_group(job: Obj) -> Obj:
+    name = f"{job['metadata']['name']}-64c5d6bccb-{job['metadata']['name']}-pgt-0-675b9ccffc"
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": "uid-k8s-pg",
+            "ownerReferences": [
+                ref_to(job, blockOwnerDeletion=True),
+                {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "name": "wl"},
+            ],
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+    }
+
+
+async def test_a_jobset_gang_does_not_count_jobs_in_the_job_controllers_group() -> None:
+    """Issue 35 item 4: the workers' pods name the Job controller's PodGroup; the JobSet's
+    gang is the driver alone (minMember 1, not 5), and says why."""
+    jobset, driver, workers, p = driver_and_workers()
+    api = FakeApi(namespace(), jobset, driver, workers, job_controllers_pod_group(workers), p)
+    verdict = await grouper(api)[0].group(p)
+    assert isinstance(verdict, Gang)
+    [group] = pod_groups(api).values()
+    assert group["spec"]["minMember"] == 1
+    assert group["metadata"]["annotations"][L.MINIMUM_ANNOTATION].endswith(
+        "not counted, in a group of their own: js-workers-0 (its pods join PodGroup "
+        f"team/{job_controllers_pod_group(workers)['metadata']['name']} (scheduling.k8s.io), "
+        "made by the Job controller)"
+    )
+
+
+async def test_a_jobset_gang_counts_jobs_started_without_a_group() -> None:
+    """WorkloadWithJob off: both Jobs started and no PodGroup of the Job controller's: 5."""
+    jobset, driver, workers, p = driver_and_workers()
+    api = FakeApi(namespace(), jobset, driver, workers, p)
+    await grouper(api)[0].group(p)
+    [group] = pod_groups(api).values()
+    assert group["spec"]["minMember"] == 5
+
+
+async def test_a_jobset_gang_waits_until_the_job_controller_has_decided() -> None:
+    """The workers' Job not started yet (its PodGroup may still come): nothing written, the
+    pod is tried again; once the Job controller made the PodGroup, the gang is 1."""
+    jobset, driver, workers, p = driver_and_workers(workers_started=False)
+    api = FakeApi(namespace(), jobset, driver, workers, p)
+    g, _ = grouper(api)
+    with pytest.raises(Undecided, match="Job team/js-workers-0 has not been started"):
+        await g.group(p)
+    assert api.writes() == []
+    api.put(job_controllers_pod_group(workers))
+    await g.group(p)
+    [group] = pod_groups(api).values()
+    assert group["spec"]["minMember"] == 1
+
+
+async def test_a_jobset_gang_waits_for_a_job_not_made_yet() -> None:
+    jobset, driver, _, p = driver_and_workers()
+    api = FakeApi(namespace(), jobset, driver, p)
+    with pytest.raises(Undecided, match="Job team/js-workers-0 of JobSet team/js does not exist"):
+        await grouper(api)[0].group(p)
+
+
+async def test_a_cluster_without_the_workload_api_has_nothing_to_wait_for() -> None:
+    jobset, driver, workers, p = driver_and_workers(workers_started=False)
+    api = FakeApi(namespace(), jobset, driver, workers, p)
+    served = SERVED.pop("scheduling.k8s.io/v1alpha2")
+    try:
+        await grouper(api)[0].group(p)
+    finally:
+        SERVED["scheduling.k8s.io/v1alpha2"] = served
+    [group] = pod_groups(api).values()
+    assert group["spec"]["minMember"] == 5
+    assert not any("/jobs?" in path for _, path in api.calls)
+
+
+async def test_a_job_whose_template_names_a_group_is_not_counted_without_a_read() -> None:
+    jobset, driver, workers, p = driver_and_workers(template_group="mine")
+    api = FakeApi(namespace(), jobset, driver, workers, p)
+    await grouper(api)[0].group(p)
+    [group] = pod_groups(api).values()
+    assert group["spec"]["minMember"] == 1
+    assert "its pod template names" in group["metadata"]["annotations"][L.MINIMUM_ANNOTATION]
+    assert not any(path.startswith(K8S_PG) for _, path in api.calls)
 
 
 async def test_a_pod_group_made_before_is_brought_up_to_date() -> None:

@@ -630,3 +630,15 @@ def test_dockerignore() -> None:
         }
         & ignored
     )
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [("batch", "jobs", "list"), ("scheduling.k8s.io", "podgroups", "list")],
+    ids=lambda g: f"{g[0]}/{g[1]}:{g[2]}",
+)
+def test_controller_lists_what_tells_it_a_jobs_pods_are_in_a_group(
+    grant: tuple[str, str, str],
+) -> None:
+    """A JobSet's Jobs and the Job controller's PodGroups (scheduler.controllers.claimed_jobs)."""
+    assert grant in grants(rules("sluice-controller"))

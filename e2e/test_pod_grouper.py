@@ -212,6 +212,7 @@ async def test_a_jobs_pods_start_as_one_gang(
     await cluster.create_node("n2", NodeSpec(cpu="1"))
     bound = await all_bound(cluster, pods, "the Job's 3 pods bound once a third node exists")
     assert len(set(bound.values())) == 3
+    await nothing_said_of_the_wait(cluster, pods)
     if not cluster.emulated:  # the garbage collector deletes the PodGroup with its Job
         await cluster.api.request(
             "DELETE",
@@ -221,6 +222,22 @@ async def test_a_jobs_pods_start_as_one_gang(
         await wait_for(
             lambda: _gone(cluster, job), timeout=60, what="the PodGroup garbage-collected"
         )
+
+
+async def nothing_said_of_the_wait(cluster: Cluster, pods: list[str]) -> None:
+    """Issue 35 item 5: with the controller running, a pod's second or so of waiting to be
+    grouped is a normal step, not told as a failure (the grace, ``podGrouperGrace``): no
+    ``FailedScheduling`` event of it, nor a ``PodScheduled`` condition saying it."""
+    said = "waiting for sluice controller"
+    events = [
+        e
+        for e in await cluster.events()
+        if (e.get("regarding") or {}).get("name") in pods and said in str(e.get("note"))
+    ]
+    assert events == [], events
+    for name in pods:
+        cond = condition(cluster.pod(name) or {}, "PodScheduled") or {}
+        assert said not in str(cond.get("message", "")), (name, cond)
 
 
 async def _gone(cluster: Cluster, owner: Mapping[str, Any]) -> bool:
@@ -532,6 +549,7 @@ async def test_a_deployments_pods_are_gangs_of_one(
     await all_bound(cluster, names, "the Deployment's pods bound")
     for name in names:
         assert gang_of_one(cluster, name).startswith("the pods of a Deployment are gangs of one")
+    await nothing_said_of_the_wait(cluster, names)
     await cluster.api.request(
         "DELETE",
         f"{collection(cluster, 'Deployment')}/web",

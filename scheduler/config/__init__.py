@@ -105,6 +105,11 @@ class SchedulerConfiguration:
     ``sluice controller`` has grouped it by its owner (or left it alone), so that no
     gang starts one pod at a time before its PodGroup exists. False for a cluster that
     runs no controller: such pods are then gangs of one at once."""
+    pod_grouper_grace: float = 10.0
+    """Seconds a pod waits for the pod grouper quietly: only a longer wait is told (its
+    ``PodScheduled=False`` condition and ``FailedScheduling`` event), as kube-scheduler
+    says nothing of a pod its pre-enqueue checks hold back. The grouper usually acts
+    within a second; a long wait means no controller runs."""
 
     shards: tuple[ShardSpec, ...] = ()
     """Every shard of the scheduler, in order (the first reports pods no shard serves and
@@ -334,6 +339,7 @@ _FIELDS = {
     "bindConcurrency",
     "actionTimeBudget",
     "waitForPodGrouper",
+    "podGrouperGrace",
     "shards",
     "shard",
     "shardLabel",
@@ -396,6 +402,11 @@ def parse_configuration(doc: Mapping[str, Any]) -> SchedulerConfiguration:
         kwargs["wait_for_pod_grouper"] = _check_type(
             doc["waitForPodGrouper"], bool, "waitForPodGrouper"
         )
+    if "podGrouperGrace" in doc:
+        grace = _duration(doc["podGrouperGrace"], "podGrouperGrace")
+        if grace < 0:
+            raise ConfigError(KIND, "podGrouperGrace", "must be 0 (tell at once) or positive")
+        kwargs["pod_grouper_grace"] = grace
     kwargs.update(_shard_fields(doc))
     return SchedulerConfiguration(**kwargs)
 

@@ -189,7 +189,9 @@ class SchedulingLoop:
         self.preemption: PreemptionHandler | None = None
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
         self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
-        self.status = StatusReporter(ports, cache, self.writes, self._failed_call)
+        self.status = StatusReporter(
+            ports, cache, self.writes, self._failed_call, self.config.pod_grouper_grace
+        )
         self.ledger: EffectLedger = cache
         """Where every effect is assumed, and forgotten when its call fails."""
         self.outcomes = OutcomeResolver(ports, self.metrics)

@@ -26,6 +26,7 @@ from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
 from scheduler.loop.message_backoff import MessageBackoff
+from scheduler.loop.quiet_wait import QuietWait
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts, Event, ObjectRef
 
@@ -234,6 +235,7 @@ class StatusReporter:
         cache: SchedulerCache,
         pool: WorkerPool,
         on_failed_call: Callable[[str, Exception], None],
+        grouper_grace: float = 0.0,
     ) -> None:
         self._ports = ports
         self._cache = cache
@@ -246,6 +248,8 @@ class StatusReporter:
         reason may be written (:mod:`scheduler.loop.message_backoff`)."""
         self._event_backoff = MessageBackoff()
         """When each unschedulable pod's FailedScheduling event is due again."""
+        self._grouper_wait = QuietWait(grouper_grace)
+        """Pods waiting for the pod grouper, told only once they have waited the grace."""
         self.owed = 0
         """Pods whose changed reason waits for their backoff (after the last report): a
         telling still to come, so the loop is not idle (``SchedulingLoop.in_flight``)."""
@@ -285,6 +289,9 @@ class StatusReporter:
                 told = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
                 if told is None or not told.message:
                     continue
+                if self._grouper_wait.quiet(task, clock_now):
+                    owed += 1  # told once the grace is over: the loop is not idle
+                    continue
                 msg = told.message
                 unschedulable.add(task.uid)
                 if self._event_backoff.due(task.uid, msg, clock_now, repeat=True):
@@ -299,6 +306,7 @@ class StatusReporter:
                     owed += 1
         self._event_backoff.retain(unschedulable)
         self._conditions.retain(waiting)
+        self._grouper_wait.retain(waiting)
         self.owed += owed
 
     async def bind_failed(self, task: TaskInfo, message: str) -> None:

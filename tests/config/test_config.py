@@ -73,6 +73,7 @@ def test_every_field_is_read() -> None:
             percentageOfNodesToScore=50,
             bindConcurrency=8,
             waitForPodGrouper=False,
+            podGrouperGrace="30s",
         )
     )
     assert config.scheduler_name == "other"
@@ -88,6 +89,8 @@ def test_every_field_is_read() -> None:
     assert config.bind_concurrency == 8
     assert config.wait_for_pod_grouper is False
     assert SchedulerConfiguration().wait_for_pod_grouper is True
+    assert config.pod_grouper_grace == 30.0
+    assert SchedulerConfiguration().pod_grouper_grace == 10.0
 
 
 @pytest.mark.parametrize(
@@ -173,6 +176,8 @@ def test_schedule_period(value: object, seconds: float) -> None:
         ({"bindConcurrency": 0}, "bindConcurrency", "must be at least 1"),
         ({"bindConcurrency": 1.5}, "bindConcurrency", "expected int, got float 1.5"),
         ({"waitForPodGrouper": "no"}, "waitForPodGrouper", "expected bool, got str 'no'"),
+        ({"podGrouperGrace": "-1s"}, "podGrouperGrace", "must be 0 (tell at once) or positive"),
+        ({"podGrouperGrace": "soon"}, "podGrouperGrace", "expected a duration"),
     ],
     ids=[
         "wrong-kind",
@@ -210,6 +215,8 @@ def test_schedule_period(value: object, seconds: float) -> None:
         "bindConcurrency-zero",
         "bindConcurrency-float",
         "waitForPodGrouper-not-bool",
+        "podGrouperGrace-negative",
+        "podGrouperGrace-not-a-duration",
     ],
 )
 def test_parse_configuration_refuses(fields: dict[str, Any], field: str, message: str) -> None:

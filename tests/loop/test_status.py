@@ -690,3 +690,49 @@ def test_a_changed_reason_is_written_after_the_backoff(
     assert pool.labels.count("status default/p") == writes
     assert pool.labels.count("status PodGroup default/g") == writes
     assert got == owed
+
+
+# A pod waiting for the pod grouper is quiet for a grace (issue 35 item 5) ------------------
+
+
+@pytest.mark.parametrize(
+    ("grace", "times", "told_at"),
+    [
+        pytest.param(10.0, [0.0, 0.9, 5.0, 9.9, 10.0, 12.0], 10.0, id="told-after-the-grace"),
+        pytest.param(10.0, [0.0, 0.5, 1.0], None, id="grouped-within-a-second-never-told"),
+        pytest.param(0.0, [0.0, 1.0], 0.0, id="no-grace-told-at-once"),
+    ],
+)
+def test_a_pod_waiting_for_the_grouper_is_told_only_after_the_grace(
+    grace: float, times: list[float], told_at: float | None
+) -> None:
+    """A Job's pod that names no group waits for ``sluice controller``'s pod grouper: a
+    normal step, which kube-scheduler's pre-enqueue would not report. No
+    ``FailedScheduling`` event and no ``PodScheduled=False`` until it has waited
+    ``grace``; meanwhile the telling is owed (the loop stays busy to tell it in time)."""
+    clock = _Clock()
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
+    member = pod("train-0", cpu="100m")
+    member["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
+    ]
+    cache = cache_with(node("n1", cpu="1"), member)
+    pool = RecordingPool()
+    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grace)  # type: ignore[arg-type]
+    owed, first_event, first_write = [], None, None
+    for at in times:
+        clock.at = at
+        session = open_session(cache.snapshot(), app.resolve())
+        for action in session.resolved.actions:
+            session.run_action(action)
+        reporter.report(session)
+        owed.append(reporter.owed)
+        told = [e for e in cluster.events if e.reason == "FailedScheduling"]
+        if told and first_event is None:
+            first_event = at
+            assert told[0].message.startswith("waiting for sluice controller to group this pod")
+        if pool.labels.count("status default/train-0") and first_write is None:
+            first_write = at
+    assert first_event == first_write == told_at
+    assert owed[0] == (1 if told_at != 0.0 else 0)

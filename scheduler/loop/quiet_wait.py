@@ -8,6 +8,11 @@ kube-scheduler says nothing of a pod its pre-enqueue checks hold back (a gated p
 the status reporter keeps such a pod quiet for a grace (the configuration's
 ``podGrouperGrace``) and tells its ``PodScheduled=False`` condition and its event only
 when it has waited longer: then no controller is likely running, and the message asks.
+The steps right after it are as normal and as short, and are kept quiet within the same
+grace, counted from when the pod was first seen waiting for the grouper: its gang lacking
+the pods still being grouped (the grouper labels a Job's pods one after another), and its
+PodGroup not seen yet (the grouper creates it first, but the scheduler's watches of pods
+and PodGroups deliver in their own time).
 
 Owned by :class:`~scheduler.loop.status.StatusReporter`, called from the loop's task only.
 """
@@ -16,7 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.api.reasons import Reason, ReasonCode
 from scheduler.api.task import TaskInfo
+
+AFTER_GROUPING: frozenset[ReasonCode] = frozenset(
+    {ReasonCode.JOB_NOT_VALID, ReasonCode.JOB_UNRESOLVED}
+)
+"""Reasons of a pod just grouped that the grace covers too (module docstring)."""
 
 __all__ = ["QuietWait"]
 
@@ -28,13 +39,20 @@ class QuietWait:
         self.grace = grace
         self._since: dict[str, float] = {}
 
-    def quiet(self, task: TaskInfo, now: float) -> bool:
-        """Is ``task`` waiting for the pod grouper, for less than the grace? The first call
-        that sees it waiting starts its wait; one that sees it no longer waiting ends it."""
-        if not task.awaits_grouper or self.grace <= 0:
+    def quiet(self, task: TaskInfo, told: Reason, now: float) -> bool:
+        """Is ``task`` (told ``told`` this cycle) within the grace of its wait for the pod
+        grouper? The first call that sees it waiting for the grouper starts the grace;
+        then, once grouped, it stays quiet while its reason is one of
+        :data:`AFTER_GROUPING`. Any other reason ends it."""
+        if self.grace <= 0:
+            return False
+        if task.awaits_grouper:
+            since = self._since.setdefault(task.uid, now)
+        elif task.uid in self._since and told.code in AFTER_GROUPING:
+            since = self._since[task.uid]
+        else:
             self._since.pop(task.uid, None)
             return False
-        since = self._since.setdefault(task.uid, now)
         return now - since < self.grace
 
     def retain(self, uids: Iterable[str]) -> None:

@@ -289,7 +289,7 @@ class StatusReporter:
                 told = session.task_reasons.get(task.uid) or session.job_reasons.get(job.uid)
                 if told is None or not told.message:
                     continue
-                if self._grouper_wait.quiet(task, clock_now):
+                if self._grouper_wait.quiet(task, told, clock_now):
                     owed += 1  # told once the grace is over: the loop is not idle
                     continue
                 msg = told.message

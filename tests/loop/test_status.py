@@ -5,6 +5,7 @@ loop writes to the embedded cluster for a gang that cannot fit.
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -736,3 +737,46 @@ def test_a_pod_waiting_for_the_grouper_is_told_only_after_the_grace(
             first_write = at
     assert first_event == first_write == told_at
     assert owed[0] == (1 if told_at != 0.0 else 0)
+
+
+@pytest.mark.parametrize(
+    ("seen_waiting", "times", "told_at"),
+    [
+        pytest.param(True, [0.0, 0.5, 1.0, 9.9, 10.0], 10.0, id="grouped-then-gang-short"),
+        pytest.param(False, [0.5, 1.0], 0.5, id="never-seen-waiting-told-at-once"),
+    ],
+)
+def test_a_pod_just_grouped_is_quiet_while_its_gang_gathers(
+    seen_waiting: bool, times: list[float], told_at: float
+) -> None:
+    """The grouper labels a Job's pods one after another: a pod seen waiting for it, then
+    labelled into a PodGroup of 3 that has only it yet (``fewer than its minMember``), is
+    within the same grace, counted from its wait for the grouper. A pod never seen
+    waiting (labelled by hand, say) is told at once, as before."""
+    clock = _Clock()
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
+    member = pod("train-0", cpu="100m")
+    member["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
+    ]
+    grouped = copy.deepcopy(member)
+    grouped["metadata"]["labels"][L.POD_GROUP_LABEL] = "g"
+    cache = cache_with(node("n1", cpu="1"), pod_group("g", min_member=3))
+    cache.handle("Pod", "ADDED", member if seen_waiting else grouped)
+    pool = RecordingPool()
+    reporter = StatusReporter(ports, cache, pool, lambda *_: None, 10.0)  # type: ignore[arg-type]
+    first: float | None = None
+    for at in times:
+        clock.at = at
+        if at >= 0.5:
+            cache.handle("Pod", "MODIFIED", grouped)
+        session = open_session(cache.snapshot(), app.resolve())
+        for action in session.resolved.actions:
+            session.run_action(action)
+        reporter.report(session)
+        told = [e for e in cluster.events if e.reason == "FailedScheduling"]
+        if told and first is None:
+            first = at
+            assert "fewer than its minMember 3" in told[0].message, told[0].message
+    assert first == told_at

@@ -190,7 +190,11 @@ class SchedulingLoop:
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
         self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
         self.status = StatusReporter(
-            ports, cache, self.writes, self._failed_call, self.config.pod_grouper_grace
+            ports,
+            cache,
+            self.writes,
+            self._failed_call,
+            grouper_grace=self.config.pod_grouper_grace,
         )
         self.ledger: EffectLedger = cache
         """Where every effect is assumed, and forgotten when its call fails."""

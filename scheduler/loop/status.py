@@ -235,6 +235,7 @@ class StatusReporter:
         cache: SchedulerCache,
         pool: WorkerPool,
         on_failed_call: Callable[[str, Exception], None],
+        *,
         grouper_grace: float = 0.0,
     ) -> None:
         self._ports = ports

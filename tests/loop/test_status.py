@@ -720,7 +720,7 @@ def test_a_pod_waiting_for_the_grouper_is_told_only_after_the_grace(
     ]
     cache = cache_with(node("n1", cpu="1"), member)
     pool = RecordingPool()
-    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grace)  # type: ignore[arg-type]
+    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grouper_grace=grace)  # type: ignore[arg-type]
     owed, first_event, first_write = [], None, None
     for at in times:
         clock.at = at
@@ -765,7 +765,7 @@ def test_a_pod_just_grouped_is_quiet_while_its_gang_gathers(
     cache = cache_with(node("n1", cpu="1"), pod_group("g", min_member=3))
     cache.handle("Pod", "ADDED", member if seen_waiting else grouped)
     pool = RecordingPool()
-    reporter = StatusReporter(ports, cache, pool, lambda *_: None, 10.0)  # type: ignore[arg-type]
+    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grouper_grace=10.0)  # type: ignore[arg-type]
     first: float | None = None
     for at in times:
         clock.at = at

@@ -75,7 +75,7 @@ def _misses(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_a_budget_scenario_fails_when_budgets_are_ignored(
     path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("scheduler.cache.cache.budgets_of", lambda budgets, tasks: ())
+    monkeypatch.setattr("scheduler.cache.snapshot_builder.budgets_of", lambda budgets, tasks: ())
     _misses(path, tmp_path, capsys)
 
 

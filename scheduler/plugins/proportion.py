@@ -264,7 +264,7 @@ class ProportionPlugin:
             floor = self._floors(r)
             for q in attrs:
                 floors[q][r] = floor[q]
-            self._fill(ROOT, total[r], r, capped, floor, deserved)
+            self._fill(ROOT, total[r], r, capped=capped, floor=floor, deserved=deserved)
             if any(deserved[q][r] < capped[q] for q in attrs):
                 contended.add(r)
         self.contended = frozenset(contended)
@@ -296,11 +296,12 @@ class ProportionPlugin:
             out[q] = max(self.attrs[q].queue.guarantee[r], sum(out[c] for c in kids))
         return out
 
-    def _fill(  # noqa: PLR0917
+    def _fill(
         self,
         parent: str,
         amount: int,
         r: str,
+        *,
         capped: dict[str, int],
         floor: dict[str, int],
         deserved: dict[str, dict[str, int]],
@@ -330,7 +331,7 @@ class ProportionPlugin:
         for c, n in water_fill(shared, demands, weights, floors).items():
             deserved[c][r] = n
         for c in kids:
-            self._fill(c, deserved[c][r], r, capped, floor, deserved)
+            self._fill(c, deserved[c][r], r, capped=capped, floor=floor, deserved=deserved)
 
     def _limit(self, q: str, r: str, total: int) -> int:
         """The capabilities on ``q``'s path, less every other queue's floor of ``r``."""

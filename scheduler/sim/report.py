@@ -159,7 +159,9 @@ def render(title: str, result: Any, recorder: RunRecorder) -> str:
     bars = _bars(timeline, recorder.arrived_bound)
     nodes = sorted({b.node for b in bars} | {e["node"] for e in timeline if e.get("node")})
     parts = [_head(title), _summary(result), _legend(color)]
-    parts.append(_nodes_svg(nodes, bars, timeline, recorder, color, x, end))
+    parts.append(
+        _nodes_svg(nodes, bars, timeline=timeline, recorder=recorder, color=color, x=x, end=end)
+    )
     parts.append(_gates_svg(timeline, x, end))
     parts.append(_series_svg(recorder, color, x, end))
     if recorder.devices:
@@ -227,9 +229,10 @@ def _axis(x: Callable[[float], float], end: float, y: float) -> str:
     return "".join(out)
 
 
-def _nodes_svg(  # noqa: PLR0917
+def _nodes_svg(
     nodes: list[str],
     bars: list[_Bar],
+    *,
     timeline: list[dict[str, Any]],
     recorder: RunRecorder,
     color: Mapping[str, str],

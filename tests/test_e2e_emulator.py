@@ -2,7 +2,9 @@
 
 It runs in a pytest subprocess of its own (``SLUICE_E2E_EMULATOR=1``, no ``KUBECONFIG``,
 so a developer's cluster is never touched): the e2e suite has its own conftest and
-fixtures, starts ``sluice run`` subprocesses, and takes about a minute and a half. Its
+fixtures, starts ``sluice run`` subprocesses, and takes about three minutes on a quiet
+machine (15 on two cores at a load of 15). ``TIMEOUT`` only stops a suite that hangs (its
+tests have no deadline of their own), so it is set well above a busy machine's time. Its
 report is shown when it fails. ``make e2e`` runs the same suite against ``KUBECONFIG``.
 """
 
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 600
+TIMEOUT = 1800
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ report is shown when it fails. ``make e2e`` runs the same suite against ``KUBECO
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,19 +26,23 @@ TIMEOUT = 1800
 def test_e2e_suite_against_the_emulator() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["SLUICE_E2E_EMULATOR"] = "1"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "e2e", "-rfEs", "--durations=5"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
-        pytest.fail(f"the e2e suite took more than {TIMEOUT} s\n{out[-20000:]}")
-    report = proc.stdout[-30000:] + ("\n" + proc.stderr[-5000:] if proc.stderr else "")
+    # A session of its own, so that a suite stopped at the deadline takes the
+    # `sluice run` processes it started with it (they would outlive it otherwise).
+    with subprocess.Popen(
+        [sys.executable, "-m", "pytest", "e2e", "-rfEs", "--durations=5"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, _ = proc.communicate()
+            pytest.fail(f"the e2e suite took more than {TIMEOUT} s\n{stdout[-20000:]}")
+    report = stdout[-30000:] + ("\n" + stderr[-5000:] if stderr else "")
     assert proc.returncode == 0, f"e2e suite failed (exit {proc.returncode}):\n{report}"
-    assert " passed" in proc.stdout, report
+    assert " passed" in stdout, report

@@ -333,7 +333,7 @@ def sliced_cycles(objects: list[Obj], budget: int, limit: int = 60) -> dict[str,
             assert info.used.fits_in(info.allocatable), f"cache: node {name} over-allocated"
         if not session.deferred:
             return bound
-        cache.generation += 1
+        cache.state.generation += 1
     raise AssertionError(f"still deferring after {limit} cycles")
 
 

@@ -13,13 +13,12 @@ from typing import Any
 from scheduler.api import labels as L
 from scheduler.api.convert import (
     job_for_lone_pod,
-    job_from_pod_group,
     node_from_object,
     pod_group_name,
-    queue_from_object,
     task_from_pod,
 )
 from scheduler.api.group_apis import VOLCANO, GroupApi, kind_key
+from scheduler.api.group_apis.sluice import job_from_pod_group, queue_from_object
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.snapshot import Snapshot
@@ -372,7 +371,7 @@ def key_of(obj: Obj) -> str:
     return kind_key(str(obj.get("apiVersion") or ""), str(obj["kind"]))
 
 
-def foreign_pod_group(
+def api_pod_group(
     api: GroupApi,
     name: str,
     spec: Mapping[str, Any],

@@ -14,12 +14,11 @@ from typing import Any
 from scheduler.api import labels as L
 from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
+from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.membership import pod_group_ref, pod_preemptable, pod_role, resolve_job_id
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import PodSpecView, Taint, parse_pod_spec
-from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import MAX_AMOUNT, Resource, over_max, parse_limits
+from scheduler.api.resource import MAX_AMOUNT, Resource, over_max
 from scheduler.api.selectors import parse_label_selector
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -176,48 +175,6 @@ def node_from_object(node: Obj) -> NodeInfo:
     )
 
 
-def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> JobInfo:
-    meta = pg.get("metadata") or {}
-    spec = pg.get("spec") or {}
-    status = pg.get("status") or {}
-    where = ref({"kind": "PodGroup", "metadata": meta})
-    ns = str(meta.get("namespace", "default"))
-    pc = str(spec.get("priorityClassName") or "")
-    priority = class_priority(pc, priority_classes, where)
-    tc = spec.get("topologyConstraint")
-    topology = None
-    if tc:
-        topology = TopologyConstraint(
-            str(tc.get("topology", "")),
-            str(tc.get("requiredLevel") or ""),
-            str(tc.get("preferredLevel") or ""),
-        )
-    try:
-        phase = PodGroupPhase(status.get("phase", "Pending"))
-    except ValueError:
-        phase = PodGroupPhase.PENDING
-    conditions = conditions_of(status)
-    return JobInfo(
-        uid=f"{ns}/{meta['name']}",
-        namespace=ns,
-        name=str(meta["name"]),
-        queue=str(spec.get("queue") or L.DEFAULT_QUEUE),
-        min_member=int(spec.get("minMember", 1)),
-        min_task_member={str(k): int(v) for k, v in (spec.get("minTaskMember") or {}).items()},
-        min_resources=Resource.parse(
-            spec.get("minResources"), obj=where, field="spec.minResources"
-        ),
-        priority=priority,
-        priority_class=pc,
-        creation=parse_time(meta.get("creationTimestamp")),
-        phase=phase,
-        has_pod_group=True,
-        topology=topology,
-        pod_group_uid=str(meta.get("uid") or ""),
-        conditions=conditions,
-    )
-
-
 def class_priority(
     name: str,
     priority_classes: Mapping[str, int],
@@ -258,31 +215,6 @@ def job_for_lone_pod(task: TaskInfo, queue: str) -> JobInfo:
         phase=PodGroupPhase.INQUEUE,
         has_pod_group=False,
         problem=task.spec.problem,
-    )
-
-
-def queue_from_object(q: Obj) -> QueueInfo:
-    meta = q.get("metadata") or {}
-    spec = q.get("spec") or {}
-    where = ref({"kind": "Queue", "metadata": meta})
-
-    def limits(name: str) -> dict[str, int] | None:
-        raw = spec.get(name)
-        return None if raw is None else parse_limits(raw, obj=where, field=f"spec.{name}")
-
-    status = q.get("status") or {}
-    return QueueInfo(
-        name=str(meta["name"]),
-        weight=int(spec.get("weight", 1)),
-        capability=limits("capability"),
-        deserved=limits("deserved"),
-        guarantee=Resource.parse(spec.get("guarantee"), obj=where, field="spec.guarantee"),
-        reclaimable=bool(spec.get("reclaimable", True)),
-        priority=int(spec.get("priority", 0)),
-        parent=str(spec.get("parent") or ""),
-        state=str(status.get("state") or "Open"),
-        uid=str(meta.get("uid") or ""),
-        conditions=conditions_of(status),
     )
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, SLUICE, VOLCANO, GroupApi
+from scheduler.api.group_apis import APIS, SCHEDULER_PLUGINS, GroupApi, api_named
 
 __all__ = [
     "COSCHEDULING_POD_GROUP_LABEL",
@@ -44,7 +44,7 @@ __all__ = [
     "resolve_job_id",
 ]
 
-COSCHEDULING_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+COSCHEDULING_POD_GROUP_LABEL: Final = SCHEDULER_PLUGINS.member_field.key
 """scheduler-plugins' label naming a pod's PodGroup."""
 VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 """Volcano's annotation naming the queue of a pod without a PodGroup."""
@@ -64,30 +64,17 @@ class GroupRef:
     field: str
 
 
-_SLUICE_FIELD: Final = f"metadata.labels[{L.POD_GROUP_LABEL}]"
-_UPSTREAM_FIELD: Final = "spec.schedulingGroup.podGroupName"
-_COSCHEDULING_FIELD: Final = f"metadata.labels[{COSCHEDULING_POD_GROUP_LABEL}]"
-_VOLCANO_FIELD: Final = f"metadata.annotations[{L.POD_GROUP_ANNOTATION}]"
+_BY_PRECEDENCE: Final = tuple(sorted(APIS, key=lambda api: api.precedence))
 
 
 def pod_group_ref(pod: Mapping[str, Any]) -> GroupRef | None:
     """The PodGroup ``pod`` names (the first reference in the order of this module's
-    docstring), or None when it names none. Reads only the pod."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    name = labels.get(L.POD_GROUP_LABEL)
-    if name:
-        return GroupRef(SLUICE, str(name), _SLUICE_FIELD)
-    group = (pod.get("spec") or {}).get("schedulingGroup")
-    name = group.get("podGroupName") if isinstance(group, Mapping) else None
-    if name:
-        return GroupRef(KUBERNETES, str(name), _UPSTREAM_FIELD)
-    name = labels.get(COSCHEDULING_POD_GROUP_LABEL)
-    if name:
-        return GroupRef(SCHEDULER_PLUGINS, str(name), _COSCHEDULING_FIELD)
-    name = (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION)
-    if name:
-        return GroupRef(VOLCANO, str(name), _VOLCANO_FIELD)
+    docstring: each API's :attr:`~scheduler.api.group_apis.GroupApi.member_field`, by
+    its precedence), or None when it names none. Reads only the pod."""
+    for api in _BY_PRECEDENCE:
+        name = api.member_field.read(pod)
+        if name:
+            return GroupRef(api, name, api.member_field.path)
     return None
 
 
@@ -118,11 +105,11 @@ def resolve_job_id(
     job_id = ref.api.job_id(namespace, ref.name)
     if groups is None:
         return job_id
-    if ref.api is VOLCANO and not groups.has_group(job_id):
-        own = SLUICE.job_id(namespace, ref.name)
-        if groups.has_group(own):
-            return own
-    if ref.api is KUBERNETES and groups.is_basic(job_id):
+    if ref.api.falls_back_to and not groups.has_group(job_id):
+        other = api_named(ref.api.falls_back_to).job_id(namespace, ref.name)
+        if groups.has_group(other):
+            return other
+    if groups.is_basic(job_id):
         return lone_job_id(namespace, pod_name)
     return job_id
 

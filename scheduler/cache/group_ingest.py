@@ -3,70 +3,28 @@ this shard takes (layer 2, cache).
 
 :class:`GroupIngest` is the part of ingest (:mod:`~scheduler.cache.ingest`) that knows
 gangs: the handlers of the PodGroup kinds of :data:`GROUP_KINDS` and the Queue kinds of
-:data:`QUEUE_KINDS` (each API's converter by its kind key), the re-keying of pods when a
-PodGroup of the name they name comes or goes, and the classification by shard pool of
-PodGroups, queues and the pods of no PodGroup (:mod:`~scheduler.cache.shard_view`). A
-handler returns whether the event may let an unschedulable job fit now (ingest counts a
-generation). Called from :class:`~scheduler.cache.ingest.Ingest` only; nothing here
-awaits.
+:data:`QUEUE_KINDS` (each API's reader, from the table of :mod:`scheduler.api.group_apis.
+table`, by the kind key of its objects), the re-keying of pods when a PodGroup of the name
+they name comes or goes, and the classification by shard pool of PodGroups, queues and
+the pods of no PodGroup (:mod:`~scheduler.cache.shard_view`). A handler returns whether
+the event may let an unschedulable job fit now (ingest counts a generation). Called from
+:class:`~scheduler.cache.ingest.Ingest` only; nothing here awaits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.convert import job_from_pod_group, queue_from_object, ref
-from scheduler.api.foreign import Converted, coscheduling, kubernetes, volcano
-from scheduler.api.group_apis import (
-    KUBERNETES,
-    SCHEDULER_PLUGINS,
-    SLUICE,
-    VOLCANO,
-    GroupApi,
-    api_of_job,
-    kind_key,
-)
-from scheduler.api.job import JobInfo
+from scheduler.api.group_apis import api_of_job, kind_key
+from scheduler.api.group_apis.table import BY_GROUP_KIND as GROUP_KINDS
+from scheduler.api.group_apis.table import BY_QUEUE_KIND as QUEUE_KINDS
 from scheduler.api.membership import pod_queue
-from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache.cluster_state import ClusterState
 from scheduler.cache.ingest_news import IngestNews
 
 Obj = Mapping[str, Any]
-
-GroupConverter = Callable[[Obj, Mapping[str, int]], Converted[JobInfo | None]]
-"""A PodGroup of some API to its gang (None: its pods are scheduled alone), with what of
-it is not honoured."""
-QueueConverter = Callable[[Obj], Converted[QueueInfo | None]]
-
-
-def _sluice_group(obj: Obj, priority_classes: Mapping[str, int]) -> Converted[JobInfo | None]:
-    return Converted(job_from_pod_group(obj, priority_classes))
-
-
-def _sluice_queue(obj: Obj) -> Converted[QueueInfo | None]:
-    return Converted(queue_from_object(obj))
-
-
-GROUP_KINDS: dict[str, tuple[GroupApi, GroupConverter]] = {
-    SLUICE.pod_group_key: (SLUICE, _sluice_group),
-    VOLCANO.pod_group_key: (VOLCANO, volcano.job_from_pod_group),
-    SCHEDULER_PLUGINS.pod_group_key: (SCHEDULER_PLUGINS, coscheduling.job_from_pod_group),
-    KUBERNETES.pod_group_key: (KUBERNETES, kubernetes.job_from_pod_group),
-}
-"""PodGroup kinds by kind key: their API and converter."""
-QUEUE_KINDS: dict[str, tuple[GroupApi, QueueConverter]] = {
-    SLUICE.queue_key: (SLUICE, _sluice_queue),
-    VOLCANO.queue_key: (VOLCANO, volcano.queue_from_queue),
-}
-"""Queue kinds by kind key, Sluice's first: of two Queues of one name, the first API's
-is used."""
-
-
-def _queue_where(name: str, api: GroupApi) -> str:
-    return f"Queue {name}" if api is SLUICE else f"Queue {name} ({api.api_version})"
 
 
 def _labels_of(obj: Obj | None) -> Mapping[str, str]:
@@ -95,7 +53,7 @@ class GroupIngest:
         """The keys of the objects of ``kind`` held (for a relist); None when ``kind`` is
         not a PodGroup or Queue kind."""
         if kind in GROUP_KINDS:
-            api = GROUP_KINDS[kind][0]
+            api = GROUP_KINDS[kind].api
             return [
                 job_id.removeprefix(api.prefix)
                 for job_id in self._state.pod_group_objects
@@ -114,13 +72,12 @@ class GroupIngest:
 
     def on_pod_group(self, kind: str, event: str, obj: Obj) -> bool:
         state = self._state
-        api, convert = GROUP_KINDS[kind]
+        group_api = GROUP_KINDS[kind]
+        api = group_api.api
         meta = obj["metadata"]
         ns, name = str(meta.get("namespace", "default")), str(meta["name"])
         job_id = api.job_id(ns, name)
-        where = ref({"kind": "PodGroup", "metadata": meta})
-        if api is not SLUICE:
-            where += f" ({api.api_version})"
+        where = api.where("PodGroup", f"{ns}/{name}")
         old = state.pod_group_objects.get(job_id)
         was_basic = job_id in state.basic_groups
         if event == "DELETED":
@@ -134,7 +91,7 @@ class GroupIngest:
         state.pod_group_objects[job_id] = obj  # kept even if it does not convert (yet)
         if old is None:
             self._rekey(ns, name)
-        converted = convert(obj, state.priority_classes)
+        converted = group_api.read_group(obj, state.priority_classes)
         if converted.value is None:
             state.basic_groups.add(job_id)
             state.pod_groups.pop(job_id, None)
@@ -155,7 +112,7 @@ class GroupIngest:
         for job_id, pg in list(state.pod_group_objects.items()):
             if (pg.get("spec") or {}).get("priorityClassName") == priority_class:
                 kind = kind_key(str(pg.get("apiVersion", "")), str(pg.get("kind", "")))
-                converted = GROUP_KINDS[kind][1](pg, state.priority_classes)
+                converted = GROUP_KINDS[kind].read_group(pg, state.priority_classes)
                 if converted.value is not None:
                     state.pod_groups[job_id] = converted.value
 
@@ -183,18 +140,18 @@ class GroupIngest:
             sources[kind] = obj
         old_spec = self._queue_specs.get(name)
         winner = next((k for k in QUEUE_KINDS if k in sources), None)
-        for k, (api, _) in QUEUE_KINDS.items():
-            where = _queue_where(name, api)
+        for k, group_api in QUEUE_KINDS.items():
+            where = group_api.api.where("Queue", name)
             if k in sources and winner is not None and k != winner:
-                used = QUEUE_KINDS[winner][0].title
+                used = QUEUE_KINDS[winner].api.title
                 self._news.adjust(where, f"{where}: not used: {used}'s is")
             elif k not in sources:
                 self._news.adjusted.pop(where, None)
         chosen = None
         if winner is not None:
-            api, convert = QUEUE_KINDS[winner]
-            converted = convert(sources[winner])
-            self._news.adjust_all(_queue_where(name, api), converted.notes)
+            group_api = QUEUE_KINDS[winner]
+            converted = group_api.read_queue(sources[winner])
+            self._news.adjust_all(group_api.api.where("Queue", name), converted.notes)
             chosen = converted.value
         if winner is None or chosen is None:
             if not sources:

@@ -34,6 +34,7 @@ from scheduler.api.convert import (
 )
 from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.group_apis.table import BY_GROUP_KIND, BY_QUEUE_KIND
 from scheduler.api.membership import pod_preemptable, pod_role
 from scheduler.api.owners import grouper_wait
 from scheduler.api.pod import parse_pod_spec
@@ -41,7 +42,7 @@ from scheduler.api.resource import MAX_AMOUNT
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache.cluster_state import ClusterState
 from scheduler.cache.dra_store import KINDS as DRA_KINDS
-from scheduler.cache.group_ingest import GROUP_KINDS, QUEUE_KINDS, GroupIngest, object_key
+from scheduler.cache.group_ingest import GroupIngest, object_key
 from scheduler.cache.ingest_news import IngestNews
 from scheduler.cache.ledger import Ledger
 from scheduler.cache.specs import SpecMemo
@@ -96,9 +97,9 @@ class Ingest:
             "PodDisruptionBudget": self._on_budget,
             "Topology": self._on_topology,
         }
-        for key in GROUP_KINDS:
+        for key in BY_GROUP_KIND:
             self.handlers[key] = functools.partial(self.groups.on_pod_group, key)
-        for key in QUEUE_KINDS:
+        for key in BY_QUEUE_KIND:
             self.handlers[key] = functools.partial(self.groups.on_queue, key)
         for kind in DRA_KINDS:
             self.handlers[kind] = self._dra_handler(kind)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.group_apis import KUBERNETES
 from scheduler.api.membership import (
     GroupIndex,
     GroupRef,
@@ -60,7 +59,7 @@ class Membership:
     def _resolve(self, uid: str, groups: GroupIndex) -> str:
         ns, name, ref = self._refs[uid]
         job_id = resolve_job_id(ref, ns, name, groups)
-        if ref.api is KUBERNETES and job_id == lone_job_id(ns, name):
+        if job_id == lone_job_id(ns, name):
             self.grouped.discard(uid)  # a basic group's pod: scheduled alone
         else:
             self.grouped.add(uid)

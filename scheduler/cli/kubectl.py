@@ -39,8 +39,9 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, InvalidInputError, InvalidObjectError
-from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, GroupApi
-from scheduler.api.membership import pod_group_ref
+from scheduler.api.group_apis import APIS, SLUICE, VOLCANO, GroupApi
+from scheduler.api.group_apis.table import BY_GROUP_KIND
+from scheduler.api.membership import pod_group_ref, resolve_job_id
 
 OUTPUTS = ("text", "wide", "json", "yaml")
 
@@ -185,22 +186,13 @@ async def _list(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     API and the pods of the namespace (or all)."""
     from scheduler.kube import KubeClient
     from scheduler.kube.listing import list_objects, list_view
-    from scheduler.kube.resources import (
-        COSCHEDULING_POD_GROUPS,
-        KUBERNETES_POD_GROUPS,
-        POD_GROUPS,
-        PODS,
-        QUEUES,
-        VOLCANO_POD_GROUPS,
-        VOLCANO_QUEUES,
-        Resource,
-    )
+    from scheduler.kube.resources import PODS, Resource, pod_groups_of, queues_of
 
     wanted: tuple[Resource, ...]
     if args.command == "queues":
-        wanted = (QUEUES, VOLCANO_QUEUES)
+        wanted = tuple(queues_of(api) for api in APIS if api.queue_kind)
     else:
-        wanted = (POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS, KUBERNETES_POD_GROUPS)
+        wanted = tuple(pod_groups_of(api) for api in APIS)
     async with await KubeClient.connect(args.kubeconfig, context=args.context) as client:
         if args.command == "queues":
             return (await list_view(client, wanted)).objects
@@ -331,10 +323,8 @@ def _jobs(listed: dict[str, list[dict[str, Any]]], args: argparse.Namespace, out
         ref = pod_group_ref(pod)
         if ref is None:
             continue
-        ns = pod["metadata"]["namespace"]
-        job = ref.api.job_id(ns, ref.name)
-        if ref.api is VOLCANO and job not in ids and SLUICE.job_id(ns, ref.name) in ids:
-            job = SLUICE.job_id(ns, ref.name)  # Sluice reads the annotation as its own too
+        meta = pod["metadata"]
+        job = resolve_job_id(ref, meta["namespace"], meta["name"], _Listed(ids))
         members.setdefault(job, []).append(pod)
     header = [
         "NAME",
@@ -352,18 +342,19 @@ def _jobs(listed: dict[str, list[dict[str, Any]]], args: argparse.Namespace, out
         header.insert(0, "NAMESPACE")
     rows = [header]
     for api, pg in groups:
-        meta, spec = pg["metadata"], pg.get("spec") or {}
+        meta = pg["metadata"]
+        shown = BY_GROUP_KIND[api.pod_group_key].shown(pg)
         pods = members.get(api.job_id(meta["namespace"], meta["name"]), [])
         phases = [_pod_phase(p) for p in pods]
-        reason = _reason(api, pg, pods)
+        reason = shown.waiting or _pod_reason(pods)
         if args.output != "wide" and len(reason) > 100:
             reason = reason[:97] + "..."
         row = [
             meta["name"],
             api.name,
-            _queue_of(api, pg),
-            _phase(api, pg),
-            str(_minimum(api, spec)),
+            shown.queue,
+            shown.phase,
+            str(shown.minimum),
             str(phases.count("Pending")),
             str(phases.count("Running")),
             str(phases.count("Succeeded")),
@@ -387,40 +378,22 @@ def _pod_phase(pod: Mapping[str, Any]) -> str:
     return phase
 
 
-def _minimum(api: GroupApi, spec: Mapping[str, Any]) -> int:
-    if api is KUBERNETES:
-        policy = spec.get("schedulingPolicy") or {}
-        return int((policy.get("gang") or {}).get("minCount") or 1)
-    return int(spec.get("minMember") or 1)
+class _Listed:
+    """The PodGroups listed (job ids), as :func:`resolve_job_id` asks of them."""
+
+    def __init__(self, ids: set[str]) -> None:
+        self._ids = ids
+
+    def has_group(self, job_id: str, /) -> bool:
+        return job_id in self._ids
+
+    def is_basic(self, job_id: str, /) -> bool:
+        del job_id
+        return False  # a basic group's members are listed under it all the same
 
 
-def _queue_of(api: GroupApi, pg: Mapping[str, Any]) -> str:
-    if api in (SLUICE, VOLCANO):
-        queue = (pg.get("spec") or {}).get("queue")
-    else:
-        queue = (pg["metadata"].get("labels") or {}).get(L.QUEUE_LABEL)
-    return str(queue or L.DEFAULT_QUEUE)
-
-
-def _phase(api: GroupApi, pg: Mapping[str, Any]) -> str:
-    status = pg.get("status") or {}
-    if api is KUBERNETES:  # no phase: its PodGroupScheduled condition
-        for c in status.get("conditions") or ():
-            if c.get("type") == "PodGroupScheduled":
-                return (
-                    "Scheduled" if c.get("status") == "True" else str(c.get("reason") or "Pending")
-                )
-        return "Pending"
-    return str(status.get("phase") or "Pending")
-
-
-def _reason(api: GroupApi, pg: Mapping[str, Any], pods: list[dict[str, Any]]) -> str:
-    """Why the group waits: its condition's message, else a pending pod's."""
-    waiting = {"Unschedulable", "PodGroupScheduled"}
-    holds = "False" if api is KUBERNETES else "True"  # PodGroupScheduled=False: it waits
-    for c in (pg.get("status") or {}).get("conditions") or ():
-        if c.get("type") in waiting and c.get("status") == holds and c.get("message"):
-            return str(c["message"])
+def _pod_reason(pods: list[dict[str, Any]]) -> str:
+    """Why a group that says nothing waits: its first pending pod's condition."""
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         if _pod_phase(pod) != "Pending":
             continue

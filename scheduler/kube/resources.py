@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
+from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, GroupApi, kind_key
 
 __all__ = [
     "API_SERVICES",
@@ -41,6 +41,8 @@ __all__ = [
     "VOLCANO_QUEUES",
     "WORKLOADS",
     "Resource",
+    "pod_groups_of",
+    "queues_of",
 ]
 
 JSON: Final[str] = "application/json"
@@ -105,16 +107,29 @@ POD_DISRUPTION_BUDGETS: Final = Resource(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True
 )
 EVENTS: Final = Resource("Event", "events.k8s.io", "v1", "events", True)
-VOLCANO_POD_GROUPS: Final = Resource(
-    "PodGroup", VOLCANO.group, VOLCANO.version, "podgroups", True, status_subresource=False
-)
-VOLCANO_QUEUES: Final = Resource("Queue", VOLCANO.group, VOLCANO.version, "queues", False)
-COSCHEDULING_POD_GROUPS: Final = Resource(
-    "PodGroup", SCHEDULER_PLUGINS.group, SCHEDULER_PLUGINS.version, "podgroups", True
-)
-KUBERNETES_POD_GROUPS: Final = Resource(
-    "PodGroup", KUBERNETES.group, KUBERNETES.version, "podgroups", True
-)
+
+
+def pod_groups_of(api: GroupApi) -> Resource:
+    """Where the PodGroups of gang API ``api`` live."""
+    return Resource(
+        api.pod_group_kind,
+        api.group,
+        api.version,
+        "podgroups",
+        True,
+        status_subresource=api.status_subresource,
+    )
+
+
+def queues_of(api: GroupApi) -> Resource:
+    """Where the Queues of gang API ``api`` (one with queues) live."""
+    return Resource(api.queue_kind, api.group, api.version, "queues", False)
+
+
+VOLCANO_POD_GROUPS: Final = pod_groups_of(VOLCANO)
+VOLCANO_QUEUES: Final = queues_of(VOLCANO)
+COSCHEDULING_POD_GROUPS: Final = pod_groups_of(SCHEDULER_PLUGINS)
+KUBERNETES_POD_GROUPS: Final = pod_groups_of(KUBERNETES)
 WORKLOADS: Final = Resource("Workload", KUBERNETES.group, KUBERNETES.version, "workloads", True)
 """The Workloads of the Workload API (read by ``sluice snapshot``: the scheduling.k8s.io
 PodGroups of a snapshot name theirs)."""

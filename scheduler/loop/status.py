@@ -7,21 +7,17 @@ submits only the changes to a background pool: an unchanged cluster costs no API
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api import labels as L
-from scheduler.api.foreign import coscheduling, kubernetes, volcano
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, api_of_job
+from scheduler.api.group_apis import kind_key
+from scheduler.api.group_apis.protocol import GroupReport, LooseReport, QueueReport
+from scheduler.api.group_apis.table import BY_QUEUE_KIND, of_job
 from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
-from scheduler.api.queue import QueueShare
-from scheduler.api.queue_tree import QueueTree
-from scheduler.api.resource import ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.task_states import HOLDS_ROOM, UNFINISHED
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
@@ -35,88 +31,8 @@ def rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def job_phase(job: JobInfo) -> PodGroupPhase:
-    """The phase a PodGroup should show, from its tasks."""
-    statuses = [t.status for t in job.tasks.values()]
-    succeeded = statuses.count(TaskStatus.SUCCEEDED)
-    if statuses and succeeded >= job.min_member and not any(s in UNFINISHED for s in statuses):
-        return PodGroupPhase.COMPLETED
-    placed = succeeded + sum(1 for s in statuses if s in HOLDS_ROOM)
-    if placed >= job.min_member and placed > 0:
-        return PodGroupPhase.RUNNING
-    if job.phase in (PodGroupPhase.RUNNING, PodGroupPhase.INQUEUE):
-        return PodGroupPhase.INQUEUE
-    return job.phase
-
-
-def pod_group_status(
-    job: JobInfo,
-    reason: str | None,
-    now: str,
-    previous: Mapping[str, Any],
-    *,
-    error: bool = False,
-    placed_in: str = "",
-    reserved: str = "",
-) -> dict[str, Any]:
-    """The ``status`` of ``job``'s PodGroup; transition times kept when nothing changed.
-    ``error``: ``reason`` is a scheduler error (the condition's reason says SchedulerError).
-    ``placed_in``: the node set the gang was placed in this cycle (``rack rb``); the
-    ``Scheduled`` condition says so, and keeps saying so in later cycles. ``reserved``:
-    while nodes are reserved for the job, what its ``Reserved`` condition says."""
-    phase = job_phase(job)
-    statuses = [t.status for t in job.tasks.values()]
-    conditions: list[dict[str, str]] = []
-    if phase in (PodGroupPhase.RUNNING, PodGroupPhase.COMPLETED):
-        message = f"{job.min_member} or more pods are placed"
-        if placed_in:
-            message += f" in {placed_in}"
-        else:
-            seen = next(
-                (c for c in previous.get("conditions") or () if c.get("type") == "Scheduled"), None
-            )
-            if seen and str(seen.get("message", "")).startswith(message):
-                message = str(seen["message"])  # where the gang went, said when it was placed
-        conditions.append(
-            {
-                "type": "Scheduled",
-                "status": "True",
-                "reason": "Scheduled",
-                "message": message,
-            }
-        )
-    elif reason:
-        conditions.append(
-            {
-                "type": "Unschedulable",
-                "status": "True",
-                "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
-                "message": reason,
-            }
-        )
-    if reserved:
-        conditions.append(
-            {"type": RESERVED, "status": "True", "reason": "Starving", "message": reserved}
-        )
-    old = {c.get("type"): c for c in previous.get("conditions") or ()}
-    for c in conditions:
-        prev = old.get(c["type"])
-        same = prev and all(prev.get(k) == c[k] for k in ("status", "reason", "message"))
-        c["lastTransitionTime"] = str(prev.get("lastTransitionTime", now)) if same and prev else now
-    return {
-        "phase": phase.value,
-        "running": statuses.count(TaskStatus.RUNNING),
-        "succeeded": statuses.count(TaskStatus.SUCCEEDED),
-        "failed": statuses.count(TaskStatus.FAILED),
-        "conditions": conditions,
-    }
-
-
 WAITING = frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
 """Pods not bound yet, whose reason users see: pending, or nominated to a node."""
-
-RESERVED = "Reserved"
-"""The condition of a PodGroup while starvation protection holds nodes for it."""
 
 
 def reserved_message(r: Reservation) -> str:
@@ -125,59 +41,6 @@ def reserved_message(r: Reservation) -> str:
     return (
         f"reserved nodes {nodes} for this job after waiting {r.reserved_at - r.waiting_since:.0f}s"
     )
-
-
-CLOSED = "Closed"
-"""The condition a queue gets while the scheduler keeps it closed (its hierarchy is wrong)."""
-
-
-def queue_status(
-    name: str,
-    tree: QueueTree,
-    *,
-    state: str,
-    jobs: Mapping[str, Sequence[JobInfo]],
-    phases: Mapping[str, PodGroupPhase],
-    share: QueueShare | None = None,
-    observed: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ``status`` of queue ``name``: its state, what it holds (``allocated``: placed and
-    not leaving, summed over its leaves), what it deserves this cycle, its jobs by phase
-    (summed over its leaves), and, while its place in the hierarchy is wrong, state Closed
-    with a ``Closed`` condition saying why. A queue the scheduler closed opens again once
-    the hierarchy is fixed; a state set by someone else is kept."""
-    closed = tree.closed.get(name)
-    leaves = [name] if closed is not None else tree.leaves(name)
-    total = ResourceSum()
-    counts: Counter[PodGroupPhase] = Counter()
-    for leaf in leaves:
-        for job in jobs.get(leaf, ()):
-            for t in job.tasks.values():
-                if t.status in HOLDS_ROOM:
-                    total.add(t.request)
-            counts[phases.get(job.uid) or job_phase(job)] += 1
-    conditions: list[dict[str, str]] = []
-    if closed is not None:
-        state = "Closed"
-        conditions.append(
-            {
-                "type": CLOSED,
-                "status": "True",
-                "reason": "InvalidHierarchy",
-                "message": f"queue {name!r} is closed: {closed}",
-            }
-        )
-    elif any(c.get("type") == CLOSED for c in (observed or {}).get("conditions") or ()):
-        state = "Open"  # closed by the scheduler, and now valid again
-    return {
-        "state": state,
-        "allocated": total.result().to_quantities(),
-        "deserved": share.deserved.to_quantities() if share is not None else {},
-        "pending": counts[PodGroupPhase.PENDING],
-        "inqueue": counts[PodGroupPhase.INQUEUE],
-        "running": counts[PodGroupPhase.RUNNING],
-        "conditions": conditions,
-    }
 
 
 def with_removals(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
@@ -352,26 +215,17 @@ class StatusReporter:
                 continue  # a job deferred to the next cycle keeps the status it has
             observed = self._cache.pod_group_objects.get(job.uid, {}).get("status") or {}
             told = session.job_reasons.get(job.uid)
-            reason = told.message if told is not None else None
-            error = job.uid in session.failing_jobs
-            api = api_of_job(job.uid)
-            if api is VOLCANO:
-                status, phase = volcano.pod_group_status(job, reason, now, observed, error=error)
-            elif api is SCHEDULER_PLUGINS:
-                status, phase = coscheduling.pod_group_status(job, now, observed)
-            elif api is KUBERNETES:
-                status, phase = kubernetes.gang_status(job, reason, now, observed, error=error)
-            else:
-                status = pod_group_status(
-                    job,
-                    reason,
-                    now,
-                    observed,
-                    error=error,
-                    placed_in=session.placed_in.get(job.uid, ""),
-                    reserved=reserved_message(r) if r is not None and r.job == job.uid else "",
-                )
-                phase = PodGroupPhase(status["phase"])
+            report = GroupReport(
+                job,
+                told,
+                now,
+                observed,
+                error=job.uid in session.failing_jobs,
+                placed_in=session.placed_in.get(job.uid, ""),
+                reserved=reserved_message(r) if r is not None and r.job == job.uid else "",
+            )
+            written = of_job(job.uid).group_status(report)
+            status, phase = written.status, written.phase
             phases[job.uid] = phase
             key = _comparable(status)
             last = self._group_status.get(job.uid, _comparable(observed))
@@ -393,8 +247,8 @@ class StatusReporter:
         self._group_messages.retain(set(session.jobs))
 
     def _report_basic_groups(self, session: Session, now: str) -> None:
-        """The status of each ``basic`` ``scheduling.k8s.io`` PodGroup, whose pods are
-        each a job of their own."""
+        """The status of each group whose pods are scheduled alone (a ``basic``
+        ``scheduling.k8s.io`` PodGroup), its pods each a job of their own."""
         for job_id in sorted(self._cache.basic_groups):
             obj = self._cache.pod_group_objects.get(job_id) or {}
             observed = obj.get("status") or {}
@@ -415,7 +269,8 @@ class StatusReporter:
                     reasons[uid] = told.message
                     error = error or job.uid in session.failing_jobs
             else:
-                status = kubernetes.basic_status(tasks, reasons, now, observed, error=error)
+                report = LooseReport(tasks, reasons, now, observed, error=error)
+                status = of_job(job_id).loose_status(report)
                 self._write_basic_group(obj, job_id, status, observed)
 
     def _write_basic_group(
@@ -427,12 +282,13 @@ class StatusReporter:
             return
         self._group_status[job_id] = key
         meta = obj.get("metadata") or {}
+        api = of_job(job_id).api
         ref = ObjectRef(
-            "PodGroup",
+            api.pod_group_kind,
             str(meta.get("namespace") or ""),
             str(meta.get("name") or ""),
             str(meta.get("uid") or ""),
-            KUBERNETES.api_version,
+            api.api_version,
         )
         self._write(ref, status, self._group_status, job_id)
 
@@ -452,22 +308,18 @@ class StatusReporter:
             if not self._cache.shards.writes_queue(obj):
                 continue  # another shard writes it (scheduler.api.shards)
             observed = obj.get("status") or {}
-            if obj.get("apiVersion") == VOLCANO.api_version:
-                leaves = [name] if name in tree.closed else tree.leaves(name)
-                held = [j for leaf in leaves for j in by_queue.get(leaf, ())]
-                status = volcano.queue_status(queue.state, held, phases)
-                ref = ObjectRef.of_queue(queue, VOLCANO)
-            else:
-                status = queue_status(
-                    name,
-                    tree,
-                    state=queue.state,
-                    jobs=by_queue,
-                    phases=phases,
-                    share=session.queue_shares.get(name),
-                    observed=observed,
-                )
-                ref = ObjectRef.of_queue(queue)
+            group_api = BY_QUEUE_KIND[kind_key(str(obj.get("apiVersion") or ""), "Queue")]
+            report = QueueReport.of(
+                name,
+                tree,
+                state=queue.state,
+                jobs=by_queue,
+                phases=phases,
+                observed=observed,
+                share=session.queue_shares.get(name),
+            )
+            status = group_api.queue_status(report)
+            ref = ObjectRef.of_queue(queue, group_api.api)
             key = _comparable(status)
             if self._queue_status.get(name, _comparable(observed)) == key:
                 continue

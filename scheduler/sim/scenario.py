@@ -54,7 +54,7 @@ from scheduler.api.dra.convert import (
     slice_from_object,
 )
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
-from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, kind_key
+from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, api_named, kind_key
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
@@ -563,8 +563,9 @@ def _resolve_pod(
     group = pod_group_ref(pod)
     if group is not None:
         name = f"{ns}/{group.name}"
-        found = name in by_kind[group.api.pod_group_key] or (
-            group.api is VOLCANO and name in by_kind[SLUICE.pod_group_key]
+        fallback = group.api.falls_back_to
+        found = name in by_kind[group.api.pod_group_key] or bool(
+            fallback and name in by_kind[api_named(fallback).pod_group_key]
         )
         if not found:
             of = "" if group.api is SLUICE else f" of {group.api.api_version}"

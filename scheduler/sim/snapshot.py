@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import APIS, VOLCANO, kind_key
+from scheduler.api.group_apis import APIS, api_named, kind_key
+from scheduler.api.group_apis.table import BY_GROUP_KIND
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.sim.devices import DEVICES_ANNOTATION
 from scheduler.sim.objects import parse_rfc3339, rfc3339
@@ -159,14 +160,16 @@ def _leave_out_dangling(snap: Snapshot) -> None:
     nodes = {o["metadata"]["name"] for o in objects.get("Node", ())}
     queues = {L.DEFAULT_QUEUE} | {
         o["metadata"]["name"]
-        for kind in ("Queue", VOLCANO.queue_key)
-        for o in objects.get(kind, ())
+        for api in APIS
+        if api.queue_kind
+        for o in objects.get(api.queue_key, ())
     }
     groups = {kind: {_name(o) for o in objects.get(kind, ())} for kind in _GROUP_KINDS}
 
     def keep_group(pg: Obj) -> str:
-        queue = (pg.get("spec") or {}).get("queue") or L.DEFAULT_QUEUE
-        if kind_key(pg["apiVersion"], pg["kind"]) in _QUEUED_GROUPS and queue not in queues:
+        group_api = BY_GROUP_KIND[kind_key(pg["apiVersion"], pg["kind"])]
+        queue = group_api.queue_of(pg)
+        if group_api.api.queue_kind and queue not in queues:
             return f"its queue {queue!r} does not exist"
         return ""
 
@@ -178,8 +181,9 @@ def _leave_out_dangling(snap: Snapshot) -> None:
         ref = pod_group_ref(pod)
         if ref is not None:
             name = f"{meta['namespace']}/{ref.name}"
-            found = name in groups[ref.api.pod_group_key] or (
-                ref.api is VOLCANO and name in groups[_GROUP_KINDS[0]]
+            fallback = ref.api.falls_back_to
+            found = name in groups[ref.api.pod_group_key] or bool(
+                fallback and name in groups[api_named(fallback).pod_group_key]
             )
             if not found:
                 return f"it names PodGroup {ref.name!r} ({ref.field}), which does not exist"
@@ -198,8 +202,6 @@ def _leave_out_dangling(snap: Snapshot) -> None:
 
 
 _GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
-_QUEUED_GROUPS = frozenset({_GROUP_KINDS[0], VOLCANO.pod_group_key})
-"""The PodGroup kinds that name a Queue (Sluice's, Volcano's)."""
 
 
 def _kept(snap: Snapshot, kind: str, items: list[Obj], why_not: Any) -> list[Obj]:

@@ -9,18 +9,17 @@ import pytest
 from scheduler.api import labels as L
 from scheduler.api.convert import (
     job_for_lone_pod,
-    job_from_pod_group,
     job_id_of_pod,
     node_from_object,
     parse_time,
     pod_group_name,
     pod_status,
-    queue_from_object,
     ref,
     task_from_pod,
     topology_from_object,
 )
 from scheduler.api.errors import InvalidInputError, QuantityError
+from scheduler.api.group_apis.sluice import job_from_pod_group, queue_from_object
 from scheduler.api.job import PodGroupPhase, TopologyConstraint
 from scheduler.api.pod import Taint
 from scheduler.api.resource import Resource

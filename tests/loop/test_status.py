@@ -21,20 +21,17 @@ from scheduler.actions.preempt import NO_VICTIMS
 from scheduler.api import labels as L
 from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import ServerError
+from scheduler.api.group_apis.protocol import QueueReport
+from scheduler.api.group_apis.sluice import job_phase, pod_group_status
+from scheduler.api.group_apis.sluice import queue_status as sluice_queue_status
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
-from scheduler.api.queue_tree import queue_tree
+from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.framework.session import open_session
 from scheduler.logging import quiet
-from scheduler.loop.status import (
-    StatusReporter,
-    job_phase,
-    pod_group_status,
-    queue_status,
-    rfc3339,
-)
+from scheduler.loop.status import StatusReporter, rfc3339
 from scheduler.loop.workers import WorkerPool
 from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
@@ -57,6 +54,11 @@ _ON_A_NODE = frozenset(
 def _log_to_the_live_stderr() -> None:
     """Point structlog at the current stderr (see tests/preemption/test_executor.py)."""
     quiet()
+
+
+def queue_status(name: str, tree: QueueTree, **fields: Any) -> Obj:
+    """Sluice's Queue status, as the reporter asks for it."""
+    return sluice_queue_status(QueueReport.of(name, tree, **fields))
 
 
 def task(name: str, status: TaskStatus, *, group: str = "g", cpu: str = "1") -> TaskInfo:

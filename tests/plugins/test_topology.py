@@ -32,7 +32,7 @@ from scheduler.logging import configure, quiet
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
-from tests.builders import cache_with, foreign_pod_group, node, pod, pod_group
+from tests.builders import api_pod_group, cache_with, node, pod, pod_group
 
 Obj = dict[str, Any]
 RACK = "example.com/rack"
@@ -336,7 +336,7 @@ VOLCANO_GANG = [
 
 
 def volcano_group(network: Obj, annotations: dict[str, str] | None = None) -> Obj:
-    return foreign_pod_group(
+    return api_pod_group(
         VOLCANO, "g", {"minMember": 2, "networkTopology": network}, annotations=annotations
     )
 
@@ -440,7 +440,7 @@ def test_volcano_network_topology_that_cannot_map(
 
 
 def test_a_kubernetes_topology_key_is_a_level_of_its_own() -> None:
-    group = foreign_pod_group(
+    group = api_pod_group(
         KUBERNETES,
         "g",
         {

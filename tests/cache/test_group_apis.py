@@ -7,8 +7,8 @@ from scheduler.api import labels as L
 from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO
 from scheduler.api.membership import COSCHEDULING_POD_GROUP_LABEL
 from tests.builders import (
+    api_pod_group,
     cache_with,
-    foreign_pod_group,
     key_of,
     pod,
     pod_group,
@@ -29,7 +29,7 @@ def _job_of(cache: object, name: str = "w") -> str:
 def test_volcano_annotation_joins_a_sluice_group_until_a_volcano_one_appears() -> None:
     cache = cache_with(pod_group("g"), ANNOTATED)
     assert _job_of(cache) == "default/g"
-    vg = foreign_pod_group(VOLCANO, "g", {"minMember": 1})
+    vg = api_pod_group(VOLCANO, "g", {"minMember": 1})
     cache.handle(key_of(vg), "ADDED", vg)
     assert _job_of(cache) == "volcano:default/g"
     assert set(cache.snapshot().jobs["volcano:default/g"].tasks) == {"default/w"}
@@ -45,7 +45,7 @@ def test_a_pod_naming_a_missing_group_of_another_api_waits_with_a_problem() -> N
 
 def test_basic_group_members_are_alone_and_rejoin_when_it_becomes_a_gang() -> None:
     member = pod("w", schedulingGroup={"podGroupName": "g"})
-    basic = foreign_pod_group(KUBERNETES, "g", BASIC)
+    basic = api_pod_group(KUBERNETES, "g", BASIC)
     cache = cache_with(basic, member)
     job = cache.snapshot().jobs["default/w"]
     assert (job.has_pod_group, job.problem) == (False, "")
@@ -55,7 +55,7 @@ def test_basic_group_members_are_alone_and_rejoin_when_it_becomes_a_gang() -> No
     assert cache.snapshot().jobs["kubernetes:default/g"].problem == (
         "pod group kubernetes:default/g does not exist"
     )
-    gang = foreign_pod_group(KUBERNETES, "g", GANG)
+    gang = api_pod_group(KUBERNETES, "g", GANG)
     cache.handle(key_of(gang), "ADDED", gang)
     assert _job_of(cache) == "kubernetes:default/g"
     assert not cache.snapshot().jobs["kubernetes:default/g"].problem
@@ -70,9 +70,9 @@ def test_groups_of_one_name_in_every_api_are_distinct_jobs() -> None:
     ]
     cache = cache_with(
         pod_group("g"),
-        foreign_pod_group(VOLCANO, "g", {"minMember": 1}),
-        foreign_pod_group(SCHEDULER_PLUGINS, "g", {"minMember": 1}),
-        foreign_pod_group(KUBERNETES, "g", GANG),
+        api_pod_group(VOLCANO, "g", {"minMember": 1}),
+        api_pod_group(SCHEDULER_PLUGINS, "g", {"minMember": 1}),
+        api_pod_group(KUBERNETES, "g", GANG),
         *pods,
     )
     jobs = cache.snapshot().jobs
@@ -85,7 +85,7 @@ def test_groups_of_one_name_in_every_api_are_distinct_jobs() -> None:
 
 
 def test_a_relist_drops_the_groups_of_one_api_only() -> None:
-    vg = foreign_pod_group(VOLCANO, "g", {"minMember": 1})
+    vg = api_pod_group(VOLCANO, "g", {"minMember": 1})
     cache = cache_with(pod_group("g"), vg)
     cache.replace(key_of(vg), [])
     assert set(cache.pod_groups) == {"default/g"}
@@ -129,9 +129,9 @@ def test_a_group_of_another_schedulers_pods_is_not_sluices() -> None:
     theirs = pod("t", scheduler="default-scheduler", schedulingGroup={"podGroupName": "g"})
     ours = pod("o", schedulingGroup={"podGroupName": "h"})
     cache = cache_with(
-        foreign_pod_group(KUBERNETES, "g", GANG),
-        foreign_pod_group(KUBERNETES, "h", GANG),
-        foreign_pod_group(VOLCANO, "empty", {"minMember": 2}),
+        api_pod_group(KUBERNETES, "g", GANG),
+        api_pod_group(KUBERNETES, "h", GANG),
+        api_pod_group(VOLCANO, "empty", {"minMember": 2}),
         theirs,
         ours,
     )

@@ -1,5 +1,5 @@
 """The scheduling.k8s.io/v1alpha2 PodGroup in, and the PodGroupScheduled condition as
-kube-scheduler writes it out (scheduler.api.foreign.kubernetes)."""
+kube-scheduler writes it out (scheduler.api.group_apis.kubernetes)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ import pytest
 
 from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.foreign import kubernetes
-from scheduler.api.group_apis import KUBERNETES
+from scheduler.api.group_apis import KUBERNETES, kubernetes
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, gang_of, pod
+from tests.builders import api_pod_group, gang_of, pod
 
 NOW = "2026-11-26T10:00:00Z"
 GANG = {"schedulingPolicy": {"gang": {"minCount": 3}}}
 
 
 def _convert(spec: dict[str, Any]) -> Any:
-    return kubernetes.job_from_pod_group(foreign_pod_group(KUBERNETES, "pg", spec), {"hi": 7})
+    return kubernetes.job_from_pod_group(api_pod_group(KUBERNETES, "pg", spec), {"hi": 7})
 
 
 @pytest.mark.parametrize(

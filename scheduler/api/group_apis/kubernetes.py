@@ -31,16 +31,30 @@ from typing import Any, Final
 
 from scheduler.api import labels as L
 from scheduler.api.convert import class_priority
-from scheduler.api.foreign import Converted, GroupObject
-from scheduler.api.foreign.conditions import set_condition
-from scheduler.api.group_apis import KUBERNETES
+from scheduler.api.errors import InvariantError
+from scheduler.api.group_apis import KUBERNETES, GroupApi
+from scheduler.api.group_apis.conditions import set_condition
+from scheduler.api.group_apis.objects import (
+    Converted,
+    GroupObject,
+    condition_message,
+    labelled_queue,
+)
+from scheduler.api.group_apis.protocol import (
+    GroupReport,
+    GroupStatus,
+    LooseReport,
+    QueueReport,
+    Shown,
+)
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
+from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTS_FOR_GANG
 
 Obj = Mapping[str, Any]
 
-__all__ = ["basic_status", "gang_status", "job_from_pod_group"]
+__all__ = ["KubernetesGroups", "basic_status", "gang_status", "job_from_pod_group"]
 
 SCHEDULED: Final = "PodGroupScheduled"
 """The condition kube-scheduler sets on a PodGroup."""
@@ -144,3 +158,54 @@ def basic_status(
     placed = any(t.status in COUNTS_FOR_GANG for t in members)
     reason = next((reasons[t.uid] for t in members if t.uid in reasons), None)
     return _with(previous, now, placed, reason, error)
+
+
+class KubernetesGroups:
+    """The Workload API's PodGroup (:data:`~scheduler.api.group_apis.KUBERNETES`): no
+    queues of its own, the queue is the PodGroup's label; a ``basic`` group's pods are
+    scheduled alone."""
+
+    api: GroupApi = KUBERNETES
+
+    def read_group(
+        self, obj: Obj, priority_classes: Mapping[str, int], /
+    ) -> Converted[JobInfo | None]:
+        return job_from_pod_group(obj, priority_classes)
+
+    def read_queue(self, obj: Obj, /) -> Converted[QueueInfo | None]:
+        raise InvariantError(f"{self.api.title} has no queues")
+
+    def queue_of(self, obj: Obj, /) -> str:
+        return labelled_queue(obj)
+
+    def group_status(self, report: GroupReport, /) -> GroupStatus:
+        status, phase = gang_status(
+            report.job,
+            report.reason.message if report.reason is not None else None,
+            report.now,
+            report.observed,
+            error=report.error,
+        )
+        return GroupStatus(status, phase)
+
+    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
+        return basic_status(
+            report.tasks, report.reasons, report.now, report.observed, error=report.error
+        )
+
+    def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
+        raise InvariantError(f"{self.api.title} has no queues")
+
+    def shown(self, obj: Obj, /) -> Shown:
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        policy = spec.get("schedulingPolicy") or {}
+        gang = policy.get("gang") if isinstance(policy, Mapping) else None
+        minimum = int(gang.get("minCount") or 1) if isinstance(gang, Mapping) else 1
+        phase = "Pending"  # no phase: its PodGroupScheduled condition
+        for c in status.get("conditions") or ():
+            if isinstance(c, Mapping) and c.get("type") == SCHEDULED:
+                phase = "Scheduled" if c.get("status") == "True" else str(c.get("reason") or phase)
+        return Shown(
+            self.queue_of(obj), minimum, phase, condition_message(status, SCHEDULED, "False")
+        )

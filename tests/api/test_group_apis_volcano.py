@@ -1,5 +1,5 @@
 """Volcano's PodGroup and Queue in, and the status Volcano writes out
-(scheduler.api.foreign.volcano)."""
+(scheduler.api.group_apis.volcano)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.foreign import volcano
-from scheduler.api.group_apis import VOLCANO
+from scheduler.api.group_apis import VOLCANO, volcano
+from scheduler.api.group_apis.protocol import QueueReport
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, gang_of, volcano_queue
+from tests.builders import api_pod_group, gang_of, volcano_queue
 
 CLASSES = {"high": 1000}
 NOW = "2026-11-26T10:00:00Z"
@@ -23,7 +23,7 @@ EARLIER = "2026-11-26T09:00:00Z"
 
 def _job(spec: dict[str, Any], **kw: Any) -> JobInfo:
     return volcano.job_from_pod_group(
-        foreign_pod_group(VOLCANO, "pg", spec, ns="ml", **kw), CLASSES
+        api_pod_group(VOLCANO, "pg", spec, ns="ml", **kw), CLASSES
     ).value
 
 
@@ -127,7 +127,7 @@ def test_pod_group_converts(
 )
 def test_sub_group_policy_not_honoured_is_told(policy: dict[str, Any], note: str) -> None:
     converted = volcano.job_from_pod_group(
-        foreign_pod_group(VOLCANO, "pg", {"subGroupPolicy": [policy]}), CLASSES
+        api_pod_group(VOLCANO, "pg", {"subGroupPolicy": [policy]}), CLASSES
     )
     assert len(converted.notes) == 1
     assert note in converted.notes[0]
@@ -314,7 +314,10 @@ def test_queue_status_counts_pod_groups_by_phase_and_allocation() -> None:
     running = _gang([R, R], 2, PodGroupPhase.RUNNING)
     waiting = _gang([P], 1, PodGroupPhase.INQUEUE)
     waiting.uid = "volcano:ml/other"
-    status = volcano.queue_status("Open", [running, waiting], {running.uid: PodGroupPhase.RUNNING})
+    report = QueueReport(
+        "team", "Open", [running, waiting], {running.uid: PodGroupPhase.RUNNING}, {}
+    )
+    status = volcano.queue_status(report)
     assert status == {
         "state": "Open",
         "allocated": {"cpu": "200m", "memory": "200Mi", "pods": "2"},

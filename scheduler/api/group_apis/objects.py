@@ -1,15 +1,5 @@
-"""Other schedulers' APIs converted at the edge (layer 0).
-
-One module per API, each with the same two jobs: objects in (a PodGroup, a Queue) as the
-domain model's :class:`~scheduler.api.job.JobInfo` and
-:class:`~scheduler.api.queue.QueueInfo`, and status out, in the shape that API's own
-scheduler writes (because other controllers wait on it). No second gang logic: once
-converted, a gang is a gang. Pure functions of their arguments; each raises
-:class:`~scheduler.api.errors.InvalidInputError` naming the object and the field.
-
-* :mod:`.volcano`: ``scheduling.volcano.sh/v1beta1`` PodGroup and Queue;
-* :mod:`.coscheduling`: scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` PodGroup;
-* :mod:`.kubernetes`: ``scheduling.k8s.io/v1alpha2`` PodGroup (Kubernetes v1.36).
+"""What every API's module shares: a PodGroup object read into its parts, and a
+converted value with what of it Sluice does not honour (layer 0).
 
 What a converter cannot honour of an object is not lost silently: it comes back as
 :attr:`Converted.notes`, one line each, which the cache tells once.
@@ -22,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from scheduler.api import labels as L
-from scheduler.api.convert import conditions_of, parse_time, ref
+from scheduler.api.convert import conditions_of, parse_time
 from scheduler.api.group_apis import GroupApi
 from scheduler.api.job import JobInfo
 
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["Converted", "GroupObject"]
+__all__ = ["Converted", "GroupObject", "condition_message", "labelled_queue"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +32,7 @@ class Converted(Generic[T_co]):
 @dataclass(frozen=True, slots=True)
 class GroupObject:
     """A PodGroup object of ``api``, read: its parts, and ``where``, how messages name it
-    (``PodGroup ns/name (scheduling.volcano.sh/v1beta1)``)."""
+    (``PodGroup ns/name``, and `` (scheduling.volcano.sh/v1beta1)`` for another API's)."""
 
     api: GroupApi
     meta: Mapping[str, Any]
@@ -62,13 +52,12 @@ class GroupObject:
             pg.get("status") or {},
             str(meta.get("namespace", "default")),
             str(meta["name"]),
-            ref({"kind": "PodGroup", "metadata": meta}) + f" ({api.api_version})",
+            api.where("PodGroup", f"{meta.get('namespace', 'default')}/{meta['name']}"),
         )
 
     @property
     def labelled_queue(self) -> str:
-        """The queue of an API without queues: the label ``scheduling.sluice.dev/queue``,
-        else ``default``."""
+        """:func:`labelled_queue` of the object."""
         return str((self.meta.get("labels") or {}).get(L.QUEUE_LABEL) or L.DEFAULT_QUEUE)
 
     def job(self, **fields: Any) -> JobInfo:
@@ -84,3 +73,19 @@ class GroupObject:
             conditions=conditions_of(self.status),
             **fields,
         )
+
+
+def condition_message(status: Mapping[str, Any], kind: str, holds: str) -> str:
+    """The message of ``status``'s condition ``kind`` while its status is ``holds``; ""
+    when it has none."""
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == holds:
+            return str(c.get("message") or "")
+    return ""
+
+
+def labelled_queue(obj: Mapping[str, Any]) -> str:
+    """The queue of a PodGroup of an API without queues: its label
+    ``scheduling.sluice.dev/queue``, else ``default``."""
+    meta = obj.get("metadata") or {}
+    return str((meta.get("labels") or {}).get(L.QUEUE_LABEL) or L.DEFAULT_QUEUE)

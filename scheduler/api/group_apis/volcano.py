@@ -33,9 +33,16 @@ from typing import Any, Final
 from scheduler.api import labels as L
 from scheduler.api.convert import class_priority
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.foreign import Converted, GroupObject
-from scheduler.api.foreign.conditions import set_condition
-from scheduler.api.group_apis import VOLCANO
+from scheduler.api.group_apis import VOLCANO, GroupApi
+from scheduler.api.group_apis.conditions import set_condition
+from scheduler.api.group_apis.objects import Converted, GroupObject, condition_message
+from scheduler.api.group_apis.protocol import (
+    GroupReport,
+    GroupStatus,
+    LooseReport,
+    QueueReport,
+    Shown,
+)
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
 from scheduler.api.queue import QueueInfo
@@ -47,6 +54,7 @@ Obj = Mapping[str, Any]
 
 __all__ = [
     "ROOT_QUEUE",
+    "VolcanoGroups",
     "job_from_pod_group",
     "pod_group_status",
     "queue_from_queue",
@@ -279,24 +287,20 @@ def pod_group_status(
     return out, phase
 
 
-def queue_status(
-    state: str,
-    jobs: Sequence[JobInfo],
-    phases: Mapping[str, PodGroupPhase],
-) -> dict[str, Any]:
-    """The ``status`` of a Volcano Queue holding ``jobs`` (its leaves' for a parent):
+def queue_status(report: QueueReport) -> dict[str, Any]:
+    """The ``status`` of a Volcano Queue holding ``report.jobs`` (its leaves' for a parent):
     its state, its PodGroups counted by phase (as Volcano's queue controller counts
     them) and ``allocated`` (what its pods hold, as Volcano's scheduler writes it)."""
     counts = dict.fromkeys(PodGroupPhase, 0)
     total = ResourceSum()
-    for job in jobs:
+    for job in report.jobs:
         for t in job.tasks.values():
             if t.status in HOLDS_ROOM:
                 total.add(t.request)
         if job.has_pod_group:
-            counts[phases.get(job.uid, job.phase)] += 1
+            counts[report.phases.get(job.uid, job.phase)] += 1
     return {
-        "state": state,
+        "state": report.state,
         "allocated": total.result().to_quantities(),
         "pending": counts[PodGroupPhase.PENDING],
         "inqueue": counts[PodGroupPhase.INQUEUE],
@@ -304,3 +308,46 @@ def queue_status(
         "unknown": counts[PodGroupPhase.UNKNOWN],
         "completed": counts[PodGroupPhase.COMPLETED],
     }
+
+
+class VolcanoGroups:
+    """Volcano's API (:data:`~scheduler.api.group_apis.VOLCANO`)."""
+
+    api: GroupApi = VOLCANO
+
+    def read_group(
+        self, obj: Obj, priority_classes: Mapping[str, int], /
+    ) -> Converted[JobInfo | None]:
+        return job_from_pod_group(obj, priority_classes)
+
+    def read_queue(self, obj: Obj, /) -> Converted[QueueInfo | None]:
+        return queue_from_queue(obj)
+
+    def queue_of(self, obj: Obj, /) -> str:
+        return str((obj.get("spec") or {}).get("queue") or L.DEFAULT_QUEUE)
+
+    def group_status(self, report: GroupReport, /) -> GroupStatus:
+        status, phase = pod_group_status(
+            report.job,
+            report.reason.message if report.reason is not None else None,
+            report.now,
+            report.observed,
+            error=report.error,
+        )
+        return GroupStatus(status, phase)
+
+    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
+        del report
+        return {}  # every Volcano PodGroup is a gang
+
+    def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
+        return queue_status(report)
+
+    def shown(self, obj: Obj, /) -> Shown:
+        status = obj.get("status") or {}
+        return Shown(
+            self.queue_of(obj),
+            int((obj.get("spec") or {}).get("minMember") or 1),
+            str(status.get("phase") or "Pending"),
+            condition_message(status, "Unschedulable", "True"),
+        )

@@ -1,5 +1,5 @@
 """scheduler-plugins' PodGroup in, and the status its controller writes out
-(scheduler.api.foreign.coscheduling)."""
+(scheduler.api.group_apis.coscheduling)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
-from scheduler.api.foreign import coscheduling
-from scheduler.api.group_apis import SCHEDULER_PLUGINS
+from scheduler.api.group_apis import SCHEDULER_PLUGINS, coscheduling
 from scheduler.api.job import PodGroupPhase
 from scheduler.api.task import TaskStatus
-from tests.builders import foreign_pod_group, gang_of
+from tests.builders import api_pod_group, gang_of
 
 NOW = "2026-11-26T10:00:00Z"
 
@@ -48,7 +47,7 @@ def test_pod_group_converts(
     spec: dict[str, Any], kw: dict[str, Any], field: str, expected: Any
 ) -> None:
     job = coscheduling.job_from_pod_group(
-        foreign_pod_group(SCHEDULER_PLUGINS, "pg", spec, **kw), {}
+        api_pod_group(SCHEDULER_PLUGINS, "pg", spec, **kw), {}
     ).value
     value = getattr(job, field)
     if field == "min_resources":

@@ -22,15 +22,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from scheduler.api.foreign import Converted, GroupObject
-from scheduler.api.group_apis import SCHEDULER_PLUGINS
+from scheduler.api.errors import InvariantError
+from scheduler.api.group_apis import SCHEDULER_PLUGINS, GroupApi
+from scheduler.api.group_apis.objects import (
+    Converted,
+    GroupObject,
+    condition_message,
+    labelled_queue,
+)
+from scheduler.api.group_apis.protocol import (
+    GroupReport,
+    GroupStatus,
+    LooseReport,
+    QueueReport,
+    Shown,
+)
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 
 Obj = Mapping[str, Any]
 
-__all__ = ["domain_phase", "job_from_pod_group", "pod_group_status"]
+__all__ = ["SchedulerPluginsGroups", "domain_phase", "job_from_pod_group", "pod_group_status"]
 
 PENDING: Final = "Pending"
 SCHEDULING: Final = "Scheduling"
@@ -101,3 +115,41 @@ def pod_group_status(
     if start or phase != PENDING:
         out["scheduleStartTime"] = start or now
     return out, domain_phase(phase, job.phase)
+
+
+class SchedulerPluginsGroups:
+    """scheduler-plugins' API (:data:`~scheduler.api.group_apis.SCHEDULER_PLUGINS`): no
+    queues of its own, the queue is the PodGroup's label."""
+
+    api: GroupApi = SCHEDULER_PLUGINS
+
+    def read_group(
+        self, obj: Obj, priority_classes: Mapping[str, int], /
+    ) -> Converted[JobInfo | None]:
+        return job_from_pod_group(obj, priority_classes)
+
+    def read_queue(self, obj: Obj, /) -> Converted[QueueInfo | None]:
+        raise InvariantError(f"{self.api.title} has no queues")
+
+    def queue_of(self, obj: Obj, /) -> str:
+        return labelled_queue(obj)
+
+    def group_status(self, report: GroupReport, /) -> GroupStatus:
+        status, phase = pod_group_status(report.job, report.now, report.observed)
+        return GroupStatus(status, phase)
+
+    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
+        del report
+        return {}  # every scheduler-plugins PodGroup is a gang
+
+    def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
+        raise InvariantError(f"{self.api.title} has no queues")
+
+    def shown(self, obj: Obj, /) -> Shown:
+        status = obj.get("status") or {}
+        return Shown(
+            self.queue_of(obj),
+            int((obj.get("spec") or {}).get("minMember") or 1),
+            str(status.get("phase") or "Pending"),
+            condition_message(status, "Unschedulable", "True"),
+        )

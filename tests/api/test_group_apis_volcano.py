@@ -111,6 +111,44 @@ def test_pod_group_converts(
 
 
 @pytest.mark.parametrize(
+    ("name", "counted"),
+    [
+        ("cpu", True),
+        ("memory", True),
+        ("ephemeral-storage", True),
+        ("nvidia.com/gpu", True),
+        ("hugepages-2Mi", True),
+        ("example.kubernetes.io/widget", True),
+        ("attachable-volumes-csi-x", True),
+        ("pods", False),
+        ("count/pods", False),
+        ("count/jobs.batch.volcano.sh", False),
+        ("requests.cpu", False),
+        ("requests.memory", False),
+        ("limits.cpu", False),
+        ("requests.nvidia.com/gpu", False),
+        ("requests.ephemeral-storage", False),
+        ("widgets", False),
+        ("not a/name!", False),
+    ],
+)
+def test_min_resources_count_what_volcano_counts(name: str, counted: bool) -> None:
+    assert volcano.counted_resource(name) is counted
+
+
+def test_min_resources_as_volcanos_job_controller_writes_them() -> None:
+    """calcPGMinResources for example/job.yaml (3 pods of 1 CPU first): quota names beside
+    plain ones; only the plain ones count, as in Volcano's NewResource."""
+    written = {"count/pods": "3", "cpu": "3", "pods": "3", "requests.cpu": "3"}
+    assert dict(_job({"minMember": 3, "minResources": written}).min_resources) == {"cpu": 3000}
+    gpus = {"nvidia.com/gpu": "2", "requests.nvidia.com/gpu": "2", "memory": "1Gi"}
+    assert dict(_job({"minResources": gpus}).min_resources) == {
+        "nvidia.com/gpu": 2,
+        "memory": 1 << 30,
+    }
+
+
+@pytest.mark.parametrize(
     ("policy", "note"),
     [
         (

@@ -11,7 +11,14 @@ create pods only once the PodGroup's phase is set and not ``Pending``
 Mapped:
 
 * ``minMember``, ``minTaskMember`` (a pod's task is its ``volcano.sh/task-spec``
-  annotation or label), ``minResources``, ``queue``, ``priorityClassName``: as Sluice's own;
+  annotation or label), ``queue``, ``priorityClassName``: as Sluice's own;
+* ``minResources``: as Volcano's ``NewResource`` reads a resource list
+  (``pkg/scheduler/api/resource_info.go``): CPU, memory, ephemeral storage and the scalar
+  resources of Kubernetes' ``IsScalarResourceName`` (extended resources such as
+  ``nvidia.com/gpu``, ``hugepages-*``, ``*kubernetes.io/*``, ``attachable-volumes-*``);
+  quota names are left out, as Volcano's job controller writes them beside the plain ones
+  (``count/pods``, ``requests.cpu``, ``limits.memory``: :func:`counted_resource`), and so
+  is ``pods``, which Volcano counts but never compares;
 * ``networkTopology`` (``mode`` hard or soft, ``highestTierAllowed`` or
   ``highestTierName``): the gang within one domain of a level of a Sluice Topology, tier 1
   being its narrowest level (see :class:`~scheduler.api.job.TopologyConstraint`);
@@ -27,6 +34,7 @@ Mapped:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -46,7 +54,15 @@ from scheduler.api.group_apis.protocol import (
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import Resource, ResourceSum, parse_limits
+from scheduler.api.resource import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    Resource,
+    ResourceSum,
+    parse_limits,
+)
 from scheduler.api.task import TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM, USES_NODE
 
@@ -55,7 +71,9 @@ Obj = Mapping[str, Any]
 __all__ = [
     "ROOT_QUEUE",
     "VolcanoGroups",
+    "counted_resource",
     "job_from_pod_group",
+    "min_resources",
     "pod_group_status",
     "queue_from_queue",
     "queue_status",
@@ -68,6 +86,51 @@ NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
 """The reason Volcano's gang plugin gives its ``Unschedulable`` condition."""
 SCHEDULED_REASON: Final = "tasks in gang are ready to be scheduled"
 """The reason Volcano's gang plugin gives its ``Scheduled`` condition (with no message)."""
+
+
+_QUALIFIED_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN: Final = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+
+
+def _qualified(name: str) -> bool:
+    """Kubernetes' ``IsQualifiedName``: ``[prefix/]name``, a DNS subdomain prefix."""
+    prefix, sep, rest = name.rpartition("/")
+    if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return bool(_QUALIFIED_NAME.fullmatch(rest))
+
+
+def counted_resource(name: str) -> bool:
+    """Does Volcano count resource ``name`` of a resource list it reads (``NewResource``,
+    compared by ``LessEqualWithDimension``)? CPU, memory and ephemeral storage do; ``pods``
+    and the object-count quotas (``count/*``: ``IsCountQuota``) do not; any other name
+    does when Kubernetes' ``IsScalarResourceName`` holds: an extended resource (a
+    qualified name with a domain, neither ``*kubernetes.io/`` nor ``requests.``-prefixed),
+    ``hugepages-*``, ``*kubernetes.io/*`` or ``attachable-volumes-*``. So quota names
+    (``requests.cpu``, ``limits.memory``, ``requests.nvidia.com/gpu``) do not."""
+    if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        return True
+    if name == PODS or name.startswith("count/"):
+        return False
+    native = "kubernetes.io/" in name
+    extended = (
+        "/" in name
+        and not native
+        and not name.startswith("requests.")
+        and _qualified(f"requests.{name}")
+    )
+    return extended or native or name.startswith(("hugepages-", "attachable-volumes-"))
+
+
+def min_resources(raw: object, where: str) -> Resource:
+    """A PodGroup's ``spec.minResources`` as Volcano reads it: the names it counts
+    (:func:`counted_resource`), the others left out unparsed."""
+    if not isinstance(raw, Mapping):
+        return Resource.parse(raw, obj=where, field="spec.minResources")  # type: ignore[arg-type]
+    counted = {str(k): v for k, v in raw.items() if counted_resource(str(k))}
+    return Resource.parse(counted, obj=where, field="spec.minResources")
 
 
 def _topology(spec: Obj, annotations: Mapping[str, str], where: str) -> TopologyConstraint | None:
@@ -141,9 +204,7 @@ def job_from_pod_group(pg: Obj, priority_classes: Mapping[str, int]) -> Converte
         queue=str(spec.get("queue") or L.DEFAULT_QUEUE),
         min_member=int(spec.get("minMember") or 0),
         min_task_member=min_task_member,
-        min_resources=Resource.parse(
-            spec.get("minResources"), obj=g.where, field="spec.minResources"
-        ),
+        min_resources=min_resources(spec.get("minResources"), g.where),
         priority=class_priority(pc, priority_classes, g.where),
         priority_class=pc,
         phase=phase,

@@ -6,7 +6,8 @@ role), some pods already running where they fit. On it:
 
 - no node is ever over-allocated in any resource, cycle after cycle and at the end of a
   whole simulation;
-- a gang is bound in full (at least minMember, and minTaskMember per role) or not at all;
+- a gang is bound in full (at least minMember, and minTaskMember per role unless the gang
+  is elastic: minMember below their sum) or not at all;
 - a pod is never bound to a node whose taint it does not tolerate;
 - a rolled-back statement leaves the session exactly as it was;
 - the same input gives the same decisions, whatever the order the cache heard it in.
@@ -183,7 +184,10 @@ def check_placements(cluster: Cluster, placed: dict[str, str], new: set[str]) ->
         roles = Counter(
             (pods[k]["metadata"]["labels"].get(L.TASK_ROLE_LABEL, "")) for k in on_nodes
         )
-        for role, need in (spec.get("minTaskMember") or {}).items():
+        by_role = spec.get("minTaskMember") or {}
+        if sum(by_role.values()) > spec["minMember"]:
+            continue  # an elastic gang counts minMember only (docs/concepts/gangs.md)
+        for role, need in by_role.items():
             assert roles[role] >= need, f"gang {name} short of role {role}: {on_nodes}"
 
 

@@ -88,8 +88,12 @@ class JobInfo:
 
     @property
     def elastic(self) -> bool:
-        """Does the gang spare by count only (minMember below the sum of its
-        minTaskMember)? Then only minMember binds, not each role's minimum."""
+        """Is the gang elastic: ``minMember`` below the sum of its ``minTaskMember``? Then
+        it counts ``minMember`` only, never a role's minimum: to be tried, to be placed,
+        to be spared by evictions, to run (Volcano's rule: its ``CheckTaskValid``,
+        ``CheckTaskReady`` and ``CheckTaskPipelined`` skip the task minimums then, and
+        its job controller writes each task's minimum as its replicas, so a job of
+        ``minAvailable`` 3 and 6 replicas is such a gang). The same rule for every API."""
         return bool(self.min_task_member) and self.min_member < sum(self.min_task_member.values())
 
     def role_minimums(self) -> dict[str, int]:

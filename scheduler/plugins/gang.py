@@ -5,6 +5,10 @@
   why (a gang waits while a pod it needs is gated, as Kueue gates them before admission);
 - ready: at least ``minMember`` tasks placed, and per role at least ``minTaskMember``;
   otherwise the status says how many can be placed, in all or of the role short;
+- an elastic gang (``minMember`` below the sum of its ``minTaskMember``: no role minimum
+  binds, :meth:`~scheduler.api.job.JobInfo.role_minimums`) counts ``minMember`` only, in
+  all three, as Volcano's ``CheckTaskValid``, ``CheckTaskReady`` and
+  ``CheckTaskPipelined`` skip the task minimums then;
 - pipelined: the same, counting tasks nominated to nodes being freed;
 - starving: not pipelined and still has pending tasks (a candidate for preemption);
 - order: among equals, jobs that are not ready yet go first.
@@ -44,10 +48,11 @@ def job_valid(job: JobInfo) -> Status:
             f"{_held(job, gated)}, fewer than its minMember {job.min_member}",
             NAME,
         )
-    if job.min_task_member:
+    minimums = job.role_minimums()
+    if minimums:
         by_role = Counter(t.role for t in job.tasks.values() if t.status in AVAILABLE)
-        for role in sorted(job.min_task_member):
-            need = job.min_task_member[role]
+        for role in sorted(minimums):
+            need = minimums[role]
             if by_role[role] < need:
                 held = sum(1 for t in job.tasks.values() if t.status in _GATED and t.role == role)
                 return Status.unschedulable(
@@ -76,8 +81,9 @@ def _short(job: JobInfo, placed: int, by_role: Counter[str]) -> Status:
             f"minMember is {job.min_member}",
             NAME,
         )
-    for role in sorted(job.min_task_member):
-        need = job.min_task_member[role]
+    minimums = job.role_minimums()
+    for role in sorted(minimums):
+        need = minimums[role]
         if by_role[role] < need:
             return Status.unschedulable(
                 f"{by_role[role]} tasks of role {role!r} of gang {job.uid} can be placed, "
@@ -91,7 +97,7 @@ def job_ready(job: JobInfo) -> Status:
     placed = job.placed_count()
     if placed < job.min_member:
         return _short(job, placed, Counter())
-    if not job.min_task_member:
+    if not job.role_minimums():
         return SUCCESS
     return _short(job, placed, job.placed_by_role())
 
@@ -100,7 +106,7 @@ def job_pipelined(job: JobInfo) -> Status:
     placed = job.placed_count() + job.count(_PIPELINED)
     if placed < job.min_member:
         return _short(job, placed, Counter())
-    if not job.min_task_member:
+    if not job.role_minimums():
         return SUCCESS
     return _short(job, placed, job.placed_by_role(_PIPELINED))
 

@@ -68,8 +68,13 @@ HELD_2 = (
             "pod group default/g has 0 pod(s) of role 'ps', fewer than its minTaskMember 1",
         ),
         (
-            job(1, [("a", P)], {"b": 1, "a": 2}),
+            job(3, [("a", P), ("c", P), ("c", P)], {"b": 1, "a": 2}),
             "pod group default/g has 1 pod(s) of role 'a', fewer than its minTaskMember 2",
+        ),
+        (job(3, [("w", P), ("w", P), ("w", P)], {"w": 6}), None),
+        (
+            job(3, [("w", P), ("w", P)], {"w": 6}),
+            "pod group default/g has 2 pod(s), fewer than its minMember 3",
         ),
         (job(2, [("", P), ("", G), ("", G)]), HELD_2),
         (job(2, [("", P), ("", P), ("", G)]), None),
@@ -89,6 +94,8 @@ HELD_2 = (
         "role-missing",
         "failed-role-member",
         "roles-checked-in-name-order",
+        "elastic-counts-min-member-only",
+        "elastic-still-needs-min-member",
         "waits-for-gated-members",
         "enough-without-the-gated-one",
         "running-member-counts",
@@ -135,6 +142,8 @@ def test_job_valid(gang: JobInfo, reason: str | None) -> None:
             False,
         ),
         (job(1, [("worker", A), ("ps", P)], {"ps": 1}), False, False, True),
+        (job(3, [("w", A)] * 3 + [("w", P)] * 3, {"w": 6}), True, True, False),
+        (job(3, [("w", A), ("w", A), ("w", PL)] + [("w", P)] * 3, {"w": 6}), False, True, False),
     ],
     ids=[
         "all-pending",
@@ -148,6 +157,8 @@ def test_job_valid(gang: JobInfo, reason: str | None) -> None:
         "ps-short",
         "ps-pipelined",
         "min-member-met-role-short",
+        "elastic-ready-at-min-member",
+        "elastic-pipelined-at-min-member",
     ],
 )
 def test_ready_pipelined_starving(

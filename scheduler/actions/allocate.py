@@ -65,6 +65,8 @@ class AllocateAction:
             jobs = []
             for job in session.jobs.values():
                 tasks = waiting_tasks(job)
+                if not tasks and job.has_pod_group and job.held_by_gates():
+                    eligible(session, job)  # not tried, but its reason names the gates
                 if not tasks or all(t.spec.best_effort for t in tasks):
                     continue
                 if eligible(session, job):

@@ -138,6 +138,17 @@ class JobInfo:
         by_role = Counter(t.role for t in self.tasks.values() if t.status in statuses)
         return any(by_role[r] < n for r, n in self.min_task_member.items())
 
+    def held_by_gates(self) -> bool:
+        """Are this job's pods still to be placed all held by scheduling gates (one at
+        least, none pending or nominated)? Then no action tries it, yet it waits for
+        something users must be told of (Kueue gates a job's pods until it admits it)."""
+        waiting = [
+            t.status
+            for t in self.tasks.values()
+            if t.sluice and t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED, TaskStatus.GATED)
+        ]
+        return bool(waiting) and all(s is TaskStatus.GATED for s in waiting)
+
     def runs_below_minimum(self) -> bool:
         """Is this PodGroup's gang running below its minimum: some members running (bound,
         not being evicted), but fewer of them there or on their way

@@ -238,12 +238,10 @@ class StatusReporter:
                 continue
             self._group_status[job.uid] = key
             self._ledger.assume(SetPhase(job, phase))
-            self._write(
-                ObjectRef.of_pod_group(job),
-                status,
-                self._group_status,
-                job.uid,
-            )
+            ref = ObjectRef.of_pod_group(job)
+            self._write(ref, status, self._group_status, job.uid)
+            for e in written.events:
+                self._ports.events.record(Event(ref, e.type, e.reason, e.message))
         self._group_messages.retain(set(session.jobs))
 
     def _report_basic_groups(self, session: Session, now: str) -> None:

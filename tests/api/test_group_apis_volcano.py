@@ -10,7 +10,7 @@ import pytest
 from scheduler.api import labels as L
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.group_apis import VOLCANO, volcano
-from scheduler.api.group_apis.protocol import QueueReport
+from scheduler.api.group_apis.protocol import GroupEvent, QueueReport
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
 from scheduler.api.task import TaskStatus
@@ -339,6 +339,20 @@ def test_pod_group_status_without_pods_writes_no_condition() -> None:
     )
     assert status == {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}
     assert phase is PodGroupPhase.INQUEUE
+
+
+def test_pod_group_status_not_admitted_says_why_without_pods() -> None:
+    why = "minResources cpu 12 exceed what the cluster has idle"
+    status, phase = volcano.pod_group_status(_gang([], 3, PodGroupPhase.PENDING), why, NOW, {})
+    assert phase is PodGroupPhase.PENDING
+    (cond,) = status["conditions"]
+    assert (cond["type"], cond["reason"], cond["message"]) == (
+        "Unschedulable",
+        "NotEnoughResources",
+        why,
+    )
+    assert volcano.events_of(status, {}) == (GroupEvent("Warning", "Unschedulable", why),)
+    assert volcano.events_of(status, status) == ()  # said once
 
 
 def test_pod_group_status_error_reason() -> None:

@@ -75,6 +75,44 @@ def test_volcano_status_as_volcano_writes_it(tmp_path: Path) -> None:
     assert sluice["phase"] == "Running" and "Scheduled" in _conditions(sluice)
 
 
+def _events(sim: Simulation, name: str) -> list[tuple[str, str, str]]:
+    """The events on the object called ``name``: (type, reason, note)."""
+    events, _ = sim.store.list("Event")
+    return [
+        (e["type"], e["reason"], e["note"])
+        for e in events
+        if (e.get("regarding") or {}).get("name") == name
+    ]
+
+
+def test_a_volcano_pod_group_left_pending_says_why(tmp_path: Path) -> None:
+    """Its PodGroup not admitted, Volcano's job controller makes no pod: the PodGroup is
+    where users look, and says why there (Volcano's condition and event shapes)."""
+    sim = _run("volcano_pending_says_why.yaml", tmp_path)
+    name = "big-job-0f6e1c2a-7d3b-4e59-8a10-3c5d7e9b2f41"
+    status = _status(sim, VOLCANO.pod_group_key, "default", name)
+    assert status["phase"] == "Pending"
+    state, reason, message = _conditions(status)["Unschedulable"]
+    assert (state, reason) == ("True", "NotEnoughResources")
+    assert "minResources" in message and "cpu" in message, message
+    assert _events(sim, name) == [("Warning", "Unschedulable", message)]
+
+
+def test_gangs_whose_pods_are_all_gated_say_so(tmp_path: Path) -> None:
+    """Admitted before their pods came, then every pod held by Kueue's gate: no action
+    tries them, and each PodGroup's own status names the gate."""
+    sim = _run("gangs_all_gated_say_so.yaml", tmp_path)
+    held = "held by scheduling gates (kueue.x-k8s.io/admission)"
+    state, reason, message = _conditions(_status(sim, "PodGroup", "ml", "train"))["Unschedulable"]
+    assert (state, reason) == ("True", "SchedulingGated") and held in message, message
+    kube = _conditions(_status(sim, KUBERNETES.pod_group_key, "ml", "ktrain-workers-0"))
+    state, reason, message = kube["PodGroupScheduled"]
+    assert (state, reason) == ("False", "SchedulingGated") and held in message, message
+    volcano = _conditions(_status(sim, VOLCANO.pod_group_key, "ml", "vtrain"))
+    state, reason, message = volcano["Unschedulable"]
+    assert (state, reason) == ("True", "NotEnoughResources") and held in message, message
+
+
 def test_scheduler_plugins_status_as_its_controller_writes_it(tmp_path: Path) -> None:
     sim = _run("coscheduling_gang.yaml", tmp_path)
     nginx = _status(sim, SCHEDULER_PLUGINS.pod_group_key, "default", "nginx")

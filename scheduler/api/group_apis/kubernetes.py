@@ -18,7 +18,8 @@ Out: the ``PodGroupScheduled`` condition as kube-scheduler v1.36 writes it (read
 real one): ``True``, reason ``Scheduled``, message "" once the group's pods are placed
 (at least ``minCount`` of a gang; one pod of a basic group), after which it is never
 changed (it records the first decision); ``False``, reason ``Unschedulable`` (or
-``SchedulerError``) while a gang that has its members, or a basic group none of whose pods
+``SchedulerError``; ``SchedulingGated`` while its pods still to be placed are all held by
+scheduling gates) while a gang that has its members, or a basic group none of whose pods
 could be placed, waits, with Sluice's reason as the message (kube-scheduler writes
 ``pod group is unschedulable``); nothing while a gang still lacks members (kube-scheduler
 does not try it then).
@@ -107,7 +108,13 @@ def _scheduled(previous: Mapping[str, Any]) -> bool:
 
 
 def _with(
-    previous: Mapping[str, Any], now: str, placed: bool, reason: str | None, error: bool
+    previous: Mapping[str, Any],
+    now: str,
+    placed: bool,
+    reason: str | None,
+    error: bool,
+    *,
+    unplaced_reason: str = L.REASON_UNSCHEDULABLE,
 ) -> dict[str, Any]:
     """``previous`` with its PodGroupScheduled condition set by kube-scheduler's rule."""
     conditions = list(previous.get("conditions") or ())
@@ -125,7 +132,7 @@ def _with(
             {
                 "type": SCHEDULED,
                 "status": "False",
-                "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
+                "reason": L.REASON_SCHEDULER_ERROR if error else unplaced_reason,
                 "message": reason,
             },
             now,
@@ -140,7 +147,8 @@ def gang_status(
     placed, else Inqueue)."""
     placed = bool(job.tasks) and job.placed_count() >= job.min_member
     waiting = job.valid_count() < job.min_member  # kube-scheduler does not try it yet
-    status = _with(previous, now, placed, None if waiting else reason, error)
+    why = L.REASON_SCHEDULING_GATED if job.held_by_gates() else L.REASON_UNSCHEDULABLE
+    status = _with(previous, now, placed, None if waiting else reason, error, unplaced_reason=why)
     return status, PodGroupPhase.RUNNING if placed else PodGroupPhase.INQUEUE
 
 

@@ -3,10 +3,11 @@
 In: :func:`job_from_pod_group` (``minMember``, ``minTaskMember``, ``minResources``,
 ``queue``, ``priorityClassName``, ``topologyConstraint``) and :func:`queue_from_object`.
 Out: :func:`pod_group_status` (``phase``, the counts of running, succeeded and failed
-pods, and the conditions ``Scheduled``, ``Unschedulable`` and ``Reserved``) and
-:func:`queue_status` (``state``, ``allocated``, ``deserved``, its jobs by phase, and a
-``Closed`` condition while the scheduler keeps it closed). Sluice records no events on
-its own PodGroups.
+pods, and the conditions ``Scheduled``, ``Unschedulable`` (reason Unschedulable,
+SchedulingGated while the gang's pods are all held by scheduling gates, or SchedulerError)
+and ``Reserved``) and :func:`queue_status` (``state``, ``allocated``, ``deserved``, its
+jobs by phase, and a ``Closed`` condition while the scheduler keeps it closed). Sluice
+records no events on its own PodGroups.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def pod_group_status(
             {
                 "type": "Unschedulable",
                 "status": "True",
-                "reason": L.REASON_SCHEDULER_ERROR if error else L.REASON_UNSCHEDULABLE,
+                "reason": _unschedulable_reason(job, error),
                 "message": reason,
             }
         )
@@ -200,6 +201,15 @@ def pod_group_status(
         "failed": statuses.count(TaskStatus.FAILED),
         "conditions": conditions,
     }
+
+
+def _unschedulable_reason(job: JobInfo, error: bool) -> str:
+    """The ``reason`` of a waiting gang's ``Unschedulable`` condition: SchedulerError,
+    SchedulingGated while every pod of it still to be placed is held by scheduling gates
+    (the API server's word for such a pod), else Unschedulable."""
+    if error:
+        return L.REASON_SCHEDULER_ERROR
+    return L.REASON_SCHEDULING_GATED if job.held_by_gates() else L.REASON_UNSCHEDULABLE
 
 
 def queue_status(report: QueueReport) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from scheduler.api.group_apis import VOLCANO, GroupApi
 from scheduler.api.group_apis.conditions import set_condition
 from scheduler.api.group_apis.objects import Converted, GroupObject, condition_message
 from scheduler.api.group_apis.protocol import (
+    GroupEvent,
     GroupReport,
     GroupStatus,
     LooseReport,
@@ -72,6 +73,7 @@ __all__ = [
     "ROOT_QUEUE",
     "VolcanoGroups",
     "counted_resource",
+    "events_of",
     "job_from_pod_group",
     "min_resources",
     "pod_group_status",
@@ -86,6 +88,8 @@ NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
 """The reason Volcano's gang plugin gives its ``Unschedulable`` condition."""
 SCHEDULED_REASON: Final = "tasks in gang are ready to be scheduled"
 """The reason Volcano's gang plugin gives its ``Scheduled`` condition (with no message)."""
+POD_GROUP_READY: Final = "pod group is ready"
+"""The message of the ``Scheduled`` event Volcano's scheduler records on a PodGroup."""
 
 
 _QUALIFIED_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -300,16 +304,22 @@ def pod_group_status(
     not placed this cycle (None: nothing to say). Conditions as Volcano's gang plugin
     writes them, replaced by type (the others kept): ``Unschedulable`` (reason
     ``NotEnoughResources``, message ``N/M tasks in gang unschedulable: ...``) while the
-    gang has pods and is short of its minimum; ``Scheduled`` once it is not. Returned with
-    the phase written, which Sluice acts on from now."""
+    gang has pods and is short of its minimum; ``Scheduled`` once it is not. A PodGroup
+    not admitted, none of whose pods exist yet (Volcano's job controller makes them only
+    once it is), gets the ``Unschedulable`` condition too, its message the reason alone:
+    Volcano says so only in an event, and users look at the PodGroup. Returned with the
+    phase written, which Sluice acts on from now."""
     placed = job.placed_count()
-    short = bool(job.tasks) and placed < job.min_member
-    unschedulable = short and reason is not None
+    short = placed < job.min_member
+    waits = bool(job.tasks) or job.phase is PodGroupPhase.PENDING  # for its pods, or admission
+    unschedulable = short and waits and reason is not None
     statuses = [t.status for t in job.tasks.values()]
     conditions: list[dict[str, Any]] = list(previous.get("conditions") or ())
     if unschedulable:
         message = (
             f"{job.min_member - placed}/{len(job.tasks)} tasks in gang unschedulable: {reason}"
+            if job.tasks
+            else str(reason)
         )
         conditions = set_condition(
             conditions,
@@ -346,6 +356,26 @@ def pod_group_status(
     if conditions:
         out["conditions"] = conditions
     return out, phase
+
+
+def events_of(status: Mapping[str, Any], previous: Mapping[str, Any]) -> tuple[GroupEvent, ...]:
+    """The events on the PodGroup when ``status`` replaces ``previous``, as Volcano's
+    scheduler records them (``RecordJobStatusEvent``): ``Warning Unschedulable`` with the
+    condition's message when the ``Unschedulable`` condition is new or says something new,
+    ``Normal Scheduled`` "pod group is ready" when the ``Scheduled`` one is new."""
+    old = {c.get("type"): c for c in previous.get("conditions") or () if isinstance(c, Mapping)}
+    out: list[GroupEvent] = []
+    for c in status.get("conditions") or ():
+        before = old.get(c["type"])
+        if before is not None and all(
+            before.get(k) == c.get(k) for k in ("status", "reason", "message")
+        ):
+            continue
+        if c["type"] == "Unschedulable":
+            out.append(GroupEvent("Warning", "Unschedulable", str(c.get("message") or "")))
+        elif c["type"] == "Scheduled":
+            out.append(GroupEvent("Normal", "Scheduled", POD_GROUP_READY))
+    return tuple(out)
 
 
 def queue_status(report: QueueReport) -> dict[str, Any]:
@@ -395,7 +425,7 @@ class VolcanoGroups:
             report.observed,
             error=report.error,
         )
-        return GroupStatus(status, phase)
+        return GroupStatus(status, phase, events_of(status, report.observed))
 
     def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
         del report

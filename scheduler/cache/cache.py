@@ -160,6 +160,13 @@ class SchedulerCache:
         return self.state.queue_objects
 
     @property
+    def queue_sources(self) -> Mapping[str, Mapping[str, Obj]]:
+        """:attr:`GroupIngest.queue_sources
+        <scheduler.cache.group_ingest.GroupIngest.queue_sources>`: every API's Queue
+        objects, by name, then by kind key."""
+        return self.ingest.groups.queue_sources
+
+    @property
     def shards(self) -> ShardView:
         return self.state.shards
 

@@ -130,6 +130,13 @@ class GroupIngest:
 
     # Queues of both APIs -------------------------------------------------------------------
 
+    @property
+    def queue_sources(self) -> Mapping[str, Mapping[str, Obj]]:
+        """Every API's Queue objects as last seen, by name, then by kind key (of two of one
+        name, the state's ``queue_objects`` holds the one used; Volcano's root is here
+        only). Read-only: the status reporter writes each its status."""
+        return self._queue_sources
+
     def on_queue(self, kind: str, event: str, obj: Obj) -> bool:
         state = self._state
         name = object_key(obj)

@@ -39,8 +39,8 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, InvalidInputError, InvalidObjectError
-from scheduler.api.group_apis import APIS, SLUICE, VOLCANO, GroupApi
-from scheduler.api.group_apis.table import BY_GROUP_KIND
+from scheduler.api.group_apis import APIS, GroupApi
+from scheduler.api.group_apis.table import BY_GROUP_KIND, BY_QUEUE_KIND
 from scheduler.api.membership import pod_group_ref, resolve_job_id
 
 OUTPUTS = ("text", "wide", "json", "yaml")
@@ -233,13 +233,12 @@ def _amounts(m: Any) -> str:
 
 def _queues(listed: dict[str, list[dict[str, Any]]], args: argparse.Namespace, out: TextIO) -> None:
     queues: dict[str, tuple[GroupApi, dict[str, Any]]] = {}
-    for api, key in ((SLUICE, "Queue"), (VOLCANO, VOLCANO.queue_key)):
+    for key, group_api in BY_QUEUE_KIND.items():
         for q in listed.get(key, ()):
-            queues.setdefault(q["metadata"]["name"], (api, q))  # Sluice's wins a shared name
-    parents = {}
-    for name, (api, q) in queues.items():
-        parent = str((q.get("spec") or {}).get("parent") or "")
-        parents[name] = "" if api is VOLCANO and parent == "root" else parent
+            queues.setdefault(q["metadata"]["name"], (group_api.api, q))  # Sluice's wins a name
+    shown = {name: BY_QUEUE_KIND[api.queue_key].shown_queue(q) for name, (api, q) in queues.items()}
+    root = next((name for name, s in shown.items() if s.root), "")
+    parents = {name: s.parent or ("" if s.root else root) for name, s in shown.items()}
     order: list[tuple[str, int]] = []
 
     def visit(name: str, depth: int, seen: frozenset[str]) -> None:
@@ -271,9 +270,7 @@ def _queues(listed: dict[str, list[dict[str, Any]]], args: argparse.Namespace, o
     for name, depth in order:
         api, q = queues[name]
         spec, status = q.get("spec") or {}, q.get("status") or {}
-        guarantee = spec.get("guarantee")
-        if api is VOLCANO and isinstance(guarantee, Mapping):
-            guarantee = guarantee.get("resource")
+        guarantee = shown[name].guarantee
         closed = next(
             (
                 c.get("message", "")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import kind_key
+from scheduler.api.group_apis import SLUICE
 from scheduler.api.group_apis.protocol import GroupReport, LooseReport, QueueReport
 from scheduler.api.group_apis.table import BY_QUEUE_KIND, of_job
 from scheduler.api.holds import Reservation
@@ -41,6 +41,11 @@ def reserved_message(r: Reservation) -> str:
     return (
         f"reserved nodes {nodes} for this job after waiting {r.reserved_at - r.waiting_since:.0f}s"
     )
+
+
+def _state_of(queue: Mapping[str, Any]) -> str:
+    """The state a Queue object's status says (Open when none)."""
+    return str((queue.get("status") or {}).get("state") or "Open")
 
 
 def with_removals(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
@@ -301,29 +306,51 @@ class StatusReporter:
                 )
         self.pending_by_queue = pending
         tree = session.queue_tree
-        for name, queue in session.queues.items():
-            obj = self._cache.queue_objects.get(name) or {}
-            if not self._cache.shards.writes_queue(obj):
-                continue  # another shard writes it (scheduler.api.shards)
-            observed = obj.get("status") or {}
-            group_api = BY_QUEUE_KIND[kind_key(str(obj.get("apiVersion") or ""), "Queue")]
-            report = QueueReport.of(
-                name,
-                tree,
-                state=queue.state,
-                jobs=by_queue,
-                phases=phases,
-                observed=observed,
-                share=session.queue_shares.get(name),
-            )
-            status = group_api.queue_status(report)
-            ref = ObjectRef.of_queue(queue, group_api.api)
-            key = _comparable(status)
-            if self._queue_status.get(name, _comparable(observed)) == key:
-                continue
-            self._queue_status[name] = key
-            patch = with_removals(status, observed)
-            self._write(ref, patch, self._queue_status, name)
+        sources = self._cache.queue_sources
+        for name in session.queues:
+            for kind, obj in (sources.get(name) or {"Queue": {}}).items():
+                report = QueueReport.of(
+                    name,
+                    tree,
+                    state=_state_of(obj),
+                    jobs=by_queue,
+                    phases=phases,
+                    observed=obj.get("status") or {},
+                    share=session.queue_shares.get(name),
+                )
+                self._report_queue(kind, name, obj, report)
+        held = [j for jobs in by_queue.values() for j in jobs]
+        for name, objects in sources.items():
+            for kind, obj in objects.items():
+                if name not in session.queues and BY_QUEUE_KIND[kind].api.root_queue == name:
+                    observed = obj.get("status") or {}
+                    report = QueueReport(name, _state_of(obj), held, phases, observed)
+                    self._report_queue(kind, name, obj, report)  # the root: every queue's
+
+    def _report_queue(
+        self, kind: str, name: str, obj: Mapping[str, Any], report: QueueReport
+    ) -> None:
+        """Write the status of Queue object ``obj`` (of kind key ``kind``) when it changed:
+        every API's Queue of a name gets one, each in its API's shape."""
+        if not self._cache.shards.writes_queue(obj):
+            return  # another shard writes it (scheduler.api.shards)
+        group_api = BY_QUEUE_KIND[kind]
+        status = group_api.queue_status(report)
+        key = _comparable(status)
+        memo = f"{kind}/{name}"
+        if self._queue_status.get(memo, _comparable(report.observed)) == key:
+            return
+        self._queue_status[memo] = key
+        api = group_api.api
+        meta = obj.get("metadata") or {}
+        ref = ObjectRef(
+            api.queue_kind,
+            "",
+            name,
+            str(meta.get("uid") or ""),
+            "" if api is SLUICE else api.api_version,
+        )
+        self._write(ref, with_removals(status, report.observed), self._queue_status, memo)
 
     def _write(
         self, ref: ObjectRef, status: dict[str, Any], memo: dict[str, object], key: str

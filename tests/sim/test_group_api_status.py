@@ -113,6 +113,27 @@ def test_gangs_whose_pods_are_all_gated_say_so(tmp_path: Path) -> None:
     assert (state, reason) == ("True", "NotEnoughResources") and held in message, message
 
 
+def test_volcanos_root_and_default_queues_get_their_status(tmp_path: Path) -> None:
+    """Volcano's default Queue, beside Sluice's of the same name (the one used), gets its
+    status in Volcano's shape; Volcano's root holds every queue's."""
+    sim = _run("volcano_root_and_default_queues.yaml", tmp_path)
+    default = _status(sim, VOLCANO.queue_key, "", "default")
+    assert (default["state"], default["running"], default["allocated"]) == (
+        "Open",
+        1,
+        {"cpu": "2", "pods": "2"},
+    )
+    assert _status(sim, "Queue", "", "default")["running"] == 1  # Sluice's, its own shape
+    team = _status(sim, VOLCANO.queue_key, "", "team")
+    assert (team["running"], team["allocated"]) == (1, {"cpu": "1", "pods": "1"})
+    root = _status(sim, VOLCANO.queue_key, "", "root")
+    assert (root["state"], root["running"], root["allocated"]) == (
+        "Open",
+        2,
+        {"cpu": "3", "pods": "3"},
+    )
+
+
 def test_scheduler_plugins_status_as_its_controller_writes_it(tmp_path: Path) -> None:
     sim = _run("coscheduling_gang.yaml", tmp_path)
     nginx = _status(sim, SCHEDULER_PLUGINS.pod_group_key, "default", "nginx")

@@ -90,7 +90,9 @@ class GroupApi:
     (:func:`~scheduler.api.membership.pod_group_ref`). ``falls_back_to``: the API whose
     group of the same name a pod joins when this API has no group of that name ("" for
     none). ``status_subresource``: its PodGroup's status is written through ``/status``
-    (else with the object).
+    (else with the object). ``root_queue``: the name of its Queue that is the root of the
+    queue tree, not a queue of its own ("" when it has none); its children are top-level
+    queues.
     """
 
     name: str
@@ -103,6 +105,7 @@ class GroupApi:
     queue_kind: str = ""
     falls_back_to: str = ""
     status_subresource: bool = True
+    root_queue: str = ""
     prefix: str = field(init=False, compare=False)
     """What its job ids start with: "" for Sluice's, ``name:`` for another API's."""
 
@@ -170,6 +173,7 @@ VOLCANO: Final = GroupApi(
     queue_kind="Queue",
     falls_back_to="sluice",
     status_subresource=False,
+    root_queue="root",
 )
 """Its annotation is Kubernetes' old group-name annotation, which Sluice has read as its
 own since its first release: a pod naming a group that Volcano has not and Sluice has

@@ -36,6 +36,7 @@ from scheduler.api.group_apis.protocol import (
     LooseReport,
     QueueReport,
     Shown,
+    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
@@ -153,3 +154,6 @@ class SchedulerPluginsGroups:
             str(status.get("phase") or "Pending"),
             condition_message(status, "Unschedulable", "True"),
         )
+
+    def shown_queue(self, obj: Obj, /) -> ShownQueue:
+        raise InvariantError(f"{self.api.title} has no queues")

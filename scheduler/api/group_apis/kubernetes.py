@@ -47,6 +47,7 @@ from scheduler.api.group_apis.protocol import (
     LooseReport,
     QueueReport,
     Shown,
+    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.queue import QueueInfo
@@ -217,3 +218,6 @@ class KubernetesGroups:
         return Shown(
             self.queue_of(obj), minimum, phase, condition_message(status, SCHEDULED, "False")
         )
+
+    def shown_queue(self, obj: Obj, /) -> ShownQueue:
+        raise InvariantError(f"{self.api.title} has no queues")

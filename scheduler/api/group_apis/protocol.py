@@ -34,6 +34,7 @@ __all__ = [
     "LooseReport",
     "QueueReport",
     "Shown",
+    "ShownQueue",
 ]
 
 Obj = Mapping[str, Any]
@@ -133,6 +134,17 @@ class Shown:
     waiting: str
 
 
+@dataclass(frozen=True, slots=True)
+class ShownQueue:
+    """A Queue object as ``kubectl sluice queues`` shows it: its parent ("" for a
+    top-level queue), whether it is the root of the tree (whose children are the
+    top-level queues), its guarantee (a resource list, None when it has none)."""
+
+    parent: str
+    root: bool
+    guarantee: Mapping[str, Any] | None
+
+
 class GroupApiProtocol(Protocol):
     """One API of gangs. Implemented once per API (a module of this package), held in
     :mod:`scheduler.api.group_apis.table`."""
@@ -177,4 +189,8 @@ class GroupApiProtocol(Protocol):
     def shown(self, obj: Obj, /) -> Shown:
         """What ``kubectl sluice jobs`` prints of PodGroup ``obj`` (read without the
         cluster's PriorityClasses: never raises)."""
+        ...
+
+    def shown_queue(self, obj: Obj, /) -> ShownQueue:
+        """Where ``kubectl sluice queues`` draws Queue ``obj`` (an API with queues)."""
         ...

@@ -26,6 +26,7 @@ from scheduler.api.group_apis.protocol import (
     LooseReport,
     QueueReport,
     Shown,
+    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.queue import QueueInfo
@@ -293,4 +294,13 @@ class SluiceGroups:
             int((obj.get("spec") or {}).get("minMember") or 1),
             str(status.get("phase") or "Pending"),
             condition_message(status, "Unschedulable", "True"),
+        )
+
+    def shown_queue(self, obj: Obj, /) -> ShownQueue:
+        spec = obj.get("spec") or {}
+        guarantee = spec.get("guarantee")
+        return ShownQueue(
+            str(spec.get("parent") or ""),
+            False,
+            guarantee if isinstance(guarantee, Mapping) else None,
         )

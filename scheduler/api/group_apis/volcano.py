@@ -51,6 +51,7 @@ from scheduler.api.group_apis.protocol import (
     LooseReport,
     QueueReport,
     Shown,
+    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
 from scheduler.api.membership import VOLCANO_TASK_SPEC
@@ -81,7 +82,7 @@ __all__ = [
     "queue_status",
 ]
 
-ROOT_QUEUE: Final = "root"
+ROOT_QUEUE: Final = VOLCANO.root_queue
 """Volcano's root queue: the root of Sluice's queue tree, not a queue of its own."""
 
 NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
@@ -230,9 +231,7 @@ def queue_from_queue(q: Obj) -> Converted[QueueInfo | None]:
     name = str(meta["name"])
     where = f"Queue {name} ({VOLCANO.api_version})"
     if name == ROOT_QUEUE:
-        return Converted(
-            None, (f"{where}: Volcano's root queue is the root of Sluice's queue tree",)
-        )
+        return Converted(None)  # the root of the tree: its status holds every queue's
 
     def limits(field: str, raw: object) -> dict[str, int] | None:
         return None if raw is None else parse_limits(raw, obj=where, field=field)
@@ -441,4 +440,16 @@ class VolcanoGroups:
             int((obj.get("spec") or {}).get("minMember") or 1),
             str(status.get("phase") or "Pending"),
             condition_message(status, "Unschedulable", "True"),
+        )
+
+    def shown_queue(self, obj: Obj, /) -> ShownQueue:
+        spec = obj.get("spec") or {}
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        parent = str(spec.get("parent") or "")
+        guarantee = spec.get("guarantee")
+        resource = guarantee.get("resource") if isinstance(guarantee, Mapping) else None
+        return ShownQueue(
+            "" if parent == ROOT_QUEUE else parent,
+            name == ROOT_QUEUE,
+            resource if isinstance(resource, Mapping) else None,
         )

@@ -29,6 +29,7 @@ from scheduler.api import reasons
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.group_apis import APIS, SLUICE, api_of_job, split_job_id
 from scheduler.api.holds import QueueView
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
@@ -71,25 +72,64 @@ def explain_snapshot(
         raise InvalidInputError(
             "explain", "kind", f"must be one of {', '.join(KINDS)}, not {kind!r}"
         )
-    if "/" not in key:
-        key = f"default/{key}"
+    key = with_namespace(key, "default")
     session = open_session(snapshot, resolved)
     try:
         job, chosen = _find(session, kind, key)
         before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}
         for action in resolved.actions:
             session.run_action(action)
-        return _describe(session, job, chosen, before, kind, key)
+        return _describe(session, job, chosen, before, kind, job.uid if kind == "podgroup" else key)
     finally:
         session.close()
+
+
+def with_namespace(key: str, namespace: str) -> str:
+    """``key`` (``[API:][NS/]NAME``: a job id, or a name) with ``namespace`` when it names
+    none (``volcano:train`` in ``ml`` is ``volcano:ml/train``)."""
+    if "/" in key:
+        return key
+    prefix, sep, name = key.partition(":")
+    if sep and any(api.name == prefix for api in APIS):
+        return f"{prefix}:{namespace}/{name}"
+    return f"{namespace}/{key}"
+
+
+def _find_group(session: Session, key: str) -> JobInfo:
+    """The gang of the PodGroup ``key``: a job id (``ns/name`` for Sluice's,
+    ``volcano:ns/name`` for another API's), or ``ns/name`` of another API's PodGroup when
+    no other API has a PodGroup of that name; else an error saying which to use."""
+    job = session.jobs.get(key)
+    if job is not None and job.has_pod_group:
+        return job
+    _, ns, name = split_job_id(key)
+    if api_of_job(key) is SLUICE:
+        named = sorted(
+            j.uid
+            for j in session.jobs.values()
+            if j.has_pod_group and (j.namespace, j.name) == (ns, name)
+        )
+        if len(named) == 1:
+            return session.jobs[named[0]]
+        if named:
+            raise InvalidInputError(
+                f"PodGroup {key}",
+                None,
+                f"is the name of PodGroups of {len(named)} APIs: explain one of {', '.join(named)}",
+            )
+    prefixes = ", ".join(f"{api.prefix}{ns}/{name}" for api in APIS if api.prefix)
+    raise InvalidInputError(
+        f"PodGroup {key}",
+        None,
+        f"not found (or not of this scheduler); another API's PodGroup is named with its "
+        f"API: {prefixes}",
+    )
 
 
 def _find(session: Session, kind: str, key: str) -> tuple[JobInfo, list[TaskInfo]]:
     ns, _, name = key.partition("/")
     if kind == "podgroup":
-        job = session.jobs.get(key)
-        if job is None or not job.has_pod_group:
-            raise InvalidInputError(f"PodGroup {key}", None, "not found (or not of this scheduler)")
+        job = _find_group(session, key)
         return job, sorted(job.tasks.values(), key=lambda t: t.name)
     for job in session.jobs.values():
         for t in job.tasks.values():

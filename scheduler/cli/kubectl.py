@@ -143,10 +143,9 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 def _explain(args: argparse.Namespace, out: TextIO) -> int:
     from scheduler.cli.explain import run_explain
+    from scheduler.explain import with_namespace
 
-    name = args.name
-    if "/" not in name:
-        name = f"{args.namespace or _context_namespace(args)}/{name}"
+    name = with_namespace(args.name, args.namespace or _context_namespace(args))
     output = {"text": "text", "wide": "text", "json": "json", "yaml": "yaml"}[args.output]
     explain_args = argparse.Namespace(
         kind=args.kind,

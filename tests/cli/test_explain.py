@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from scheduler.cli.main import main
+from scheduler.explain import with_namespace
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 NODE = {"apiVersion": "v1", "kind": "Node"}
@@ -143,7 +144,12 @@ def test_a_job_that_would_be_bound_says_where(
     ("args", "message"),
     [
         (["pod", "nope"], "error: pod default/nope: not found (or not of this scheduler)\n"),
-        (["podgroup", "x/nope"], "error: PodGroup x/nope: not found (or not of this scheduler)\n"),
+        (
+            ["podgroup", "x/nope"],
+            "error: PodGroup x/nope: not found (or not of this scheduler); another API's "
+            "PodGroup is named with its API: volcano:x/nope, scheduler-plugins:x/nope, "
+            "kubernetes:x/nope\n",
+        ),
     ],
     ids=["pod", "podgroup"],
 )
@@ -152,6 +158,39 @@ def test_what_is_not_there_is_one_error_line(
 ) -> None:
     code, out, err = explain(tmp_path, [], *args, capsys=capsys)
     assert (code, out, err) == (2, "", message)
+
+
+def test_another_apis_pod_group_is_found_by_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``explain podgroup NS/NAME`` finds a Volcano (or scheduler-plugins, or Workload
+    API) PodGroup by its name; a name two APIs share asks for the API's prefix."""
+    objects = objects_of("volcano_job_gang.yaml")  # Volcano's ml/train, ml/big; Sluice's ml/train
+    code, out, err = explain(tmp_path, objects, "podgroup", "ml/big", "-o", "json", capsys=capsys)
+    assert code == 0, err
+    assert json.loads(out)["name"] == "volcano:ml/big"
+    code, out, err = explain(
+        tmp_path, objects, "podgroup", "volcano:ml/train", "-o", "json", capsys=capsys
+    )
+    assert (code, json.loads(out)["name"]) == (0, "volcano:ml/train"), err
+    code, out, err = explain(tmp_path, objects, "podgroup", "ml/train", "-o", "json", capsys=capsys)
+    assert (code, json.loads(out)["name"]) == (0, "ml/train"), err  # Sluice's own id
+    code, out, err = explain(tmp_path, objects, "podgroup", "volcano:big", capsys=capsys)
+    assert code == 2 and "volcano:default/big" in err  # no namespace: default
+
+
+@pytest.mark.parametrize(
+    ("key", "namespace", "expected"),
+    [
+        ("train", "ml", "ml/train"),
+        ("team/train", "ml", "team/train"),
+        ("volcano:train", "ml", "volcano:ml/train"),
+        ("volcano:team/train", "ml", "volcano:team/train"),
+        ("odd:name", "ml", "ml/odd:name"),
+    ],
+)
+def test_a_name_without_a_namespace_gets_one(key: str, namespace: str, expected: str) -> None:
+    assert with_namespace(key, namespace) == expected
 
 
 def test_a_gang_waiting_for_gated_pods_says_which_gates_hold_them(

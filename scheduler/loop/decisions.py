@@ -2,7 +2,9 @@
 (layer 3, loop).
 
 Used by the simulator's timeline (``preempt``, ``reclaim`` and ``dissolve`` entries) and
-the live page's list of recent decisions.
+the live page's list of recent decisions. A pod nominated to wait for room already being
+released (victims of an earlier cycle, or a DRA device whose claim is being released) is
+no decision of the cycle: the page shows it among the pods nominated to its node.
 """
 
 from __future__ import annotations
@@ -32,14 +34,20 @@ class Decision:
 
 def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
     """The preemptions and reclaims among ``effects`` (a cycle's, in decision order), one
-    per preemptor: its Nominate gives the node, its Evicts the victims. A nomination
-    without victims has none. Then the dissolutions, one per gang."""
+    per preemptor: its Nominate gives the node, its Evicts the victims (a member of a gang
+    preemptor nominated where nothing was evicted for it has none). A nomination of a job
+    nothing was evicted for in the cycle is no preemption: the pod waits for room (or a
+    DRA device) already being released, and is left out. Then the dissolutions, one per
+    gang."""
     effects = list(effects)
     entries: dict[str | None, dict[str, object]] = {}
     victims: dict[str | None, list[str]] = {}
     breaking: dict[str | None, int] = {}
+    preempting = {
+        e.preemptor.job_id for e in effects if isinstance(e, Evict) and e.preemptor is not None
+    }
     for e in effects:
-        if isinstance(e, Nominate):
+        if isinstance(e, Nominate) and e.task.job_id in preempting:
             entries.setdefault(e.task.key, {"node": e.node, "reclaim": False})
             victims.setdefault(e.task.key, [])
     dissolved: dict[str, list[Evict]] = {}

@@ -5,6 +5,7 @@ and that an explanation runs off the event loop, once per job and cycle."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -34,6 +35,8 @@ def _task(name: str, node_name: str = "") -> Any:
 
 
 PRE, V1, V2, V3 = (_task(n) for n in ("pre", "v1", "v2", "v3"))
+PRE2 = replace(_task("pre-2"), job_id=PRE.job_id)
+"""Another member of the preemptor's gang."""
 
 
 @pytest.mark.parametrize(
@@ -51,13 +54,24 @@ PRE, V1, V2, V3 = (_task(n) for n in ("pre", "v1", "v2", "v3"))
             [Evict(V1, "n1", EvictReason.RECLAIMED, PRE), Nominate(PRE, "n2")],
             [Decision("reclaim", "default/pre", "n2", ("default/v1",))],
         ),
-        ([Nominate(PRE, "n1")], [Decision("preempt", "default/pre", "n1", ())]),
+        ([Nominate(PRE, "n1")], []),  # waits for room already being released
+        (
+            [
+                Nominate(PRE, "n1"),
+                Nominate(PRE2, "n2"),
+                Evict(V1, "n1", EvictReason.PREEMPTED, PRE),
+            ],
+            [
+                Decision("preempt", "default/pre", "n1", ("default/v1",)),
+                Decision("preempt", "default/pre-2", "n2", ()),
+            ],
+        ),
         (
             [Evict(V3, "n3", EvictReason.PREEMPTED, None), Bind(V2, "n2")],
             [Decision("preempt", None, "n3", ("default/v3",))],
         ),
     ],
-    ids=["preempt", "reclaim", "nomination-alone", "victims-of-no-pod"],
+    ids=["preempt", "reclaim", "nomination-alone", "gang-member-with-none", "victims-of-no-pod"],
 )
 def test_decisions_of_a_cycle(effects: list[Any], decisions: list[Decision]) -> None:
     assert decisions_of(effects) == decisions
@@ -66,7 +80,8 @@ def test_decisions_of_a_cycle(effects: list[Any], decisions: list[Decision]) -> 
 def test_the_summary_keeps_the_last_cycle_that_ran_and_the_recent_decisions() -> None:
     summary = LiveSummary()
     for n in range(1, RECENT + 5):
-        report = CycleReport(n, float(n), effects=[Nominate(PRE, "n1")])
+        effects = [Nominate(PRE, "n1"), Evict(V1, "n1", EvictReason.PREEMPTED, PRE)]
+        report = CycleReport(n, float(n), effects=effects)
         report.task_reasons = {"default/p": reasons.nodes_unavailable(f"reason {n}")}
         summary.observe(report)
     assert len(summary.recent) == RECENT and summary.recent[-1].cycle == RECENT + 4

@@ -254,6 +254,112 @@ async def test_volcano_default_configuration_schedules_a_gang(
             return (pg.get("status") or {}).get("phase", "Pending") == "Pending"
 
         await hold_for(pending, seconds=3.0, what="PodGroup next not admitted")
+
+
+EXAMPLE_JOB_UID = "5c3b7d2e-8a41-4d0f-9e6b-2f7a1c9d4e10"
+"""The uid of Volcano's example Job ``test-job`` (no Job object: no Volcano controller)."""
+
+
+def _owned_by_example_job() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "name": "test-job",
+            "uid": EXAMPLE_JOB_UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _example_job_pod(cluster: Cluster, index: int, group: str) -> dict[str, Any]:
+    """Pod ``index`` of the task default-nginx, as Volcano's job controller makes it
+    (``createJobPod``, then the env and svc plugins: the task index, hostname, subdomain)."""
+    name = f"test-job-default-nginx-{index}"
+    pod = cluster.pod_manifest(name, cpu="1")
+    meta, spec = pod["metadata"], pod["spec"]
+    meta["ownerReferences"] = _owned_by_example_job()
+    meta["labels"].update(
+        {
+            "volcano.sh/task-index": str(index),
+            "volcano.sh/job-name": "test-job",
+            "volcano.sh/task-spec": "default-nginx",
+            "volcano.sh/job-namespace": cluster.namespace,
+            "volcano.sh/queue-name": "default",
+        }
+    )
+    meta["annotations"] = {
+        "volcano.sh/task-index": str(index),
+        "volcano.sh/task-spec": "default-nginx",
+        "scheduling.k8s.io/group-name": group,
+        "volcano.sh/job-name": "test-job",
+        "volcano.sh/queue-name": "default",
+        "volcano.sh/job-version": "0",
+        "volcano.sh/template-uid": "test-job-default-nginx",
+        "volcano.sh/job-retry-count": "0",
+    }
+    spec.update({"restartPolicy": "OnFailure", "hostname": name, "subdomain": "test-job"})
+    spec["containers"][0]["env"] = [
+        {"name": "VK_TASK_INDEX", "value": str(index)},
+        {"name": "VC_TASK_INDEX", "value": str(index)},
+    ]
+    return pod
+
+
+async def test_volcanos_example_job_as_its_controller_writes_it(
+    cluster: Cluster, start_scheduler
+) -> None:
+    """Volcano's ``example/job.yaml`` with ``schedulerName: sluice`` (minAvailable 3, one
+    task of 6 replicas of 1 CPU), as Volcano's job controller makes it: first the PodGroup
+    (``createOrUpdatePodGroup``: minMember 3, minTaskMember the task's 6 replicas,
+    minResources the quota usage of the first 3 pods, quota names beside plain ones),
+    then, once its phase is set and not Pending (``syncJob``), the six pods. With room for
+    five: the PodGroup leaves Pending at once, five pods are bound (an elastic gang: its
+    minMember is below its task minimum), the sixth waits, and the PodGroup is Running."""
+    await cluster.create_nodes(1, NodeSpec(cpu="5"))
+    await start_scheduler()
+    group = f"test-job-{EXAMPLE_JOB_UID}"
+    await _create(
+        cluster,
+        VOLCANO,
+        "podgroups",
+        {
+            "kind": "PodGroup",
+            "metadata": {
+                "name": group,
+                "ownerReferences": _owned_by_example_job(),
+            },
+            "spec": {
+                "minMember": 3,
+                "minTaskMember": {"default-nginx": 6},
+                "queue": "default",
+                "minResources": {"count/pods": "3", "cpu": "3", "pods": "3", "requests.cpu": "3"},
+            },
+        },
+        namespaced=True,
+    )
+
+    async def admitted() -> str | None:
+        phase = ((await _get(cluster, VOLCANO, "podgroups", group)).get("status") or {}).get(
+            "phase"
+        )
+        return phase if phase not in (None, "", "Pending") else None
+
+    assert await wait_for(admitted, timeout=30, what="the PodGroup leaves Pending") == "Inqueue"
+    pods = [_example_job_pod(cluster, i, group) for i in range(6)]
+    for pod in pods:
+        await cluster.api.request("POST", core_path("pods", cluster.namespace), body=pod)
+    names = [p["metadata"]["name"] for p in pods]
+    await wait_for(
+        lambda: len(cluster.bound(names)) == 5,
+        timeout=60,
+        what="five of the six pods bound",
+        detail=lambda: cluster.describe_pods(names),
+    )
+    await hold_for(lambda: len(cluster.bound(names)) == 5, seconds=2.0, what="the sixth waits")
+    status = (await _wait_group_running(cluster, VOLCANO, group, 5))["status"]
+    assert _conditions({"status": status})["Scheduled"]["status"] == "True"
     assert cluster.recorder.violations == []
 
 

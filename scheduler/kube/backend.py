@@ -42,16 +42,11 @@ from scheduler.kube.claims import KubeClaimWriter
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.resources import (
-    COSCHEDULING_POD_GROUPS,
-    KUBERNETES_POD_GROUPS,
+    GANG_RESOURCES,
     MERGE_PATCH,
-    POD_GROUPS,
     PODS,
-    QUEUES,
     STRATEGIC_MERGE_PATCH,
     TOPOLOGIES,
-    VOLCANO_POD_GROUPS,
-    VOLCANO_QUEUES,
     Resource,
 )
 from scheduler.loop.clock import SystemClock
@@ -61,18 +56,7 @@ __all__ = ["KubeBackend"]
 
 
 #: Custom kinds whose status :meth:`KubeBackend.patch_status` writes, by kind key.
-STATUS_RESOURCES: Final[Mapping[str, Resource]] = {
-    r.key: r
-    for r in (
-        POD_GROUPS,
-        QUEUES,
-        TOPOLOGIES,
-        VOLCANO_POD_GROUPS,
-        VOLCANO_QUEUES,
-        COSCHEDULING_POD_GROUPS,
-        KUBERNETES_POD_GROUPS,
-    )
-}
+STATUS_RESOURCES: Final[Mapping[str, Resource]] = {r.key: r for r in (TOPOLOGIES, *GANG_RESOURCES)}
 
 
 class KubeBackend:

@@ -27,16 +27,15 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from scheduler.api.group_apis import APIS, SLUICE
 from scheduler.kube.client import KubeClient
 from scheduler.kube.informers import CacheSink, Informer, InformerSettings
 from scheduler.kube.resources import (
     API_SERVICES,
-    COSCHEDULING_POD_GROUPS,
     CUSTOM_RESOURCE_DEFINITIONS,
-    KUBERNETES_POD_GROUPS,
-    VOLCANO_POD_GROUPS,
-    VOLCANO_QUEUES,
     Resource,
+    pod_groups_of,
+    queues_of,
 )
 from scheduler.logging import get_logger
 from scheduler.ports import Clock
@@ -66,11 +65,11 @@ def _crd(resource: Resource) -> OptionalKind:
     return OptionalKind(resource, CUSTOM_RESOURCE_DEFINITIONS)
 
 
-OPTIONAL_KINDS: Final[tuple[OptionalKind, ...]] = (
-    _crd(VOLCANO_POD_GROUPS),
-    _crd(VOLCANO_QUEUES),
-    _crd(COSCHEDULING_POD_GROUPS),
-    OptionalKind(KUBERNETES_POD_GROUPS, API_SERVICES),
+OPTIONAL_KINDS: Final[tuple[OptionalKind, ...]] = tuple(
+    OptionalKind(resource, API_SERVICES) if api.builtin else _crd(resource)
+    for api in APIS
+    if api is not SLUICE
+    for resource in (pod_groups_of(api), *((queues_of(api),) if api.queue_kind else ()))
 )
 """Every kind the scheduler reads when the cluster serves it."""
 

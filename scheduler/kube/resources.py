@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, GroupApi, kind_key
+from scheduler.api.group_apis import (
+    APIS,
+    KUBERNETES,
+    SCHEDULER_PLUGINS,
+    VOLCANO,
+    GroupApi,
+    kind_key,
+)
 
 __all__ = [
     "API_SERVICES",
@@ -22,6 +29,7 @@ __all__ = [
     "CUSTOM_RESOURCE_DEFINITIONS",
     "DEVICE_CLASSES",
     "EVENTS",
+    "GANG_RESOURCES",
     "JSON",
     "KUBERNETES_POD_GROUPS",
     "LEASES",
@@ -126,6 +134,10 @@ def queues_of(api: GroupApi) -> Resource:
     return Resource(api.queue_kind, api.group, api.version, "queues", False)
 
 
+GANG_RESOURCES: Final[tuple[Resource, ...]] = tuple(pod_groups_of(api) for api in APIS) + tuple(
+    queues_of(api) for api in APIS if api.queue_kind
+)
+"""The PodGroups and Queues of every gang API (:data:`~scheduler.api.group_apis.APIS`)."""
 VOLCANO_POD_GROUPS: Final = pod_groups_of(VOLCANO)
 VOLCANO_QUEUES: Final = queues_of(VOLCANO)
 COSCHEDULING_POD_GROUPS: Final = pod_groups_of(SCHEDULER_PLUGINS)

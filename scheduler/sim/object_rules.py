@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
 from scheduler.api.errors import ConflictError, FieldCause, InvalidObjectError
-from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO, kind_key
+from scheduler.api.group_apis import APIS, kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.dra import CLAIM_KINDS, check_claim, default_object
 from scheduler.sim.objects import plural
@@ -35,7 +35,7 @@ DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
         "Queue",
         "Topology",
         "PriorityClass",
-        VOLCANO.queue_key,
+        *(api.queue_key for api in APIS if api.queue_kind),
         "CustomResourceDefinition",
         "APIService",
         "ResourceSlice",
@@ -48,12 +48,9 @@ DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
     {
         "Pod",
         "Node",
-        "PodGroup",
-        "Queue",
         "Topology",
-        VOLCANO.queue_key,
-        SCHEDULER_PLUGINS.pod_group_key,
-        KUBERNETES.pod_group_key,
+        *(api.pod_group_key for api in APIS if api.status_subresource),
+        *(api.queue_key for api in APIS if api.queue_kind),
         "CustomResourceDefinition",
         "APIService",
         "ResourceClaim",

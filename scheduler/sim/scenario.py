@@ -69,13 +69,15 @@ DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
 UNGATE_ANNOTATION = "sim.sluice.dev/ungate"
 SIMULATION_KIND = "Simulation"
 WORKLOAD_KIND = f"Workload.{KUBERNETES.group}"
+QUEUE_KINDS = tuple(api.queue_key for api in APIS if api.queue_kind)
+"""The Queue kinds of every API with queues (kind keys), Sluice's first."""
 CLUSTER_SCOPED = frozenset(
     {
         "Node",
         "Queue",
         "Topology",
         "PriorityClass",
-        VOLCANO.queue_key,
+        *QUEUE_KINDS,
         "DeviceClass",
         "ResourceSlice",
     }
@@ -85,8 +87,7 @@ GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
 DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
 OBJECT_KINDS = (
     "PriorityClass",
-    "Queue",
-    VOLCANO.queue_key,
+    *QUEUE_KINDS,
     "Topology",
     "Node",
     *DRA_KINDS,
@@ -465,16 +466,16 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
         classes[name] = value
         if klass.get("globalDefault"):
             default_priority = value
-    volcano_queues = by_kind[VOLCANO.queue_key]
-    queues = set(by_kind["Queue"]) | set(volcano_queues) | {L.DEFAULT_QUEUE}
-    for q in [*by_kind["Queue"].values(), *volcano_queues.values()]:
-        parent = (q.get("spec") or {}).get("parent")
-        if (
-            parent
-            and parent not in queues
-            and not (q in volcano_queues.values() and parent == "root")
-        ):
-            raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
+    queues = {name for kind in QUEUE_KINDS for name in by_kind[kind]} | {L.DEFAULT_QUEUE}
+    for api in APIS:
+        for q in by_kind[api.queue_key].values() if api.queue_kind else ():
+            parent = (q.get("spec") or {}).get("parent")
+            if (
+                parent
+                and parent not in queues
+                and not (api.root_queue and parent == api.root_queue)
+            ):
+                raise ScenarioError(ref(q), "spec.parent", f"no Queue named {parent!r}")
     for pg in by_kind[KUBERNETES.pod_group_key].values():
         ref_ = ((pg.get("spec") or {}).get("podGroupTemplateRef") or {}).get("workload") or {}
         workload = ref_.get("workloadName")

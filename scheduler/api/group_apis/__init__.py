@@ -92,7 +92,8 @@ class GroupApi:
     none). ``status_subresource``: its PodGroup's status is written through ``/status``
     (else with the object). ``root_queue``: the name of its Queue that is the root of the
     queue tree, not a queue of its own ("" when it has none); its children are top-level
-    queues.
+    queues. ``builtin``: the API server serves its kinds itself (an APIService says
+    whether), where the others are CRDs.
     """
 
     name: str
@@ -106,6 +107,7 @@ class GroupApi:
     falls_back_to: str = ""
     status_subresource: bool = True
     root_queue: str = ""
+    builtin: bool = False
     prefix: str = field(init=False, compare=False)
     """What its job ids start with: "" for Sluice's, ``name:`` for another API's."""
 
@@ -153,6 +155,7 @@ KUBERNETES: Final = GroupApi(
     "v1alpha2",
     PodField("spec", "schedulingGroup.podGroupName"),
     precedence=1,
+    builtin=True,
 )
 """The platform's own field, validated by the API server."""
 SCHEDULER_PLUGINS: Final = GroupApi(

@@ -2,7 +2,8 @@
 plugin installed by the package (``kubectl-sluice`` beside ``sluice``) is found on PATH by
 kubectl, and with kubectl's own flags (``--kubeconfig``, ``--context``, ``-n``, ``-A``,
 ``-o``) it shows the queue tree, the PodGroups of two APIs with their phase, counts and
-reason, and explains a pending pod; each as the API shows it."""
+reason, explains a pending pod, and finds a scheduler-plugins PodGroup by its name; each
+as the API shows it."""
 
 from __future__ import annotations
 
@@ -156,6 +157,15 @@ async def test_kubectl_sluice(cluster: Cluster, start_scheduler: Any) -> None:
     gang_0 = cluster.pod("gang-0") or {}
     assert explained["pods"][0]["status"] == "Pending"
     assert explained["reason"] == message or condition(gang_0, "PodScheduled") is not None
+
+    # another API's PodGroup by its name alone, as kubectl names it (issue 35.6)
+    pair_explained = yaml.safe_load(
+        (await _kubectl("explain", "podgroup", "pair", *ns, *flags, "-o", "yaml")).stdout
+    )
+    assert pair_explained["name"] == f"scheduler-plugins:{cluster.namespace}/pair"
+    missing_group = await _kubectl("explain", "podgroup", "nope", *ns, *flags, check=False)
+    assert missing_group.returncode == 2
+    assert f"volcano:{cluster.namespace}/nope" in missing_group.stderr
 
     refused = await _kubectl("explain", "pod", *flags, check=False)
     assert refused.returncode == 2 and "NAME" in refused.stderr

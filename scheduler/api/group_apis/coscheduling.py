@@ -22,24 +22,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from scheduler.api.errors import InvariantError
 from scheduler.api.group_apis import SCHEDULER_PLUGINS, GroupApi
+from scheduler.api.group_apis.base import GroupApiBase
 from scheduler.api.group_apis.objects import (
     Converted,
     GroupObject,
-    condition_message,
-    labelled_queue,
 )
 from scheduler.api.group_apis.protocol import (
     GroupReport,
     GroupStatus,
-    LooseReport,
-    QueueReport,
-    Shown,
-    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase
-from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 
@@ -118,7 +111,7 @@ def pod_group_status(
     return out, domain_phase(phase, job.phase)
 
 
-class SchedulerPluginsGroups:
+class SchedulerPluginsGroups(GroupApiBase):
     """scheduler-plugins' API (:data:`~scheduler.api.group_apis.SCHEDULER_PLUGINS`): no
     queues of its own, the queue is the PodGroup's label."""
 
@@ -129,31 +122,6 @@ class SchedulerPluginsGroups:
     ) -> Converted[JobInfo | None]:
         return job_from_pod_group(obj, priority_classes)
 
-    def read_queue(self, obj: Obj, /) -> Converted[QueueInfo | None]:
-        raise InvariantError(f"{self.api.title} has no queues")
-
-    def queue_of(self, obj: Obj, /) -> str:
-        return labelled_queue(obj)
-
     def group_status(self, report: GroupReport, /) -> GroupStatus:
         status, phase = pod_group_status(report.job, report.now, report.observed)
         return GroupStatus(status, phase)
-
-    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
-        del report
-        return {}  # every scheduler-plugins PodGroup is a gang
-
-    def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
-        raise InvariantError(f"{self.api.title} has no queues")
-
-    def shown(self, obj: Obj, /) -> Shown:
-        status = obj.get("status") or {}
-        return Shown(
-            self.queue_of(obj),
-            int((obj.get("spec") or {}).get("minMember") or 1),
-            str(status.get("phase") or "Pending"),
-            condition_message(status, "Unschedulable", "True"),
-        )
-
-    def shown_queue(self, obj: Obj, /) -> ShownQueue:
-        raise InvariantError(f"{self.api.title} has no queues")

@@ -32,25 +32,21 @@ from typing import Any, Final
 
 from scheduler.api import labels as L
 from scheduler.api.convert import class_priority
-from scheduler.api.errors import InvariantError
 from scheduler.api.group_apis import KUBERNETES, GroupApi
+from scheduler.api.group_apis.base import GroupApiBase
 from scheduler.api.group_apis.conditions import set_condition
 from scheduler.api.group_apis.objects import (
     Converted,
     GroupObject,
     condition_message,
-    labelled_queue,
 )
 from scheduler.api.group_apis.protocol import (
     GroupReport,
     GroupStatus,
     LooseReport,
-    QueueReport,
     Shown,
-    ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
-from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTS_FOR_GANG
 
@@ -169,7 +165,7 @@ def basic_status(
     return _with(previous, now, placed, reason, error)
 
 
-class KubernetesGroups:
+class KubernetesGroups(GroupApiBase):
     """The Workload API's PodGroup (:data:`~scheduler.api.group_apis.KUBERNETES`): no
     queues of its own, the queue is the PodGroup's label; a ``basic`` group's pods are
     scheduled alone."""
@@ -181,16 +177,10 @@ class KubernetesGroups:
     ) -> Converted[JobInfo | None]:
         return job_from_pod_group(obj, priority_classes)
 
-    def read_queue(self, obj: Obj, /) -> Converted[QueueInfo | None]:
-        raise InvariantError(f"{self.api.title} has no queues")
-
-    def queue_of(self, obj: Obj, /) -> str:
-        return labelled_queue(obj)
-
     def group_status(self, report: GroupReport, /) -> GroupStatus:
         status, phase = gang_status(
             report.job,
-            report.reason.message if report.reason is not None else None,
+            report.message,
             report.now,
             report.observed,
             error=report.error,
@@ -201,9 +191,6 @@ class KubernetesGroups:
         return basic_status(
             report.tasks, report.reasons, report.now, report.observed, error=report.error
         )
-
-    def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
-        raise InvariantError(f"{self.api.title} has no queues")
 
     def shown(self, obj: Obj, /) -> Shown:
         spec = obj.get("spec") or {}
@@ -218,6 +205,3 @@ class KubernetesGroups:
         return Shown(
             self.queue_of(obj), minimum, phase, condition_message(status, SCHEDULED, "False")
         )
-
-    def shown_queue(self, obj: Obj, /) -> ShownQueue:
-        raise InvariantError(f"{self.api.title} has no queues")

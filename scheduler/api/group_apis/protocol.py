@@ -56,6 +56,11 @@ class GroupReport:
     placed_in: str = ""
     reserved: str = ""
 
+    @property
+    def message(self) -> str | None:
+        """What ``reason`` says (None when there is none)."""
+        return self.reason.message if self.reason is not None else None
+
 
 @dataclass(frozen=True, slots=True)
 class GroupEvent:

@@ -19,13 +19,12 @@ from typing import Any, Final
 from scheduler.api import labels as L
 from scheduler.api.convert import class_priority, conditions_of, parse_time, ref
 from scheduler.api.group_apis import SLUICE, GroupApi
-from scheduler.api.group_apis.objects import Converted, condition_message
+from scheduler.api.group_apis.base import GroupApiBase, spec_queue
+from scheduler.api.group_apis.objects import Converted
 from scheduler.api.group_apis.protocol import (
     GroupReport,
     GroupStatus,
-    LooseReport,
     QueueReport,
-    Shown,
     ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
@@ -252,7 +251,7 @@ def queue_status(report: QueueReport) -> dict[str, Any]:
     }
 
 
-class SluiceGroups:
+class SluiceGroups(GroupApiBase):
     """Sluice's own API (:data:`~scheduler.api.group_apis.SLUICE`)."""
 
     api: GroupApi = SLUICE
@@ -266,12 +265,12 @@ class SluiceGroups:
         return Converted(queue_from_object(obj))
 
     def queue_of(self, obj: Obj, /) -> str:
-        return str((obj.get("spec") or {}).get("queue") or L.DEFAULT_QUEUE)
+        return spec_queue(obj)
 
     def group_status(self, report: GroupReport, /) -> GroupStatus:
         status = pod_group_status(
             report.job,
-            report.reason.message if report.reason is not None else None,
+            report.message,
             report.now,
             report.observed,
             error=report.error,
@@ -280,21 +279,8 @@ class SluiceGroups:
         )
         return GroupStatus(status, PodGroupPhase(status["phase"]))
 
-    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
-        del report
-        return {}  # every Sluice PodGroup is a gang
-
     def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
         return queue_status(report)
-
-    def shown(self, obj: Obj, /) -> Shown:
-        status = obj.get("status") or {}
-        return Shown(
-            self.queue_of(obj),
-            int((obj.get("spec") or {}).get("minMember") or 1),
-            str(status.get("phase") or "Pending"),
-            condition_message(status, "Unschedulable", "True"),
-        )
 
     def shown_queue(self, obj: Obj, /) -> ShownQueue:
         spec = obj.get("spec") or {}

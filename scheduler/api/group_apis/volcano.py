@@ -42,15 +42,14 @@ from scheduler.api import labels as L
 from scheduler.api.convert import class_priority
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.group_apis import VOLCANO, GroupApi
+from scheduler.api.group_apis.base import GroupApiBase, spec_queue
 from scheduler.api.group_apis.conditions import set_condition
-from scheduler.api.group_apis.objects import Converted, GroupObject, condition_message
+from scheduler.api.group_apis.objects import Converted, GroupObject
 from scheduler.api.group_apis.protocol import (
     GroupEvent,
     GroupReport,
     GroupStatus,
-    LooseReport,
     QueueReport,
-    Shown,
     ShownQueue,
 )
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint
@@ -400,7 +399,7 @@ def queue_status(report: QueueReport) -> dict[str, Any]:
     }
 
 
-class VolcanoGroups:
+class VolcanoGroups(GroupApiBase):
     """Volcano's API (:data:`~scheduler.api.group_apis.VOLCANO`)."""
 
     api: GroupApi = VOLCANO
@@ -414,33 +413,20 @@ class VolcanoGroups:
         return queue_from_queue(obj)
 
     def queue_of(self, obj: Obj, /) -> str:
-        return str((obj.get("spec") or {}).get("queue") or L.DEFAULT_QUEUE)
+        return spec_queue(obj)
 
     def group_status(self, report: GroupReport, /) -> GroupStatus:
         status, phase = pod_group_status(
             report.job,
-            report.reason.message if report.reason is not None else None,
+            report.message,
             report.now,
             report.observed,
             error=report.error,
         )
         return GroupStatus(status, phase, events_of(status, report.observed))
 
-    def loose_status(self, report: LooseReport, /) -> dict[str, Any]:
-        del report
-        return {}  # every Volcano PodGroup is a gang
-
     def queue_status(self, report: QueueReport, /) -> dict[str, Any]:
         return queue_status(report)
-
-    def shown(self, obj: Obj, /) -> Shown:
-        status = obj.get("status") or {}
-        return Shown(
-            self.queue_of(obj),
-            int((obj.get("spec") or {}).get("minMember") or 1),
-            str(status.get("phase") or "Pending"),
-            condition_message(status, "Unschedulable", "True"),
-        )
 
     def shown_queue(self, obj: Obj, /) -> ShownQueue:
         spec = obj.get("spec") or {}

@@ -254,6 +254,7 @@ async def test_volcano_default_configuration_schedules_a_gang(
             return (pg.get("status") or {}).get("phase", "Pending") == "Pending"
 
         await hold_for(pending, seconds=3.0, what="PodGroup next not admitted")
+    assert cluster.recorder.violations == []
 
 
 EXAMPLE_JOB_UID = "5c3b7d2e-8a41-4d0f-9e6b-2f7a1c9d4e10"

@@ -32,9 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from scheduler.api import labels as L
-from scheduler.api.group_apis import APIS, KUBERNETES
-from scheduler.api.membership import COSCHEDULING_POD_GROUP_LABEL
+from scheduler.api.group_apis import APIS, KUBERNETES, PodField
 from scheduler.sim.scenario import CLUSTER_SCOPED
 from scheduler.sim.snapshot import Obj, Snapshot
 
@@ -65,12 +63,18 @@ POD_SPEC = (
     "resources",
     "resourceClaims",
     "schedulingGates",
-    "schedulingGroup",
     "terminationGracePeriodSeconds",
     "topologySpreadConstraints",
     "hostNetwork",
 )
-"""What of a pod's spec a snapshot anonymized keeps."""
+"""What of a pod's spec a snapshot anonymized keeps (and the fields of :data:`MEMBER_FIELDS`
+in it)."""
+
+MEMBER_FIELDS: tuple[PodField, ...] = tuple(api.member_field for api in APIS)
+"""Where a pod names a group of each gang API: kept, and renamed as the group is."""
+_MEMBER_LABELS = frozenset(f.key for f in MEMBER_FIELDS if f.place == "label")
+_MEMBER_ANNOTATIONS = frozenset(f.key for f in MEMBER_FIELDS if f.place == "annotation")
+_KEPT_SPEC = frozenset(POD_SPEC) | {f.key.split(".")[0] for f in MEMBER_FIELDS if f.place == "spec"}
 
 CONTAINER = ("resources", "ports", "restartPolicy")
 """What of a container it keeps (and a name of its own)."""
@@ -149,16 +153,8 @@ def _referenced_names(obj: Mapping[str, Any]) -> set[str]:
     """Names of objects of its namespace that ``obj`` names."""
     meta = obj["metadata"]
     names = {str(o["name"]) for o in meta.get("ownerReferences") or () if o.get("name")}
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    for key in (L.POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL):
-        if labels.get(key):
-            names.add(str(labels[key]))
-    if annotations.get(L.POD_GROUP_ANNOTATION):
-        names.add(str(annotations[L.POD_GROUP_ANNOTATION]))
+    names.update(group for field in MEMBER_FIELDS if (group := field.read(obj)))
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    group = spec.get("schedulingGroup") or {}
-    if group.get("podGroupName"):
-        names.add(str(group["podGroupName"]))
     for c in spec.get("resourceClaims") or ():
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if c.get(key):
@@ -215,7 +211,7 @@ def anonymize(snap: Snapshot) -> None:
 
 
 def _kept_key(key: str, needed: set[str]) -> bool:
-    return key in needed or key.startswith(SCHEDULER_PREFIXES)
+    return key in needed or key in _MEMBER_LABELS or key.startswith(SCHEDULER_PREFIXES)
 
 
 def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
@@ -228,16 +224,15 @@ def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
             owner["name"] = names.name(ns, owner["name"])
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if _kept_key(k, needed)}
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(SCHEDULER_PREFIXES)
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k.startswith(SCHEDULER_PREFIXES) or k in _MEMBER_ANNOTATIONS
     }
     if ns is not None:
-        for key in (L.POD_GROUP_LABEL, COSCHEDULING_POD_GROUP_LABEL):
-            if key in labels:
-                labels[key] = names.name(ns, labels[key])
-        if L.POD_GROUP_ANNOTATION in annotations:
-            annotations[L.POD_GROUP_ANNOTATION] = names.name(
-                ns, annotations[L.POD_GROUP_ANNOTATION]
-            )
+        for field in MEMBER_FIELDS:
+            held = {"label": labels, "annotation": annotations}.get(field.place)
+            if held is not None and held.get(field.key):
+                held[field.key] = names.name(ns, held[field.key])
     if HOSTNAME in labels:
         labels[HOSTNAME] = names.node(labels[HOSTNAME])
     for key, value in (("labels", labels), ("annotations", annotations)):
@@ -261,7 +256,7 @@ def _node_terms(terms: Any, names: _Names) -> None:
 
 def _pod(pod: Obj, names: _Names) -> None:
     ns = pod["metadata"]["namespace"]
-    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in POD_SPEC}
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in _KEPT_SPEC}
     pod["spec"] = spec
     for kind in ("containers", "initContainers"):
         spec_containers = spec.get(kind)
@@ -277,9 +272,14 @@ def _pod(pod: Obj, names: _Names) -> None:
     if HOSTNAME in selector:
         selector[HOSTNAME] = names.node(selector[HOSTNAME])
     _node_terms((spec.get("affinity") or {}).get("nodeAffinity"), names)
-    group = spec.get("schedulingGroup")
-    if isinstance(group, dict) and group.get("podGroupName"):
-        group["podGroupName"] = names.name(ns, group["podGroupName"])
+    for field in MEMBER_FIELDS:
+        if field.place == "spec":
+            *path, last = field.key.split(".")
+            where: Any = spec
+            for part in path:
+                where = where.get(part) if isinstance(where, dict) else None
+            if isinstance(where, dict) and where.get(last):
+                where[last] = names.name(ns, where[last])
     for c in spec.get("resourceClaims") or ():
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if c.get(key):

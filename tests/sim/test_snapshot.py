@@ -22,6 +22,7 @@ import yaml
 
 from scheduler import app
 from scheduler.api import labels as L
+from scheduler.api.group_apis import APIS, GroupApi, PodField
 from scheduler.cli.main import main
 from scheduler.config import SchedulerConfiguration
 from scheduler.logging import quiet
@@ -36,6 +37,7 @@ from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.snapshot import scenario_of
 from scheduler.sim.store import ObjectStore
+from tests.builders import api_pod_group
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 TAKEN = 1_790_000_000.0  # 2026-09-21T...
@@ -246,6 +248,35 @@ def test_anonymized_references_stay_consistent_and_unread_labels_go() -> None:
     text = yaml.safe_dump_all(list(snap.documents()))
     for word in ("alice", "secret", "gpu-a", "train-0", "registry/app", "SECRET", " ml/"):
         assert word not in text
+
+
+def _naming(member: dict[str, Any], field: PodField, group: str) -> dict[str, Any]:
+    """``member`` naming ``group`` where ``field`` says."""
+    if field.place == "spec":
+        *path, last = field.key.split(".")
+        where = member["spec"]
+        for part in path:
+            where = where.setdefault(part, {})
+        where[last] = group
+    else:
+        member["metadata"].setdefault(f"{field.place}s", {})[field.key] = group
+    return member
+
+
+@pytest.mark.parametrize("api", APIS, ids=[api.name for api in APIS])
+def test_anonymized_pods_name_their_renamed_group_in_every_api(api: GroupApi) -> None:
+    """Where a pod names its group (each API's row: a label, an annotation, a field of
+    its spec) is kept and renamed as the group is: the replay keeps the gang."""
+    group = api_pod_group(api, "train", {"minMember": 2}, ns="ml")
+    members = [_naming(pod(f"train-{i}", "ml"), api.member_field, "train") for i in range(2)]
+    snap = scenario_of({api.pod_group_key: [group], "Pod": members}, TAKEN)
+    assert snap.left_out == []
+    anonymize(snap)
+    [renamed] = snap.objects[api.pod_group_key]
+    assert renamed["metadata"]["name"] != "train"
+    assert [api.member_field.read(p) for p in snap.objects["Pod"]] == [
+        renamed["metadata"]["name"]
+    ] * 2
 
 
 # ------------------------------------------------------------------ the round trip

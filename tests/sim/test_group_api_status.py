@@ -4,6 +4,8 @@ or controller writes it (checked against the store, as a client would read it)."
 
 from __future__ import annotations
 
+import argparse
+import io
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import yaml
 
 from scheduler import app
 from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO
+from scheduler.cli.kubectl import _jobs
 from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
@@ -96,6 +99,12 @@ def test_a_volcano_pod_group_left_pending_says_why(tmp_path: Path) -> None:
     assert (state, reason) == ("True", "NotEnoughResources")
     assert "minResources" in message and "cpu" in message, message
     assert _events(sim, name) == [("Warning", "Unschedulable", message)]
+    # and ``kubectl sluice jobs`` shows it, as it reads the PodGroup
+    listed = {VOLCANO.pod_group_key: [sim.store.get(VOLCANO.pod_group_key, "default", name)]}
+    out = io.StringIO()
+    _jobs(listed, argparse.Namespace(output="wide", all_namespaces=False), out)
+    header, row = out.getvalue().splitlines()
+    assert row[header.index("REASON") :] == message
 
 
 def test_gangs_whose_pods_are_all_gated_say_so(tmp_path: Path) -> None:

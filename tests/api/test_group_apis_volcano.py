@@ -120,7 +120,7 @@ def test_pod_group_converts(
         ("hugepages-2Mi", True),
         ("example.kubernetes.io/widget", True),
         ("attachable-volumes-csi-x", True),
-        ("pods", False),
+        ("pods", True),
         ("count/pods", False),
         ("count/jobs.batch.volcano.sh", False),
         ("requests.cpu", False),
@@ -140,7 +140,10 @@ def test_min_resources_as_volcanos_job_controller_writes_them() -> None:
     """calcPGMinResources for example/job.yaml (3 pods of 1 CPU first): quota names beside
     plain ones; only the plain ones count, as in Volcano's NewResource."""
     written = {"count/pods": "3", "cpu": "3", "pods": "3", "requests.cpu": "3"}
-    assert dict(_job({"minMember": 3, "minResources": written}).min_resources) == {"cpu": 3000}
+    assert dict(_job({"minMember": 3, "minResources": written}).min_resources) == {
+        "cpu": 3000,
+        "pods": 3,
+    }
     gpus = {"nvidia.com/gpu": "2", "requests.nvidia.com/gpu": "2", "memory": "1Gi"}
     assert dict(_job({"minResources": gpus}).min_resources) == {
         "nvidia.com/gpu": 2,

@@ -13,12 +13,11 @@ Mapped:
 * ``minMember``, ``minTaskMember`` (a pod's task is its ``volcano.sh/task-spec``
   annotation or label), ``queue``, ``priorityClassName``: as Sluice's own;
 * ``minResources``: as Volcano's ``NewResource`` reads a resource list
-  (``pkg/scheduler/api/resource_info.go``): CPU, memory, ephemeral storage and the scalar
-  resources of Kubernetes' ``IsScalarResourceName`` (extended resources such as
-  ``nvidia.com/gpu``, ``hugepages-*``, ``*kubernetes.io/*``, ``attachable-volumes-*``);
+  (``pkg/scheduler/api/resource_info.go``): CPU, memory, ``pods``, ephemeral storage and
+  the scalar resources of Kubernetes' ``IsScalarResourceName`` (extended resources such
+  as ``nvidia.com/gpu``, ``hugepages-*``, ``*kubernetes.io/*``, ``attachable-volumes-*``);
   quota names are left out, as Volcano's job controller writes them beside the plain ones
-  (``count/pods``, ``requests.cpu``, ``limits.memory``: :func:`counted_resource`), and so
-  is ``pods``, which Volcano counts but never compares;
+  (``count/pods``, ``requests.cpu``, ``limits.memory``: :func:`counted_resource`);
 * ``networkTopology`` (``mode`` hard or soft, ``highestTierAllowed`` or
   ``highestTierName``): the gang within one domain of a level of a Sluice Topology, tier 1
   being its narrowest level (see :class:`~scheduler.api.job.TopologyConstraint`);
@@ -108,15 +107,16 @@ def _qualified(name: str) -> bool:
 
 def counted_resource(name: str) -> bool:
     """Does Volcano count resource ``name`` of a resource list it reads (``NewResource``,
-    compared by ``LessEqualWithDimension``)? CPU, memory and ephemeral storage do; ``pods``
-    and the object-count quotas (``count/*``: ``IsCountQuota``) do not; any other name
-    does when Kubernetes' ``IsScalarResourceName`` holds: an extended resource (a
-    qualified name with a domain, neither ``*kubernetes.io/`` nor ``requests.``-prefixed),
-    ``hugepages-*``, ``*kubernetes.io/*`` or ``attachable-volumes-*``. So quota names
-    (``requests.cpu``, ``limits.memory``, ``requests.nvidia.com/gpu``) do not."""
-    if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+    compared by ``LessEqualWithDimension``)? CPU, memory, ``pods`` (a scalar since Volcano
+    v1.9) and ephemeral storage do; the object-count quotas (``count/*``:
+    ``IsCountQuota``) do not; any other name does when Kubernetes' ``IsScalarResourceName``
+    holds: an extended resource (a qualified name with a domain, neither
+    ``*kubernetes.io/`` nor ``requests.``-prefixed), ``hugepages-*``, ``*kubernetes.io/*``
+    or ``attachable-volumes-*``. So quota names (``requests.cpu``, ``limits.memory``,
+    ``requests.nvidia.com/gpu``) do not."""
+    if name in (CPU, MEMORY, PODS, EPHEMERAL_STORAGE):
         return True
-    if name == PODS or name.startswith("count/"):
+    if name.startswith("count/"):
         return False
     native = "kubernetes.io/" in name
     extended = (

@@ -198,7 +198,7 @@ async def check_other_schedulers(probe: Probe, install: Install, scheduler_name:
         for event in listed.get("items") or ():
             events[str(event["metadata"].get("uid") or id(event))] = event
     own = await _own_instances(probe, install) if scheduler_name == "sluice" else set()
-    foreign: Counter[str] = Counter()
+    others: Counter[str] = Counter()
     example: dict[str, str] = {}
     for event in events.values():
         controller, instance = _reporter(event)
@@ -207,12 +207,12 @@ async def check_other_schedulers(probe: Probe, install: Install, scheduler_name:
         ):
             continue
         key = instance or controller
-        foreign[key] += 1
+        others[key] += 1
         about = event.get("involvedObject") or {}
         what = f"{about.get('namespace', '')}/{about.get('name', '')}"
         example.setdefault(key, f"{event.get('reason', '?')} {what}")
-    if foreign:
-        who = "; ".join(f"{k}: {n} event(s), e.g. {example[k]}" for k, n in foreign.most_common(3))
+    if others:
+        who = "; ".join(f"{k}: {n} event(s), e.g. {example[k]}" for k, n in others.most_common(3))
         return Finding(
             "other schedulers",
             Level.WARN,

@@ -179,6 +179,29 @@ def test_another_apis_pod_group_is_found_by_its_name(
     assert code == 2 and "volcano:default/big" in err  # no namespace: default
 
 
+def test_a_name_two_other_apis_share_asks_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``explain podgroup NS/NAME`` of a name that PodGroups of two other APIs have (and
+    Sluice's none) names both job ids to choose from."""
+    groups = [
+        {
+            "apiVersion": api_version,
+            "kind": "PodGroup",
+            "metadata": {"name": "shared", "namespace": "ml"},
+            "spec": {"minMember": 1},
+        }
+        for api_version in ("scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1")
+    ]
+    node = {**NODE, "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1"}}}
+    code, out, err = explain(tmp_path, [node, *groups], "podgroup", "ml/shared", capsys=capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: PodGroup ml/shared: is the name of PodGroups of 2 APIs: explain one of "
+        "scheduler-plugins:ml/shared, volcano:ml/shared\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("key", "namespace", "expected"),
     [

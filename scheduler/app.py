@@ -42,12 +42,11 @@ def build_loop(
     if resolved.emits(Evict) or resolved.emits(Nominate):
         executor = PreemptionExecutor(
             cache,
-            ports,
+            loop.dispatcher,
             loop.metrics,
             gates=loop.queue,
             async_enabled=config.gate("SchedulerAsyncPreemption"),
             concurrency=config.bind_concurrency,
-            outcomes=loop.outcomes,
         )
         cache.on_pod_deleted.append(loop.queue.victim_gone)
         cache.on_devices_released.append(loop.queue.devices_released)

@@ -110,8 +110,13 @@ class StatusWriter(Protocol):
         """Strategic-merge ``patch`` into the pod's status (conditions merge by type)."""
         ...
 
-    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
-        """Merge-patch ``status`` into a custom object's status subresource."""
+    async def patch_status(
+        self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str = ""
+    ) -> str:
+        """Merge-patch ``status`` into a custom object's status subresource. With
+        ``resource_version`` the write is refused (ConflictError) unless the object is at
+        that version, as the API server does for a ``metadata.resourceVersion`` in a patch.
+        Returns the object's resourceVersion after the write ("" if the reply had none)."""
         ...
 
 
@@ -219,7 +224,7 @@ class ClusterPorts:
     clock: Clock
     reader: PodReader | None = None
     """Reads pods to learn the outcome of ambiguous writes. Without one, outcomes are
-    learnt from the events alone (see :mod:`scheduler.preemption.outcomes`)."""
+    learnt from the events alone (see :mod:`scheduler.dispatch.outcomes`)."""
     claims: ClaimWriter | None = None
     """Writes DRA claims before binds. Without one, a pod whose claims must be written
     is not bound (its bind fails and is retried)."""

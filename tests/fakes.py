@@ -70,8 +70,11 @@ class FakeCluster:
     async def patch_pod_status(self, pod: ObjectRef, patch: Mapping[str, Any]) -> None:
         await self._call("patch", pod, dict(patch))
 
-    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+    async def patch_status(
+        self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str = ""
+    ) -> str:
         await self._call("patch_status", ref, dict(status))
+        return resource_version
 
     async def read_pod(self, pod: ObjectRef) -> PodState | None:
         self.calls.append(("read", pod.name, None))
@@ -88,14 +91,22 @@ class FakeCluster:
         return [(c, p) for c, n, p in self.calls if n == name]
 
 
-class RecordingPool:
-    """A WorkerPool that only records what is submitted."""
+class RecordingDispatcher:
+    """An ApiDispatcher that records the calls submitted (never made) and hands events to
+    ``events``."""
 
-    def __init__(self) -> None:
-        self.labels: list[str] = []
+    def __init__(self, events: Any = None) -> None:
+        self.calls: list[Any] = []
+        self.events = events
 
-    def submit(self, label: str, call: Any) -> None:
-        self.labels.append(label)
+    @property
+    def labels(self) -> list[str]:
+        """The keys of the calls submitted (``Pod/default/p``, ``PodGroup/default/g``)."""
+        return [c.key for c in self.calls]
 
-    def submit_latest(self, label: str, call: Any) -> None:
-        self.labels.append(label)
+    def submit(self, call: Any, on_done: Any = None) -> None:
+        self.calls.append(call)
+
+    def record(self, event: Event) -> None:
+        if self.events is not None:
+            self.events.record(event)

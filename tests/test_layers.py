@@ -110,3 +110,52 @@ def test_a_rooms_contract_guards_every_part(
     contract = _contract(fragment)
     forbidden = {str(s) for s in contract["forbidden_modules"]}  # type: ignore[attr-defined]
     assert sorted(set(_modules_inside(package)) - forbidden) == []
+
+
+WRITE_PORTS = frozenset({"binder", "evictor", "status", "events", "claims"})
+"""The fields of ``ClusterPorts`` that write to the API server (scheduler/ports.py)."""
+
+WRITERS = ("dispatch", "kube", "sim")
+"""The packages that may reach a write port: the dispatcher, which makes every write,
+and the two backends, which implement the ports and build ``ClusterPorts``."""
+
+
+def write_port_uses(source: str, filename: str) -> list[str]:
+    """``file:line ports.X`` of every write port reached off a ports object (a name or
+    attribute ending in ``ports``: ``ports.binder``, ``self._ports.status``)."""
+    tree = ast.parse(source, filename)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr not in WRITE_PORTS:
+            continue
+        holder = node.value
+        name = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", "")
+        if name.endswith("ports"):
+            found.append(f"{filename}:{node.lineno} {name}.{node.attr}")
+    return found
+
+
+def test_only_the_dispatcher_reaches_the_write_ports() -> None:
+    """Every write goes through the API dispatcher (scheduler/dispatch): no module outside
+    it and the backends takes a write port (Binder, Evictor, StatusWriter, EventRecorder,
+    ClaimWriter) off the ports; the loop, the status reporter, the binding cycle and the
+    preemption executor hand typed calls to the dispatcher instead."""
+    files = [f for f in sorted(ROOT.rglob("*.py")) if f.relative_to(ROOT).parts[0] not in WRITERS]
+    assert len(files) > 100
+    found = [hit for f in files for hit in write_port_uses(f.read_text(), str(f.relative_to(ROOT)))]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("self._ports.status.patch_pod_status(ref, {})\n", 1),
+        ("ports.binder.bind(ref, 'n', {})\n", 1),
+        ("x = self.ports.claims\n", 1),
+        ("self.ports.clock.now()\n", 0),
+        ("self.status.report(session)\n", 0),
+    ],
+    ids=["status-writer", "binder", "claims", "clock", "not-a-port"],
+)
+def test_the_write_port_check_sees_a_write_port(source: str, found: int) -> None:
+    assert len(write_port_uses(source, "m.py")) == found

@@ -215,19 +215,28 @@ class KubeBackend:
             name=pod.name,
         )
 
-    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+    async def patch_status(
+        self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str = ""
+    ) -> str:
         """Merge-patch ``status`` into the status subresource of the custom object ``ref``
         (a PodGroup or Queue of any API, a Topology; ValueError for another kind), or
         into the object itself for a kind without one (Volcano's PodGroup, whose own
-        scheduler writes it so). Idempotent."""
+        scheduler writes it so); returns its new resourceVersion. ``resource_version``
+        goes in the patch's metadata, where the API server takes it as a precondition
+        (409 Conflict when the object is at another). Idempotent."""
         resource = STATUS_RESOURCES.get(ref.kind_key)
         if resource is None:
             raise ValueError(f"no status subresource known for kind {ref.kind_key!r}")
         body: dict[str, Any] = {"status": dict(status)}
+        meta: dict[str, Any] = {}
         if ref.uid:
-            body["metadata"] = {"uid": ref.uid}
+            meta["uid"] = ref.uid
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        if meta:
+            body["metadata"] = meta
         sub = "status" if resource.status_subresource else ""
-        await self.client.request(
+        reply = await self.client.request(
             "PATCH",
             resource.path(ref.namespace or None, ref.name, sub),
             body=body,
@@ -236,6 +245,7 @@ class KubeBackend:
             kind=ref.kind,
             name=ref.name,
         )
+        return str((reply.get("metadata") or {}).get("resourceVersion") or "")
 
     # ----------------------------------------------------------------- PodReader
 

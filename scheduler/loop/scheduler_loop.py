@@ -14,8 +14,10 @@ copies everything afresh), counted, and the loop goes on. Nothing a plugin raise
 the process.
 
 The loop owns one task group; every background call belongs to it, and failures are
-handled where they are expected (the binds and their claims: :mod:`scheduler.loop.binder`;
-the status writes: :mod:`scheduler.loop.status`) and logged and counted otherwise.
+handled where they are expected (the binds and their claims: :mod:`scheduler.loop.
+binding_cycle`; the status writes: :mod:`scheduler.loop.status`) and logged and counted
+otherwise. Every write goes through one API dispatcher (:mod:`scheduler.dispatch`), the
+loop's, which the preemption executor shares.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU
 from scheduler.api.task import TaskInfo
 from scheduler.cache import SchedulerCache
+from scheduler.dispatch import ApiDispatcher
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
@@ -54,7 +57,7 @@ from scheduler.framework.effects import (
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
-from scheduler.loop.binder import Binder
+from scheduler.loop.binding_cycle import BindingCycle
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.errors import JobErrorLog, cycle_failed
 from scheduler.loop.idle import IdleCycles, settled
@@ -63,7 +66,6 @@ from scheduler.loop.status import WAITING, StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
 from scheduler.ports import ClusterPorts
-from scheduler.preemption.outcomes import OutcomeResolver
 
 log = get_logger("sluice.loop")
 
@@ -188,30 +190,32 @@ class SchedulingLoop:
         self.observers: list[CycleObserver] = []
         self.preemption: PreemptionHandler | None = None
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
-        self.writes = WorkerPool("status", self.config.bind_concurrency, self._background_error)
-        self.status = StatusReporter(
+        self.dispatcher = ApiDispatcher(
             ports,
+            self.metrics,
+            concurrency=self.config.bind_concurrency,
+            on_error=self._background_error,
+        )
+        """Every write to the API server; the preemption executor is given the same one
+        (``app.build_loop`` does so)."""
+        self.status = StatusReporter(
+            ports.clock,
             cache,
-            self.writes,
+            self.dispatcher,
             self._failed_call,
             grouper_grace=self.config.pod_grouper_grace,
         )
         self.ledger: EffectLedger = cache
         """Where every effect is assumed, and forgotten when its call fails."""
-        self.outcomes = OutcomeResolver(ports, self.metrics)
-        """Learns the outcome of binds whose reply was lost; the preemption executor is
-        given the same one (``sluice run`` and the simulator do so)."""
-        self.queue = JobQueue(ports.clock, ports.events, self.metrics, wake=self.wake)
+        self.queue = JobQueue(ports.clock, self.dispatcher, self.metrics, wake=self.wake)
         """Every hold on a job between cycles; its view goes with each snapshot."""
         self.error_log = JobErrorLog(self.metrics)
-        self.binder = Binder(
-            ports,
+        self.binding = BindingCycle(
+            self.dispatcher,
             cache,
             self.metrics,
             binds=self.binds,
-            writes=self.writes,
             status=self.status,
-            outcomes=self.outcomes,
             queue=self.queue,
             on_failed=self._failed_call,
         )
@@ -255,7 +259,7 @@ class SchedulingLoop:
         """Background calls not finished yet, holds still to end (gates, backoffs:
         something will change when they do), and pods still to be told their changed
         reason (after their backoff)."""
-        busy = self.binds.in_flight + self.writes.in_flight + self.queue.in_flight
+        busy = self.binds.in_flight + self.dispatcher.in_flight + self.queue.in_flight
         busy += self.status.owed + (self._wake_at < math.inf)
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
@@ -263,12 +267,12 @@ class SchedulingLoop:
     def calls_in_flight(self) -> int:
         """API calls queued or running in the background: binds, status writes, and the
         preemptions' calls (not the gates waiting for deletions)."""
-        calls = self.binds.in_flight + self.writes.in_flight
+        calls = self.binds.in_flight + self.dispatcher.in_flight
         return calls + (self.preemption.calls_in_flight if self.preemption is not None else 0)
 
     async def _calls_drained(self) -> None:
         await self.binds.drain()
-        await self.writes.drain()
+        await self.dispatcher.drained()
         if self.preemption is not None:
             await self.preemption.calls_drained()
 
@@ -298,7 +302,7 @@ class SchedulingLoop:
         """
         async with anyio.create_task_group() as tg:
             self.binds.attach(tg)
-            self.writes.attach(tg)
+            self.dispatcher.attach(tg)
             if self.preemption is not None:
                 self.preemption.attach(tg)
             task_status.started()
@@ -339,7 +343,7 @@ class SchedulingLoop:
                 with anyio.move_on_after(max(0.0, wait)):
                     await self._wake.wait()
             await self.binds.drain()
-            await self.writes.drain()
+            await self.dispatcher.drained()
             if self._stopping:
                 # Let running preemption calls finish; gates still waiting for deletions
                 # are not API calls and end with the process.
@@ -407,7 +411,7 @@ class SchedulingLoop:
             )
             await anyio.sleep(0)
             report.slice_started = time.perf_counter()
-        self.binder.release_stale_claims(session)
+        self.binding.release_stale_claims(session)
         self.status.report(session)
         self._report_pending()
         self._report_queue_shares(session)
@@ -596,7 +600,7 @@ class SchedulingLoop:
         for effect in effects:
             withdrawn = self.ledger.assume(effect)
             if isinstance(effect, Bind):
-                self.binder.bind(effect)
+                self.binding.bind(effect)
             elif isinstance(effect, (Evict, Nominate, ClearNomination)):
                 preemption.append(effect)
                 if withdrawn:

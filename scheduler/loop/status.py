@@ -2,7 +2,13 @@
 
 Called by the loop at the end of each cycle with the closed session. Computes the status
 each object should have, compares it with what was last written (or observed), and
-submits only the changes to a background pool: an unchanged cluster costs no API call.
+submits only the changes to the API dispatcher (:mod:`scheduler.dispatch`): an unchanged
+cluster costs no API call. Status never goes back in time: the dispatcher writes one
+object's calls in order, a newer one taking the place of an older one still queued, and
+a PodGroup's or Queue's status is written against the resourceVersion this cycle's view
+had of it, so a write from an older view, or one arriving after a newer one, is refused
+by the API server instead of landing (:class:`~scheduler.dispatch.ObjectStatusPatch`); a
+refused write is forgotten, and the next cycle compares again.
 """
 
 from __future__ import annotations
@@ -19,12 +25,12 @@ from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.dispatch import ApiDispatcher, ObjectStatusPatch, PodStatusPatch, Ticket
 from scheduler.framework.effects import EffectLedger, SetPhase
 from scheduler.framework.session import Session
 from scheduler.loop.message_backoff import MessageBackoff
 from scheduler.loop.quiet_wait import QuietWait
-from scheduler.loop.workers import WorkerPool
-from scheduler.ports import ClusterPorts, Event, ObjectRef
+from scheduler.ports import Clock, Event, ObjectRef
 
 
 def rfc3339(epoch: float) -> str:
@@ -99,18 +105,18 @@ class StatusReporter:
 
     def __init__(
         self,
-        ports: ClusterPorts,
+        clock: Clock,
         cache: SchedulerCache,
-        pool: WorkerPool,
+        dispatcher: ApiDispatcher,
         on_failed_call: Callable[[str, Exception], None],
         *,
         grouper_grace: float = 0.0,
     ) -> None:
-        self._ports = ports
+        self._clock = clock
         self._cache = cache
         self._ledger: EffectLedger = cache
         """Phases written are assumed through the ledger, as every effect is."""
-        self._pool = pool
+        self._dispatcher = dispatcher
         self._on_failed = on_failed_call
         self._conditions = MessageBackoff()
         """What each pending pod's ``PodScheduled`` condition says, and when a changed
@@ -130,7 +136,7 @@ class StatusReporter:
         """Pending pods per queue after the last report (for the metric)."""
 
     def report(self, session: Session) -> None:
-        now = rfc3339(self._ports.clock.wall())
+        now = rfc3339(self._clock.wall())
         phases: dict[str, PodGroupPhase] = {}
         self.owed = 0
         self._report_pods(session, now)
@@ -143,7 +149,7 @@ class StatusReporter:
         """A FailedScheduling event for each unschedulable pod, and its ``PodScheduled=
         False`` condition: the first reason at once, a changed one, and a repeated event,
         after the pod's backoff (:mod:`scheduler.loop.message_backoff`)."""
-        clock_now = self._ports.clock.now()
+        clock_now = self._clock.now()
         unschedulable: set[str] = set()
         waiting: set[str] = set()
         owed = 0
@@ -165,7 +171,7 @@ class StatusReporter:
                 unschedulable.add(task.uid)
                 if self._event_backoff.due(task.uid, msg, clock_now, repeat=True):
                     event = Event(ObjectRef.of_pod(task), "Warning", "FailedScheduling", msg)
-                    self._ports.events.record(event)
+                    self._dispatcher.record(event)
                 elif self._event_backoff.last(task.uid) != msg:
                     owed += 1
                 if self._conditions.due(task.uid, msg, clock_now, repeat=False):
@@ -187,34 +193,32 @@ class StatusReporter:
         failed write is counted and logged, never raised."""
         if self._conditions.last(task.uid) == message:
             return
-        self._conditions.told(task.uid, message, self._ports.clock.now())
-        now = rfc3339(self._ports.clock.wall())
+        self._conditions.told(task.uid, message, self._clock.now())
+        now = rfc3339(self._clock.wall())
         try:
-            await self._ports.status.patch_pod_status(
-                ObjectRef.of_pod(task), _scheduled_false(message, now, error=True)
+            await self._dispatcher.call(
+                PodStatusPatch(ObjectRef.of_pod(task), _scheduled_false(message, now, error=True))
             )
         except Exception as exc:  # an ApiError: the next failure or cycle writes it again
             self._conditions.forget(task.uid)
             self._on_failed("patch", exc)
 
     def _unschedulable(self, task: TaskInfo, msg: str, now: str, *, error: bool) -> None:
-        ref = ObjectRef.of_pod(task)
-        patch = _scheduled_false(msg, now, error=error)
+        uid = task.uid
 
-        async def call() -> None:
-            try:
-                await self._ports.status.patch_pod_status(ref, patch)
-            except Exception as exc:  # an ApiError: the next cycle writes it again, at once
-                self._conditions.forget(task.uid)
-                self._on_failed("patch", exc)
+        def done(ticket: Ticket) -> None:
+            if ticket.error is not None and not ticket.merged:  # written again next cycle
+                self._conditions.forget(uid)
+                self._on_failed("patch", ticket.error)
 
-        self._pool.submit_latest(f"status {ref.key}", call)
+        call = PodStatusPatch(ObjectRef.of_pod(task), _scheduled_false(msg, now, error=error))
+        self._dispatcher.submit(call, done)
 
     def _report_groups(self, session: Session, now: str, phases: dict[str, PodGroupPhase]) -> None:
         """Each PodGroup's status when it changed; a change of a condition's text alone
         (the reason of a gang that still cannot go) after the gang's backoff, as a pod's."""
         r = session.reservation if session.reservation and session.reservation.nodes else None
-        clock_now = self._ports.clock.now()
+        clock_now = self._clock.now()
         for job in session.jobs.values():
             if not job.has_pod_group or job.problem or job.uid in session.deferred:
                 continue  # a job deferred to the next cycle keeps the status it has
@@ -244,9 +248,10 @@ class StatusReporter:
             self._group_status[job.uid] = key
             self._ledger.assume(SetPhase(job, phase))
             ref = ObjectRef.of_pod_group(job)
-            self._write(ref, status, self._group_status, job.uid)
+            version = _version(self._cache.pod_group_objects.get(job.uid))
+            self._write(ref, status, self._group_status, job.uid, version)
             for e in written.events:
-                self._ports.events.record(Event(ref, e.type, e.reason, e.message))
+                self._dispatcher.record(Event(ref, e.type, e.reason, e.message))
         self._group_messages.retain(set(session.jobs))
 
     def _report_basic_groups(self, session: Session, now: str) -> None:
@@ -293,7 +298,7 @@ class StatusReporter:
             str(meta.get("uid") or ""),
             api.api_version,
         )
-        self._write(ref, status, self._group_status, job_id)
+        self._write(ref, status, self._group_status, job_id, _version(obj))
 
     def _report_queues(self, session: Session, phases: dict[str, PodGroupPhase]) -> None:
         pending: dict[str, int] = dict.fromkeys(session.queues, 0)
@@ -350,16 +355,31 @@ class StatusReporter:
             str(meta.get("uid") or ""),
             "" if api is SLUICE else api.api_version,
         )
-        self._write(ref, with_removals(status, report.observed), self._queue_status, memo)
+        patch = with_removals(status, report.observed)
+        self._write(ref, patch, self._queue_status, memo, _version(obj))
 
     def _write(
-        self, ref: ObjectRef, status: dict[str, Any], memo: dict[str, object], key: str
+        self,
+        ref: ObjectRef,
+        status: dict[str, Any],
+        memo: dict[str, object],
+        key: str,
+        version: str,
     ) -> None:
-        async def call() -> None:
-            try:
-                await self._ports.status.patch_status(ref, status)
-            except Exception as exc:  # an ApiError: forget, so the next cycle retries
-                memo.pop(key, None)
-                self._on_failed("patch", exc)
+        """Write ``status`` of ``ref`` against ``version`` (the resourceVersion this
+        cycle's view had of it); a write refused or lost is forgotten from ``memo``, so
+        the next cycle compares again (and writes it again if it is still wanted)."""
+        written = memo.get(key)
 
-        self._pool.submit_latest(f"status {ref.kind} {ref.key}", call)
+        def done(ticket: Ticket) -> None:
+            if ticket.error is not None and not ticket.merged:
+                if memo.get(key) == written:  # not a newer write's memo
+                    memo.pop(key, None)
+                self._on_failed("patch", ticket.error)
+
+        self._dispatcher.submit(ObjectStatusPatch(ref, status, version), done)
+
+
+def _version(obj: Mapping[str, Any] | None) -> str:
+    """The resourceVersion of ``obj`` as the events showed it ("" when unknown)."""
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")

@@ -30,7 +30,7 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    not seen within 60 s of the calls the gate opens anyway, so a missed event never holds
    a preemptor forever;
 4. a call whose reply was lost (:class:`~scheduler.api.errors.AmbiguousError`) is not a
-   failure until its outcome is known (:mod:`scheduler.preemption.outcomes`): a victim
+   failure until its outcome is known (:mod:`scheduler.dispatch.outcomes`): a victim
    whose deletion took effect counts as evicted (never evicted again, never a reason to
    revert the nomination); a status patch is written again until it is known to hold;
 5. if a call fails (refused, or ambiguous and then known not to have taken effect, or
@@ -61,9 +61,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from scheduler.api import labels as L
-from scheduler.api.errors import AmbiguousError, ApiError, NotFoundError
+from scheduler.api.errors import ApiError, NotFoundError
 from scheduler.api.holds import GateTicket
 from scheduler.api.task import TaskInfo
+from scheduler.dispatch import ApiDispatcher, EvictPod, PodStatusPatch
 from scheduler.framework.effects import (
     ClearNomination,
     Effect,
@@ -75,8 +76,7 @@ from scheduler.framework.effects import (
 )
 from scheduler.logging import get_logger
 from scheduler.metrics import Metrics
-from scheduler.ports import ClusterPorts, Event, ObjectRef
-from scheduler.preemption.outcomes import Outcome, OutcomeResolver
+from scheduler.ports import Event, ObjectRef
 
 log = get_logger("sluice.preemption")
 T = TypeVar("T")
@@ -220,19 +220,16 @@ class PreemptionExecutor:
     def __init__(
         self,
         ledger: EffectLedger,
-        ports: ClusterPorts,
+        dispatcher: ApiDispatcher,
         metrics: Metrics,
         *,
         gates: EvictionGates,
         async_enabled: bool,
         concurrency: int,
-        outcomes: OutcomeResolver | None = None,
     ) -> None:
         self.ledger = ledger
-        self.outcomes = outcomes or OutcomeResolver(ports, metrics)
-        """Learns the outcome of evictions and patches whose reply was lost (the loop's
-        own resolver when the composition root hands it over)."""
-        self.ports = ports
+        self.dispatcher = dispatcher
+        """Makes every write (the loop's, which learns the outcome of lost replies)."""
         self.metrics = metrics
         self.gates = gates
         self.async_enabled = async_enabled
@@ -375,17 +372,10 @@ class PreemptionExecutor:
             self._release(slot)
 
     async def _patch_pod_status(self, ref: ObjectRef, patch: Mapping[str, object]) -> None:
-        """Patch ``ref``'s status; a lost reply is written again until known (the patch
-        is idempotent). Raises what a refusal raises, or the AmbiguousError if the
-        outcome is still unknown at the resolver's deadline."""
-
-        async def write() -> None:
-            await self.ports.status.patch_pod_status(ref, patch)
-
-        try:
-            await write()
-        except AmbiguousError as exc:
-            await self.outcomes.patch(ref, exc, write)
+        """Patch ``ref``'s status through the dispatcher; a lost reply is written again
+        until known (:class:`~scheduler.dispatch.PodStatusPatch`). Raises what a refusal
+        raises, or the AmbiguousError if the outcome is still unknown at the deadline."""
+        await self.dispatcher.call(PodStatusPatch(ref, patch))
 
     def _release(self, slot: WriteSlot) -> None:
         """Let the write after ``slot`` go (idempotent)."""
@@ -446,7 +436,7 @@ class PreemptionExecutor:
         finally:  # whatever happened, the pod's later writes must not wait for this one
             self._release(slot)
         if p.victims:
-            self.ports.events.record(
+            self.dispatcher.record(
                 Event(
                     ObjectRef.of_pod(p.preemptor),
                     "Normal",
@@ -521,22 +511,17 @@ class PreemptionExecutor:
             self.gates.victim_gone(victim.uid)
             return
         try:
-            await self.ports.evictor.evict(ref)
+            await self.dispatcher.call(
+                EvictPod(ref, shown=lambda: not self.ledger.holds(victim.uid))
+            )
         except NotFoundError:
             self.gates.victim_gone(victim.uid)
             return
-        except AmbiguousError as exc:
-            outcome = await self.outcomes.eviction(
-                ref, exc, shown=lambda: not self.ledger.holds(victim.uid)
-            )
-            if outcome is not Outcome.TOOK_EFFECT:
-                await self._cancel_disruption(ref)
-                raise
         except ApiError:
             # The pod stays: it must not stay marked as about to be disrupted.
             await self._cancel_disruption(ref)
             raise
-        self.ports.events.record(
+        self.dispatcher.record(
             Event(
                 ref,
                 "Normal",
@@ -556,7 +541,7 @@ class PreemptionExecutor:
             "message": "sluice: the eviction failed; the pod is not being preempted",
         }
         try:
-            await self.ports.status.patch_pod_status(ref, {"conditions": [condition]})
+            await self.dispatcher.call(PodStatusPatch(ref, {"conditions": [condition]}))
         except ApiError as exc:
             log.warning("could not reset DisruptionTarget", pod=ref.key, error=str(exc))
 

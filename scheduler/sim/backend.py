@@ -203,20 +203,28 @@ class SimBackend:
             ),
         )
 
-    async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+    async def patch_status(
+        self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str = ""
+    ) -> str:
         """Merge-patch ``status`` into ``ref``'s status subresource, or into the object for
-        a kind without one (call kind ``patch``).
+        a kind without one (call kind ``patch``); returns its new resourceVersion.
 
-        Guarded by ``ref.uid`` when set. Idempotent.
+        Guarded by ``ref.uid`` when set, and by ``resource_version`` when given
+        (ConflictError if the object is at another). Idempotent.
         """
         body: dict[str, Any] = {"status": dict(status)}
+        meta: dict[str, Any] = {}
         if ref.uid:
-            body["metadata"] = {"uid": ref.uid}
+            meta["uid"] = ref.uid
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        if meta:
+            body["metadata"] = meta
         kind = ref.kind_key
         # A kind without a status subresource (Volcano's PodGroup) has its status patched
         # with the object, as its own scheduler does.
         sub = "status" if self.store.has_status_subresource(kind) else None
-        await self._call(
+        stored = await self._call(
             "patch",
             ref,
             None,
@@ -224,6 +232,7 @@ class SimBackend:
                 kind, ref.namespace, ref.name, body, patch_type="merge", subresource=sub
             ),
         )
+        return str((stored.get("metadata") or {}).get("resourceVersion") or "")
 
     # ----------------------------------------------------------------- PodReader
 

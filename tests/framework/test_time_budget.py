@@ -34,7 +34,7 @@ from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, cached_session, node, pod, pod_group, queue
-from tests.fakes import FakeCluster, RecordingPool
+from tests.fakes import FakeCluster, RecordingDispatcher
 from tests.test_properties import (
     Cluster,
     assert_session_consistent,
@@ -222,7 +222,7 @@ def test_the_first_slice_of_a_cycle_is_short() -> None:
     async def main() -> CycleReport:
         async with anyio.create_task_group() as tg:
             loop.binds.attach(tg)
-            loop.writes.attach(tg)
+            loop.dispatcher.attach(tg)
             report = await loop.run_cycle()
             tg.cancel_scope.cancel()
         return report
@@ -373,13 +373,12 @@ def test_a_deferred_gang_keeps_its_status() -> None:
     assert not binds(session)
     session.defer(session.jobs["default/b"])
     cluster = FakeCluster()
-    pool = RecordingPool()
-    ports = ClusterPorts(cluster, cluster, cluster, cluster, VirtualClock())
-    StatusReporter(ports, cache, pool, lambda *_: None).report(session)  # type: ignore[arg-type]
-    assert [label for label in pool.labels if "PodGroup" in label] == ["status PodGroup default/a"]
-    assert [label for label in pool.labels if "status default/" in label] == [
-        "status default/a-0",
-        "status default/a-1",
+    pool = RecordingDispatcher(cluster)
+    StatusReporter(VirtualClock(), cache, pool, lambda *_: None).report(session)  # type: ignore[arg-type]
+    assert [label for label in pool.labels if "PodGroup" in label] == ["PodGroup/default/a"]
+    assert [label for label in pool.labels if label.startswith("Pod/")] == [
+        "Pod/default/a-0",
+        "Pod/default/a-1",
     ]
     assert {e.regarding.name for e in cluster.events} == {"a-0", "a-1"}
 
@@ -413,7 +412,7 @@ def test_the_loop_takes_events_between_the_snapshot_and_the_session() -> None:
 
         async with anyio.create_task_group() as tg:
             loop.binds.attach(tg)
-            loop.writes.attach(tg)
+            loop.dispatcher.attach(tg)
             cache.snapshot = slow_snapshot
             tg.start_soon(meanwhile)  # queued before the cycle: runs at its first yield
             with patch("scheduler.loop.scheduler_loop.open_session", slow_open):

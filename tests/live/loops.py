@@ -29,7 +29,7 @@ async def running(*loops: Any) -> AsyncIterator[None]:
     async with anyio.create_task_group() as tg:
         for loop in loops:
             loop.binds.attach(tg)
-            loop.writes.attach(tg)
+            loop.dispatcher.attach(tg)
             loop.preemption.attach(tg)
         yield
         tg.cancel_scope.cancel()

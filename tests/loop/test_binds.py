@@ -22,11 +22,11 @@ from scheduler.api.errors import (
 from scheduler.api.task import TaskStatus
 from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
+from scheduler.dispatch.outcomes import RetryPolicy
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, PodState
-from scheduler.preemption.outcomes import RetryPolicy
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster

@@ -29,16 +29,17 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.dispatch import ApiDispatcher
 from scheduler.framework.session import open_session
 from scheduler.logging import quiet
 from scheduler.loop.status import StatusReporter, rfc3339
-from scheduler.loop.workers import WorkerPool
+from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from tests.builders import cache_with, node, pod, pod_group
-from tests.fakes import FakeCluster, RecordingPool
+from tests.fakes import FakeCluster, RecordingDispatcher
 
 Obj = dict[str, Any]
 S = TaskStatus
@@ -606,9 +607,9 @@ def test_a_refused_bind_is_said_once_per_message_and_again_after_a_failed_write(
     ports = ClusterPorts(cluster, cluster, cluster, cluster, VirtualClock())
     failed: list[str] = []
     reporter = StatusReporter(
-        ports,
+        ports.clock,
         SchedulerCache(L.SCHEDULER_NAME),
-        WorkerPool("status", 4, lambda label, exc: None),
+        ApiDispatcher(ports, Metrics(), concurrency=4, on_error=lambda label, exc: None),
         lambda call, exc: failed.append(call),
     )
     p = task("p", S.PENDING)
@@ -673,11 +674,10 @@ def test_a_changed_reason_is_written_after_the_backoff(
     condition, its event and the PodGroup; the loop stays busy until they are told)."""
     clock = _Clock()
     cluster = FakeCluster()
-    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
     objects = [node("n1", cpu="1"), pod_group("g", min_member=1), pod("p", cpu="2", group="g")]
     cache = cache_with(*objects)
-    pool = RecordingPool()
-    reporter = StatusReporter(ports, cache, pool, lambda *_: None)  # type: ignore[arg-type]
+    pool = RecordingDispatcher(cluster)
+    reporter = StatusReporter(clock, cache, pool, lambda *_: None)  # type: ignore[arg-type]
     got = []
     for at, text in zip(times, texts, strict=True):
         clock.at = at
@@ -690,8 +690,8 @@ def test_a_changed_reason_is_written_after_the_backoff(
         session.job_reasons[job] = replace(session.job_reasons[job], message=f"gang {text}")
         reporter.report(session)
         got.append(reporter.owed)
-    assert pool.labels.count("status default/p") == writes
-    assert pool.labels.count("status PodGroup default/g") == writes
+    assert pool.labels.count("Pod/default/p") == writes
+    assert pool.labels.count("PodGroup/default/g") == writes
     assert got == owed
 
 
@@ -715,14 +715,13 @@ def test_a_pod_waiting_for_the_grouper_is_told_only_after_the_grace(
     ``grace``; meanwhile the telling is owed (the loop stays busy to tell it in time)."""
     clock = _Clock()
     cluster = FakeCluster()
-    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
     member = pod("train-0", cpu="100m")
     member["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
     ]
     cache = cache_with(node("n1", cpu="1"), member)
-    pool = RecordingPool()
-    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grouper_grace=grace)  # type: ignore[arg-type]
+    pool = RecordingDispatcher(cluster)
+    reporter = StatusReporter(clock, cache, pool, lambda *_: None, grouper_grace=grace)  # type: ignore[arg-type]
     owed, first_event, first_write = [], None, None
     for at in times:
         clock.at = at
@@ -735,7 +734,7 @@ def test_a_pod_waiting_for_the_grouper_is_told_only_after_the_grace(
         if told and first_event is None:
             first_event = at
             assert told[0].message.startswith("waiting for sluice controller to group this pod")
-        if pool.labels.count("status default/train-0") and first_write is None:
+        if pool.labels.count("Pod/default/train-0") and first_write is None:
             first_write = at
     assert first_event == first_write == told_at
     assert owed[0] == (1 if told_at != 0.0 else 0)
@@ -757,7 +756,6 @@ def test_a_pod_just_grouped_is_quiet_while_its_gang_gathers(
     waiting (labelled by hand, say) is told at once, as before."""
     clock = _Clock()
     cluster = FakeCluster()
-    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock)  # type: ignore[arg-type]
     member = pod("train-0", cpu="100m")
     member["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
@@ -766,8 +764,8 @@ def test_a_pod_just_grouped_is_quiet_while_its_gang_gathers(
     grouped["metadata"]["labels"][L.POD_GROUP_LABEL] = "g"
     cache = cache_with(node("n1", cpu="1"), pod_group("g", min_member=3))
     cache.handle("Pod", "ADDED", member if seen_waiting else grouped)
-    pool = RecordingPool()
-    reporter = StatusReporter(ports, cache, pool, lambda *_: None, grouper_grace=10.0)  # type: ignore[arg-type]
+    pool = RecordingDispatcher(cluster)
+    reporter = StatusReporter(clock, cache, pool, lambda *_: None, grouper_grace=10.0)  # type: ignore[arg-type]
     first: float | None = None
     for at in times:
         clock.at = at

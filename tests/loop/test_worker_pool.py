@@ -124,7 +124,7 @@ def test_status_writes_slower_than_the_cycles_do_not_pile_up() -> None:
     def watch(report: object, fresh: object) -> None:
         del report, fresh
         if box:
-            most[0] = max(most[0], box[0].loop.writes.in_flight)  # type: ignore[attr-defined]
+            most[0] = max(most[0], box[0].loop.dispatcher.in_flight)  # type: ignore[attr-defined]
 
     from scheduler.sim import runner
 

@@ -24,6 +24,7 @@ from scheduler.api.holds import HoldKind, QueueView
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.dispatch import ApiDispatcher
 from scheduler.framework.effects import (
     ClearNomination,
     Effect,
@@ -143,7 +144,7 @@ def rig(
     )
     executor = PreemptionExecutor(
         cache,
-        ports,
+        ApiDispatcher(ports, metrics, concurrency=concurrency, on_error=lambda *_: None),
         metrics,
         gates=queue,
         async_enabled=async_enabled,

@@ -1,4 +1,4 @@
-"""OutcomeResolver: learning what became of a write whose reply was lost (layer 2).
+"""OutcomeResolver: learning what became of a write whose reply was lost (the API dispatcher).
 
 A write that raised :class:`~scheduler.api.errors.AmbiguousError` (a 5xx, a timeout, the
 connection lost before the reply) may or may not have taken effect. Undoing its
@@ -23,8 +23,8 @@ that the pod is retried and a 409 naming its node then tells; the executor treat
 eviction as failed, which keeps the victim's room counted: neither over-allocates).
 
 Every ambiguous write is counted in ``scheduler_api_ambiguous_total{call}`` and its
-resolution in ``scheduler_api_ambiguous_resolved_total{call,outcome}``. Used by the loop
-(binds) and the preemption executor (evictions, status patches), from their tasks; each
+resolution in ``scheduler_api_ambiguous_resolved_total{call,outcome}``. Used by the calls
+of the API dispatcher (:mod:`scheduler.dispatch.calls`), from their callers' tasks; each
 call waits on the clock only, so it belongs to the caller's task group.
 """
 
@@ -53,6 +53,8 @@ class Outcome(enum.Enum):
     DID_NOT = "did_not"
     UNKNOWN = "unknown"
     """Nothing was learnt before the deadline."""
+    SUPERSEDED = "superseded"
+    """A newer write of the same object, carrying this one's content, took its place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,23 +145,34 @@ class OutcomeResolver:
         )
 
     async def patch(
-        self, ref: ObjectRef, error: AmbiguousError, write: Callable[[], Awaitable[None]]
-    ) -> None:
+        self,
+        ref: ObjectRef,
+        error: AmbiguousError,
+        write: Callable[[], Awaitable[None]],
+        *,
+        superseded: Callable[[], bool] = lambda: False,
+    ) -> bool:
         """An idempotent patch of ``ref`` raised ``error``: ``write()`` it again (with the
-        backoff) until it succeeds, which returns (took effect). A refusal is raised (did
-        not); so is ``error`` when the deadline passes (unknown)."""
+        backoff) until it succeeds, which returns True (took effect). A refusal is raised
+        (did not); so is ``error`` when the deadline passes (unknown). Returns False,
+        without writing again, once ``superseded()`` says a newer write of ``ref`` waits
+        (it carries this one's content: an older write is never sent after it)."""
         self.metrics.api_ambiguous.labels("patch").inc()
         self._resolving += 1
         try:
-            outcome, raised = await self._rewrite(write, error)
+            outcome, raised = await self._rewrite(write, error, superseded)
         finally:
             self._resolving -= 1
         self._resolved("patch", ref, outcome, error)
         if raised is not None:
             raise raised
+        return outcome is Outcome.TOOK_EFFECT
 
     async def _rewrite(
-        self, write: Callable[[], Awaitable[None]], error: AmbiguousError
+        self,
+        write: Callable[[], Awaitable[None]],
+        error: AmbiguousError,
+        superseded: Callable[[], bool],
     ) -> tuple[Outcome, ApiError | None]:
         clock = self.ports.clock
         deadline = clock.now() + self.policy.deadline
@@ -168,6 +181,8 @@ class OutcomeResolver:
         while clock.now() < deadline:
             await clock.sleep(min(delay, max(0.0, deadline - clock.now())))
             delay = min(delay * 2, self.policy.cap)
+            if superseded():
+                return Outcome.SUPERSEDED, None
             try:
                 await write()
             except AmbiguousError as exc:

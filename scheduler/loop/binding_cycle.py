@@ -1,18 +1,19 @@
-"""Binder: the binds a cycle decided, with the DRA claims written before them (layer 3).
+"""BindingCycle: the binds a cycle decided, with the DRA claims written before them
+(layer 3).
 
-Job: hand each :class:`~scheduler.framework.effects.Bind` to the API server in the
-background, as kube-scheduler's binding cycle does (PreBind writes the pod's claims, then
-the binding), and leave the cache true to what happened: a refusal forgets the assumed
-pod (a later cycle tries it again) after its ``PodScheduled`` condition says why; an
-ambiguous failure keeps it until its outcome is learnt
-(:class:`~scheduler.preemption.outcomes.OutcomeResolver`); a claim written for a bind that
-failed is withdrawn. Also clears the claims nobody holds any more (kube-scheduler's
-PostFilter for DRA).
+Job: take each :class:`~scheduler.framework.effects.Bind` through kube-scheduler's
+binding cycle in the background (PreBind writes the pod's claims, then the binding), and
+leave the cache true to what happened: a refusal forgets the assumed pod (a later cycle
+tries it again) after its ``PodScheduled`` condition says why; a lost reply keeps it
+until its outcome is learnt (the dispatcher's calls read it back); a claim written for a
+bind that failed is withdrawn. Also clears the claims nobody holds any more
+(kube-scheduler's PostFilter for DRA).
 
 Owned by the :class:`~scheduler.loop.scheduler_loop.SchedulingLoop`: called from its task
-only; the calls run in the loop's pools (binds in ``binds``; claim withdrawals and
-deletions in ``writes``). Failures are counted and logged through ``on_failed`` (the
-loop's), never raised.
+only. Each bind's steps run in a task of the loop's ``binds`` pool and make their writes
+through the API dispatcher (:mod:`scheduler.dispatch`), as do the claim withdrawals and
+deallocations (submitted to it). Failures are counted and logged through ``on_failed``
+(the loop's), never raised.
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ from scheduler.api.errors import (
 )
 from scheduler.api.task import TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.dispatch import (
+    ApiDispatcher,
+    BindPod,
+    CreateClaim,
+    DeallocateClaim,
+    DeleteClaim,
+    PodStatusPatch,
+    ReserveClaim,
+    Ticket,
+    UnreserveClaim,
+)
 from scheduler.framework.effects import Bind, EffectLedger
 from scheduler.framework.session import Session
 from scheduler.logging import get_logger
@@ -43,37 +55,32 @@ from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
-from scheduler.ports import ClusterPorts, Event, ObjectRef
-from scheduler.preemption.outcomes import Outcome, OutcomeResolver
+from scheduler.ports import Event, ObjectRef
 
 log = get_logger("sluice.loop")
 
 
-class Binder:
+class BindingCycle:
     """See the module docstring."""
 
     def __init__(
         self,
-        ports: ClusterPorts,
+        dispatcher: ApiDispatcher,
         cache: SchedulerCache,
         metrics: Metrics,
         *,
         binds: WorkerPool,
-        writes: WorkerPool,
         status: StatusReporter,
-        outcomes: OutcomeResolver,
         queue: JobQueue,
         on_failed: Callable[[str, Exception], None],
     ) -> None:
-        self._ports = ports
+        self._dispatcher = dispatcher
         self._cache = cache
         self._ledger: EffectLedger = cache
         """Where binds were assumed, and are forgotten when their call fails."""
         self._metrics = metrics
         self._binds = binds
-        self._writes = writes
         self._status = status
-        self._outcomes = outcomes
         self._queue = queue
         """Told of refused binds (the job backs off) and of binds that landed."""
         self._on_failed = on_failed
@@ -82,10 +89,10 @@ class Binder:
 
     def bind(self, effect: Bind) -> None:
         """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is
-        retried); an ambiguous failure keeps it until the outcome is learnt
-        (:class:`~scheduler.preemption.outcomes.OutcomeResolver`): took effect, it stays
-        bound; did not (or unknown at the deadline), it is forgotten. A 409 saying the pod
-        is already on the node chosen is success (an earlier attempt's reply was lost)."""
+        retried); a lost reply keeps it until the outcome is learnt (:class:`~scheduler.
+        dispatch.BindPod`): took effect, it stays bound; did not (or unknown at the
+        deadline), it is forgotten. A 409 saying the pod is already on the node chosen is
+        success (an earlier attempt's reply was lost)."""
         task = effect.task
         ref = ObjectRef.of_pod(task)
 
@@ -98,22 +105,24 @@ class Binder:
             written = await self._write_claims(effect, ref) if effect.claims else ()
             if written is None:
                 return
+            call = BindPod(
+                ref,
+                effect.node,
+                effect.annotations,
+                shown=lambda: self._shown_bound(task.uid, effect.node),
+            )
             try:
-                await self._ports.binder.bind(ref, effect.node, effect.annotations)
+                await self._dispatcher.call(call)
             except NotFoundError:
                 self._ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self._metrics.binds.labels("gone").inc()
                 self._unreserve(written)
                 return
             except AmbiguousError as exc:
-                outcome = await self._outcomes.bind(
-                    ref, effect.node, exc, shown=lambda: self._shown_bound(task.uid, effect.node)
-                )
-                if outcome is not Outcome.TOOK_EFFECT:
-                    # not there, but maybe on another node (or unknown): nothing said on it
-                    await self._bind_failed(effect, ref, exc, say=False)
-                    self._unreserve(written)
-                    return
+                # not known to be there, maybe on another node: nothing said on it
+                await self._bind_failed(effect, ref, exc, say=False)
+                self._unreserve(written)
+                return
             except ApiError as exc:
                 if assigned_node(exc) != effect.node:
                     # a conflict: the pod is on another node, or changed; nothing said on it
@@ -136,26 +145,14 @@ class Binder:
         lost is read back: the claim reserved for the pod means it took effect. A create
         whose reply was lost fails: a claim it made is found and deleted by a later cycle
         (:func:`~scheduler.loop.stale_claims.stale_extended_claims`)."""
-        claims = self._ports.claims
         written: list[ClaimBinding] = []
         for binding in effect.claims:
             target = binding
             try:
-                if claims is None:
-                    raise InvariantError("no ClaimWriter: cannot write DRA claims")
                 if binding.extended is not None:
-                    target = await claims.create_claim(binding)
+                    target = await self._dispatcher.call(CreateClaim(binding))
                     written.append(target)  # deleted again if anything after fails
-                await claims.reserve_claim(target)
-            except AmbiguousError as exc:
-                outcome = (
-                    await self._outcomes.claim(target, exc, read=claims.read_claim)  # type: ignore[union-attr]
-                    if target.name
-                    else Outcome.DID_NOT
-                )
-                if outcome is not Outcome.TOOK_EFFECT:
-                    await self._claim_failed(effect, ref, target, exc, written)
-                    return None
+                await self._dispatcher.call(ReserveClaim(target))
             except (ApiError, InvariantError) as exc:
                 await self._claim_failed(effect, ref, target, exc, written)
                 return None
@@ -164,7 +161,7 @@ class Binder:
                 written.append(target)
                 continue
             try:
-                await self._ports.status.patch_pod_status(ref, extended_status(target))
+                await self._dispatcher.call(PodStatusPatch(ref, extended_status(target)))
             except ApiError as exc:
                 what = f"naming ResourceClaim {target.key} in the pod's status"
                 await self._claim_failed(effect, ref, target, exc, written, what=what)
@@ -194,7 +191,7 @@ class Binder:
         self._metrics.binds.labels("error").inc()
         self._on_failed("claim", exc)
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
-        self._ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
+        self._dispatcher.record(Event(ref, "Warning", "FailedScheduling", message))
         self._unreserve(written)
 
     def _unreserve(self, written: Sequence[ClaimBinding]) -> None:
@@ -203,51 +200,38 @@ class Binder:
         attempt uses them, or the claim controller releases them), but a claim made for
         the pod's extended resources is deleted. Best effort, in the background: a
         failure is logged (a claim left is deleted by a later cycle)."""
-        claims = self._ports.claims
-        if claims is None:
-            return
         for binding in written:
             if binding.extended is not None:
                 self._delete_claim(binding.namespace, binding.name, binding.uid)
                 continue
+            self._dispatcher.submit(UnreserveClaim(binding), self._claim_written_back)
 
-            async def call(b: ClaimBinding = binding) -> None:
-                try:
-                    await claims.unreserve_claim(b)
-                except ApiError as exc:
-                    self._on_failed("claim", exc)
-
-            self._writes.submit(f"unreserve {binding.key}", call)
+    def _claim_written_back(self, ticket: Ticket) -> None:
+        if ticket.error is not None and not isinstance(ticket.error, NotFoundError):
+            self._on_failed("claim", ticket.error)
 
     def _delete_claim(self, namespace: str, name: str, uid: str) -> None:
         """Delete, in the background, a claim made for a pod's extended resources
         (:meth:`~scheduler.ports.ClaimWriter.delete_claim`); once at a time per claim,
         NotFound counting as done."""
-        claims = self._ports.claims
         key = f"{namespace}/{name}"
-        if claims is None or key in self._deallocating:
+        if key in self._deallocating:
             return
         self._deallocating.add(key)
 
-        async def call() -> None:
-            try:
-                await claims.delete_claim(namespace, name, uid)
+        def done(ticket: Ticket) -> None:
+            self._deallocating.discard(key)
+            if ticket.error is None and not ticket.superseded:
                 log.info("deleted a claim made for extended resources", claim=key)
-            except NotFoundError:
-                pass
-            except ApiError as exc:
-                self._on_failed("claim", exc)
-            finally:
-                self._deallocating.discard(key)
+            self._claim_written_back(ticket)
 
-        self._writes.submit(f"delete {key}", call)
+        self._dispatcher.submit(DeleteClaim(namespace, name, uid), done)
 
     def release_stale_claims(self, session: Session) -> None:
         """Clear the allocation of the claims :func:`~scheduler.loop.stale_claims.
         stale_claims` picks (kube-scheduler's PostFilter), in the background; a failure
         (a conflict: the claim changed) is logged, and the next cycle looks again."""
-        claims = self._ports.claims
-        if claims is None or session.snapshot.dra is None:
+        if session.snapshot.dra is None or not self._dispatcher.writes_claims:
             return
         unschedulable = {
             t.uid
@@ -266,16 +250,15 @@ class Binder:
                 continue
             self._deallocating.add(claim.key)
 
-            async def call(c: ClaimInfo = claim) -> None:
-                try:
-                    await claims.deallocate_claim(c.namespace, c.name, c.uid, c.resource_version)
+            def done(ticket: Ticket, c: ClaimInfo = claim) -> None:
+                self._deallocating.discard(c.key)
+                if ticket.error is None and not ticket.superseded:
                     log.info("deallocated a claim nobody holds", claim=c.key)
-                except ApiError as exc:
-                    self._on_failed("claim", exc)
-                finally:
-                    self._deallocating.discard(c.key)
+                elif ticket.error is not None:
+                    self._on_failed("claim", ticket.error)
 
-            self._writes.submit(f"deallocate {claim.key}", call)
+            call = DeallocateClaim(claim.namespace, claim.name, claim.uid, claim.resource_version)
+            self._dispatcher.submit(call, done)
 
     def _shown_bound(self, uid: str, node: str) -> bool:
         """Do the events show pod ``uid`` bound to ``node`` (no longer only assumed)?"""
@@ -305,7 +288,7 @@ class Binder:
         self._on_failed("bind", exc)
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
         if refused and not going:
-            self._ports.events.record(Event(ref, "Warning", "FailedScheduling", message))
+            self._dispatcher.record(Event(ref, "Warning", "FailedScheduling", message))
 
     def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
         self._queue.bind_landed(effect.task.job_id)
@@ -314,7 +297,7 @@ class Binder:
         self._metrics.attempt_duration.labels("scheduled", PROFILE).observe(
             time.perf_counter() - t0
         )
-        self._ports.events.record(
+        self._dispatcher.record(
             Event(ref, "Normal", "Scheduled", f"Successfully assigned {ref.key} to {effect.node}")
         )
 

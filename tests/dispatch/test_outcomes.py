@@ -16,10 +16,10 @@ from scheduler.api.errors import (
     NotFoundError,
     ServerError,
 )
+from scheduler.dispatch.outcomes import Outcome, OutcomeResolver, RetryPolicy
 from scheduler.logging import quiet
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
-from scheduler.preemption.outcomes import Outcome, OutcomeResolver, RetryPolicy
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.fakes import FakeCluster
 

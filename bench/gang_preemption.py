@@ -32,7 +32,7 @@ from bench.common import NODE, HoldingSimulation, cpu_node, machine, run_driven
 from bench.workloads import NAMESPACE, _r, cycle_holds, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
-from scheduler.framework.effects import Evict
+from scheduler.framework.effects import Evict, parts
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.backend import ApiCall
@@ -155,7 +155,7 @@ def run(w: GangPreemptionWorkload, *, wrap: Any = None) -> dict[str, Any]:
     def on_cycle(report: CycleReport, events: list[dict[str, Any]]) -> None:
         del events
         cycles.append((time.monotonic(), report))
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict):
                 kinds[e.bundle.value] += 1
                 if e.preemptor is None or e.task.priority >= e.preemptor.priority:

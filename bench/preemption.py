@@ -68,7 +68,7 @@ from bench.workloads import (
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.config import SchedulerConfiguration, with_feature_gates
-from scheduler.framework.effects import Evict
+from scheduler.framework.effects import Evict, parts
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.backend import ApiCall
@@ -259,7 +259,7 @@ class Tracker:
                 self.failed_deletes += 1
 
     def on_cycle(self, report: CycleReport) -> None:
-        for e in report.effects:
+        for e in parts(report.effects):
             if not isinstance(e, Evict):
                 continue
             if e.preemptor is None or not e.task.priority < e.preemptor.priority:

@@ -36,7 +36,7 @@ from bench.preemption import (
 from bench.workloads import _r, cycle_holds, node, peak_rss_mb
 from scheduler import app
 from scheduler.config import SchedulerConfiguration, with_feature_gates
-from scheduler.framework.effects import Evict
+from scheduler.framework.effects import Evict, parts
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.backend import ApiCall
@@ -104,7 +104,7 @@ def run(w: StormWorkload, *, wrap: Any = None) -> dict[str, Any]:
     def on_cycle(report: CycleReport, events: list[dict[str, Any]]) -> None:
         del events
         cycles.append(report)
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict) and (
                 e.preemptor is None or e.task.priority >= e.preemptor.priority
             ):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler import actions, plugins
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
-from scheduler.framework.effects import Evict, Nominate
+from scheduler.framework.effects import Dissolution, Preemption
 from scheduler.framework.registry import Registry, ResolvedConfiguration
 
 __all__ = ["ResolvedConfiguration", "build_loop", "builtin_registry", "resolve"]
@@ -39,7 +39,7 @@ def build_loop(
     """The scheduling loop with the executors the configuration asks for."""
     loop = SchedulingLoop(cache, resolved, ports, metrics)
     config = resolved.config
-    if resolved.emits(Evict) or resolved.emits(Nominate):
+    if resolved.emits(Preemption) or resolved.emits(Dissolution):
         executor = PreemptionExecutor(
             cache,
             loop.dispatcher,

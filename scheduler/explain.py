@@ -36,7 +36,7 @@ from scheduler.api.resource import ResourceSum
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
-from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
+from scheduler.framework.effects import Bind, Dissolution, Evict, Nominate, parts
 from scheduler.framework.fit import Fit
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
@@ -171,11 +171,11 @@ def _describe(  # noqa: PLR0917
     }
     nominations = {
         e.task.key: e.node
-        for e in session.effects
+        for e in parts(session.effects)
         if isinstance(e, Nominate) and e.task.uid in mine
     }
     evictions: dict[str, dict[str, Any]] = {}
-    for e in session.effects:
+    for e in parts(session.effects):
         if isinstance(e, Evict) and e.preemptor is not None and e.preemptor.uid in mine:
             where = evictions.setdefault(
                 e.node,
@@ -217,8 +217,10 @@ def _describe(  # noqa: PLR0917
             "evictions": list(evictions.values()),
             "dissolves": [
                 e.task.key
-                for e in session.effects
-                if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED and e.task.uid in mine
+                for d in session.effects
+                if isinstance(d, Dissolution)
+                for e in d.evictions
+                if e.task.uid in mine
             ],
         },
         "pods": pods,

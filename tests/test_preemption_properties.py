@@ -50,7 +50,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.config import SchedulerConfiguration, with_feature_gates
-from scheduler.framework.effects import Evict, EvictReason, Nominate
+from scheduler.framework.effects import Evict, EvictReason, Nominate, parts
 from scheduler.logging import quiet
 from scheduler.loop.queue.gates import GATE_TIMEOUT
 from scheduler.loop.scheduler_loop import CycleReport
@@ -209,7 +209,7 @@ class CycleChecks:
         self.failed_delete |= any(e["event"] == "delete-failed" for e in fresh)
         where = f"cycle {report.number} t={report.started}"
         self._gates(where)
-        renewed = {e.task.uid for e in report.effects if isinstance(e, Nominate)}
+        renewed = {e.task.uid for e in parts(report.effects) if isinstance(e, Nominate)}
         self._room(where, renewed)
 
     def _gates(self, where: str) -> None:
@@ -307,8 +307,8 @@ def test_preemption_invariants(case: Case) -> None:
 
     # Victims always have strictly lower priority than their preemptor.
     for report in r.reports:
-        nominated = {e.task.uid for e in report.effects if isinstance(e, Nominate)}
-        for e in report.effects:
+        nominated = {e.task.uid for e in parts(report.effects) if isinstance(e, Nominate)}
+        for e in parts(report.effects):
             # reclaim is across queues
             if isinstance(e, Evict) and e.reason is EvictReason.PREEMPTED:
                 assert e.preemptor is not None, f"cycle {report.number}: {e.task.key}"

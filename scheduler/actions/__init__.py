@@ -11,7 +11,7 @@ from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.actions.reclaim import ReclaimAction
 from scheduler.actions.reserve import ReserveAction
 from scheduler.actions.victims import ReclaimArguments
-from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, SetPhase
+from scheduler.framework.effects import Bind, ClearNomination, Dissolution, Preemption, SetPhase
 from scheduler.framework.registry import ActionSpec, Registry
 
 
@@ -24,7 +24,7 @@ def register_builtin(registry: Registry) -> None:
             "preempt",
             PreemptAction,
             PreemptArguments,
-            emits=frozenset({Evict, Nominate, ClearNomination}),
+            emits=frozenset({Preemption, ClearNomination}),
         )
     )
     registry.add_action(
@@ -32,7 +32,7 @@ def register_builtin(registry: Registry) -> None:
             "reclaim",
             ReclaimAction,
             ReclaimArguments,
-            emits=frozenset({Evict, Nominate}),
+            emits=frozenset({Preemption}),
         )
     )
     registry.add_action(ActionSpec("backfill", BackfillAction, emits=frozenset({Bind})))
@@ -40,5 +40,5 @@ def register_builtin(registry: Registry) -> None:
     registry.add_action(ActionSpec("elect", ElectAction, ElectArguments))
     registry.add_action(ActionSpec("reserve", ReserveAction))
     registry.add_action(
-        ActionSpec("dissolve", DissolveAction, DissolveArguments, emits=frozenset({Evict}))
+        ActionSpec("dissolve", DissolveAction, DissolveArguments, emits=frozenset({Dissolution}))
     )

@@ -36,7 +36,7 @@ from scheduler.cache.ingest_news import IngestNews, ObjectNotice
 from scheduler.cache.ledger import Ledger
 from scheduler.cache.shard_view import ShardView
 from scheduler.cache.snapshot_builder import SnapshotBuilder
-from scheduler.framework.effects import Effect
+from scheduler.framework.effects import Effect, Part
 
 Obj = Mapping[str, Any]
 
@@ -87,11 +87,11 @@ class SchedulerCache:
 
     # The EffectLedger port --------------------------------------------------------------
 
-    def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
+    def assume(self, effect: Effect, /) -> Mapping[str, Sequence[TaskInfo]]:
         """:meth:`Ledger.assume <scheduler.cache.ledger.Ledger.assume>`."""
         return self.ledger.assume(effect)
 
-    def forget(self, effect: Effect, /) -> None:
+    def forget(self, effect: Effect | Part, /) -> None:
         """:meth:`Ledger.forget <scheduler.cache.ledger.Ledger.forget>`."""
         self.ledger.forget(effect)
 

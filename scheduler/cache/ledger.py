@@ -11,6 +11,9 @@ forgotten when its call failed, or an event)::
     pending ──assume Nominate──▶ nominated (PIPELINED on the node)
                                  └──forget Nominate, assume ClearNomination──▶ pending
 
+(Evict and Nominate are the parts of a Preemption or Dissolution effect, assumed in
+decision order.)
+
 An assumed pod uses its node at once, so the next cycle sees the room taken even before
 the API call returns. What is assumed and not yet shown by the events is kept here
 (in flight), and ingest asks :meth:`Ledger.keep_assumptions` on every pod event, so that
@@ -31,9 +34,12 @@ from scheduler.cache.cluster_state import ClusterState
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
+    Dissolution,
     Effect,
     Evict,
     Nominate,
+    Part,
+    Preemption,
     SetPhase,
 )
 
@@ -53,32 +59,41 @@ class Ledger:
 
     # The EffectLedger port -----------------------------------------------------------------
 
-    def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
+    def assume(self, effect: Effect, /) -> Mapping[str, Sequence[TaskInfo]]:
         """:meth:`EffectLedger.assume <scheduler.framework.effects.EffectLedger.assume>`:
-        the one entry through which the loop (and what it owns) assumes effects."""
+        the one entry through which the loop (and what it owns) assumes effects. A
+        Preemption's parts are assumed in decision order: its evictions, then its
+        nominations."""
         self._state.revision += 1
         match effect:
             case Bind():
                 self.assume_bind(effect.task.uid, effect.node, effect.annotations)
                 for binding in effect.claims:
                     self._state.dra.assume(binding)
-            case Evict():
-                self.assume_evict(effect.task.uid)
-            case Nominate():
-                self.assume_nomination(effect.task.uid, effect.node)
-                displaced = self._overflowing_below(effect.node, effect.task)
-                for t in displaced:
-                    self.forget_nomination(t.uid)
+            case Preemption():
+                for e in effect.evictions:
+                    self.assume_evict(e.task.uid)
+                displaced: dict[str, Sequence[TaskInfo]] = {}
+                for n in effect.nominations:
+                    self.assume_nomination(n.task.uid, n.node)
+                    withdrawn = self._overflowing_below(n.node, n.task)
+                    for t in withdrawn:
+                        self.forget_nomination(t.uid)
+                    if withdrawn:
+                        displaced[n.task.uid] = withdrawn
                 return displaced
+            case Dissolution():
+                for e in effect.evictions:
+                    self.assume_evict(e.task.uid)
             case ClearNomination():
                 self.forget_nomination(effect.task.uid)
             case SetPhase():
                 self.assume_phase(effect.job.uid, effect.phase)
             case _:
                 assert_never(effect)
-        return ()
+        return {}
 
-    def forget(self, effect: Effect, /) -> None:
+    def forget(self, effect: Effect | Part, /) -> None:
         """:meth:`EffectLedger.forget <scheduler.framework.effects.EffectLedger.forget>`.
         A phase, once written, is not forgotten (the PodGroup's status shows it next)."""
         self._state.revision += 1
@@ -91,6 +106,14 @@ class Ledger:
                 self.forget_evict(effect.task.uid)
             case Nominate():
                 self.forget_nomination(effect.task.uid)
+            case Preemption():
+                for e in effect.evictions:
+                    self.forget_evict(e.task.uid)
+                for n in effect.nominations:
+                    self.forget_nomination(n.task.uid)
+            case Dissolution():
+                for e in effect.evictions:
+                    self.forget_evict(e.task.uid)
             case ClearNomination() | SetPhase():
                 pass
             case _:

@@ -1,7 +1,12 @@
 """Effects: what a committed decision asks the cluster to do (layer 1).
 
-Statements produce them on commit; the loop hands them to the backends. They carry the
-session's TaskInfo so the cache can assume them without looking anything up.
+Statements produce them on commit, one per decision: a Bind per placement, a Preemption
+(every nomination of a preempt or reclaim decision with the evictions made for it) or a
+Dissolution (what is left of one gang) whole, a ClearNomination per withdrawn
+nomination, a SetPhase per admission; the loop hands them to the binding cycle and the
+preemption executor. They carry the session's TaskInfo so the cache can assume them
+without looking anything up; a Preemption's or Dissolution's per-pod parts (Evict,
+Nominate) are what the ledger assumes and forgets one by one.
 
 :class:`EffectLedger` is the port through which every assumption about an effect is made
 and undone: the cache implements it; the loop (binds, phases, and the preemption
@@ -11,7 +16,7 @@ effects it hands on), the status reporter and the preemption executor use it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -77,6 +82,9 @@ class Evict:
 
 @dataclass(frozen=True, slots=True)
 class Nominate:
+    """Nominate ``task`` to ``node``, where room is being freed for it (a part of a
+    :class:`Preemption`)."""
+
     task: TaskInfo
     node: str
 
@@ -90,12 +98,59 @@ class ClearNomination:
 
 
 @dataclass(frozen=True, slots=True)
+class Preemption:
+    """One preemption (or reclaim) as a statement committed it, whole: the preemptor's
+    pods nominated to their nodes (a gang: each task it needs) and the pods evicted for
+    them, each in decision order (every eviction names its preemptor, one of
+    ``nominations``; a nomination may have none: room is being freed already)."""
+
+    nominations: tuple[Nominate, ...]
+    evictions: tuple[Evict, ...] = ()
+
+    def victims_of(self, preemptor: TaskInfo) -> tuple[Evict, ...]:
+        """The evictions made for ``preemptor`` (one of the nominations' tasks)."""
+        return tuple(
+            e
+            for e in self.evictions
+            if e.preemptor is not None and e.preemptor.uid == preemptor.uid
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Dissolution:
+    """What is left of gang ``job`` (``namespace/name``), evicted as one decision (the
+    ``dissolve`` action's, reason :attr:`EvictReason.DISSOLVED`): no preemptor, no node
+    to nominate."""
+
+    job: str
+    evictions: tuple[Evict, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SetPhase:
     job: JobInfo
     phase: PodGroupPhase
 
 
-Effect = Bind | Evict | Nominate | ClearNomination | SetPhase
+Effect = Bind | Preemption | Dissolution | ClearNomination | SetPhase
+
+Part = Evict | Nominate
+"""The per-pod parts of a Preemption or Dissolution: what the ledger assumes and forgets
+one by one."""
+
+
+def parts(effects: Iterable[Effect]) -> Iterator[Effect | Part]:
+    """``effects`` with each Preemption and Dissolution opened into its parts, in the
+    order they were decided (a preemption's evictions, then its nominations); other
+    effects as they are."""
+    for e in effects:
+        if isinstance(e, Preemption):
+            yield from e.evictions
+            yield from e.nominations
+        elif isinstance(e, Dissolution):
+            yield from e.evictions
+        else:
+            yield e
 
 
 class EffectLedger(Protocol):
@@ -106,23 +161,24 @@ class EffectLedger(Protocol):
     reporter, the preemption executor). Synchronous, never raises for an unknown pod.
     """
 
-    def assume(self, effect: Effect, /) -> Sequence[TaskInfo]:
+    def assume(self, effect: Effect, /) -> Mapping[str, Sequence[TaskInfo]]:
         """Act on ``effect`` from now on, as if the cluster showed it already: a Bind's pod
-        on its node, an Evict's pod releasing, a Nominate's pod waiting on its node, a
-        ClearNomination's pod pending again, a SetPhase's PodGroup in its phase.
+        on its node, a Preemption's victims releasing and then its pods waiting on their
+        nodes, a Dissolution's pods releasing, a ClearNomination's pod pending again, a
+        SetPhase's PodGroup in its phase.
 
-        Returns, for a Nominate, the pods of lower priority nominated to the same node
-        whose nomination it withdrew because they no longer fit there with it (KEP-4832;
-        lowest priority first, only as many as needed: those that still fit keep their
-        nomination); their nominations must be cleared in the API too. Empty for every
-        other effect.
+        Returns, for a Preemption, per nominated pod's uid, the pods of lower priority
+        nominated to the same node whose nomination it withdrew because they no longer
+        fit there with it (KEP-4832; lowest priority first, only as many as needed:
+        those that still fit keep their nomination); their nominations must be cleared
+        in the API too. Empty for every other effect.
         """
         ...
 
-    def forget(self, effect: Effect, /) -> None:
+    def forget(self, effect: Effect | Part, /) -> None:
         """``effect``'s call failed: undo what :meth:`assume` did. A Bind's pod is pending
         again (and will be retried); an Evict's pod holds its room again; a Nominate's pod
-        is pending again. Idempotent."""
+        is pending again (a Preemption or Dissolution: each of its parts). Idempotent."""
         ...
 
     def claim_written(self, binding: ClaimBinding, /) -> None:

@@ -33,10 +33,12 @@ from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
+    Dissolution,
     Effect,
     Evict,
     EvictReason,
     Nominate,
+    Preemption,
     SetPhase,
     VictimBundle,
 )
@@ -294,27 +296,63 @@ class Statement:
             op.task.uid: self._session.bind_annotations(op.task, op.node) for op in placed
         }
         claims = {op.task.uid: self._session.bind_claims(op.task, op.node) for op in placed}
+        effects = self._effects(annotations, claims)
         self._done = True
-        effects: list[Effect] = [self._effect(op, annotations, claims) for op in self._ops]
+        for op in placed:
+            op.task.status = TaskStatus.BINDING
         self._session.effects.extend(effects)
         return effects
 
-    @staticmethod
-    def _effect(op: _Op, annotations: dict[str, dict[str, str]], claims: dict[str, Any]) -> Effect:
-        """The effect of one committed operation."""
-        match op:
-            case _Phase():
-                return SetPhase(op.job, op.phase)
-            case _Move(kind=_Kind.ALLOCATE):
-                op.task.status = TaskStatus.BINDING
-                return Bind(op.task, op.node, annotations[op.task.uid], claims[op.task.uid])
-            case _Move(kind=_Kind.PIPELINE):
-                return Nominate(op.task, op.node)
-            case _Move(kind=_Kind.UNPIPELINE):
-                return ClearNomination(op.task, op.node)
-            case _Move(kind=_Kind.EVICT):
-                return Evict(
-                    op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle, op.breaks_budget
-                )
-            case _:
-                raise InvariantError(f"an operation with no effect: {op!r}")
+    def _effects(
+        self, annotations: dict[str, dict[str, str]], claims: dict[str, Any]
+    ) -> list[Effect]:
+        """The effects of the operations, in their order: one per placement, phase and
+        withdrawn nomination; the evictions and nominations of a preemption as one
+        :class:`Preemption` (in the place of the first of them: the actions evict, then
+        nominate), a dissolution's evictions as one :class:`Dissolution` per gang. Raises
+        InvariantError for an eviction whose preemptor is not nominated with it."""
+        effects: list[Effect | None] = []
+        evictions: list[Evict] = []
+        nominations: list[Nominate] = []
+        preemption_at = -1
+        dissolved: dict[str, tuple[int, list[Evict]]] = {}
+        for op in self._ops:
+            match op:
+                case _Phase():
+                    effects.append(SetPhase(op.job, op.phase))
+                case _Move(kind=_Kind.ALLOCATE):
+                    uid = op.task.uid
+                    effects.append(Bind(op.task, op.node, annotations[uid], claims[uid]))
+                case _Move(kind=_Kind.UNPIPELINE):
+                    effects.append(ClearNomination(op.task, op.node))
+                case _Move(kind=_Kind.PIPELINE | _Kind.EVICT):
+                    if op.kind is _Kind.EVICT and op.reason is EvictReason.DISSOLVED:
+                        if op.task.job_id not in dissolved:
+                            dissolved[op.task.job_id] = (len(effects), [])
+                            effects.append(None)  # its place
+                        dissolved[op.task.job_id][1].append(_evict(op))
+                        continue
+                    if preemption_at < 0:
+                        preemption_at = len(effects)
+                        effects.append(None)  # its place
+                    if op.kind is _Kind.EVICT:
+                        evictions.append(_evict(op))
+                    else:
+                        nominations.append(Nominate(op.task, op.node))
+                case _:
+                    raise InvariantError(f"an operation with no effect: {op!r}")
+        if preemption_at >= 0:
+            nominated = {n.task.uid for n in nominations}
+            orphans = [
+                e for e in evictions if e.preemptor is None or e.preemptor.uid not in nominated
+            ]
+            if orphans:
+                raise InvariantError(f"evictions without a nominated preemptor: {orphans}")
+            effects[preemption_at] = Preemption(tuple(nominations), tuple(evictions))
+        for job, (at, evicts) in dissolved.items():
+            effects[at] = Dissolution(job, tuple(evicts))
+        return [e for e in effects if e is not None]
+
+
+def _evict(op: _Move) -> Evict:
+    return Evict(op.task, op.node, op.reason, op.preemptor, op.queue, op.bundle, op.breaks_budget)

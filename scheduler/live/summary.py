@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.queue import QueueShare
 from scheduler.api.reasons import Reason
-from scheduler.framework.effects import Evict, Nominate
 from scheduler.loop.decisions import Decision, decisions_of
 from scheduler.loop.scheduler_loop import CycleReport
 
@@ -69,5 +68,5 @@ class LiveSummary:
         self.job_reasons = report.job_reasons
         self.queue_view = report.queue_view
         self.queue_shares = report.queue_shares
-        for d in decisions_of(e for e in report.effects if isinstance(e, (Evict, Nominate))):
+        for d in decisions_of(report.effects):
             self.recent.append(RecentDecision(report.number, report.started, d))

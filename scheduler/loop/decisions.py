@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.framework.effects import Effect, Evict, EvictReason, Nominate
+from scheduler.framework.effects import Dissolution, Effect, EvictReason, Preemption
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,43 +34,30 @@ class Decision:
 
 def decisions_of(effects: Iterable[Effect]) -> list[Decision]:
     """The preemptions and reclaims among ``effects`` (a cycle's, in decision order), one
-    per preemptor: its Nominate gives the node, its Evicts the victims (a member of a gang
-    preemptor nominated where nothing was evicted for it has none). A nomination of a job
-    nothing was evicted for in the cycle is no preemption: the pod waits for room (or a
-    DRA device) already being released, and is left out. Then the dissolutions, one per
+    per preemptor (each nomination of a Preemption, with the victims evicted for it; a
+    member of a gang preemptor nominated where nothing was evicted for it has none). A
+    Preemption that evicts nothing is no preemption: its pods wait for room (or a DRA
+    device) already being released, and are left out. Then the dissolutions, one per
     gang."""
     effects = list(effects)
-    entries: dict[str | None, dict[str, object]] = {}
-    victims: dict[str | None, list[str]] = {}
-    breaking: dict[str | None, int] = {}
-    preempting = {
-        e.preemptor.job_id for e in effects if isinstance(e, Evict) and e.preemptor is not None
-    }
+    found: list[Decision] = []
     for e in effects:
-        if isinstance(e, Nominate) and e.task.job_id in preempting:
-            entries.setdefault(e.task.key, {"node": e.node, "reclaim": False})
-            victims.setdefault(e.task.key, [])
-    dissolved: dict[str, list[Evict]] = {}
-    for e in effects:
-        if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED:
-            dissolved.setdefault(e.task.job_id, []).append(e)
-        elif isinstance(e, Evict):
-            owner = e.preemptor.key if e.preemptor is not None else None
-            entry = entries.setdefault(owner, {"node": e.node, "reclaim": False})
-            victims.setdefault(owner, []).append(e.task.key)
-            breaking[owner] = breaking.get(owner, 0) + e.breaks_budget
-            if e.reason is EvictReason.RECLAIMED:
-                entry["reclaim"] = True
-    return [
-        Decision(
-            "reclaim" if entry["reclaim"] else "preempt",
-            owner,
-            str(entry["node"]),
-            tuple(victims[owner]),
-            breaking.get(owner, 0),
-        )
-        for owner, entry in entries.items()
-    ] + [
-        Decision("dissolve", None, evicts[0].node, tuple(e.task.key for e in evicts))
-        for evicts in dissolved.values()
+        if not isinstance(e, Preemption) or not e.evictions:
+            continue
+        for n in e.nominations:
+            victims = e.victims_of(n.task)
+            reclaim = any(v.reason is EvictReason.RECLAIMED for v in victims)
+            found.append(
+                Decision(
+                    "reclaim" if reclaim else "preempt",
+                    n.task.key,
+                    n.node,
+                    tuple(v.task.key for v in victims),
+                    sum(v.breaks_budget for v in victims),
+                )
+            )
+    return found + [
+        Decision("dissolve", None, e.evictions[0].node, tuple(v.task.key for v in e.evictions))
+        for e in effects
+        if isinstance(e, Dissolution) and e.evictions
     ]

@@ -49,10 +49,10 @@ from scheduler.dispatch import ApiDispatcher
 from scheduler.framework.effects import (
     Bind,
     ClearNomination,
+    Dissolution,
     Effect,
     EffectLedger,
-    Evict,
-    Nominate,
+    Preemption,
 )
 from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
@@ -149,7 +149,7 @@ class CycleObserver(Protocol):
 
 
 class PreemptionHandler(Protocol):
-    """Receives a cycle's Evict, Nominate and ClearNomination effects, assumed already
+    """Receives a cycle's Preemption, Dissolution and ClearNomination effects, assumed already
     (the preemption executor, which reports the gates it closes to the loop's
     :class:`~scheduler.loop.queue.JobQueue`)."""
 
@@ -594,17 +594,16 @@ class SchedulingLoop:
         preemption: list[Effect] = []
         displaced: dict[str, Sequence[TaskInfo]] = {}
         if self.preemption is None and any(
-            isinstance(e, (Evict, Nominate, ClearNomination)) for e in effects
+            isinstance(e, (Preemption, Dissolution, ClearNomination)) for e in effects
         ):
             raise InvariantError("evictions were decided but no preemption executor runs")
         for effect in effects:
             withdrawn = self.ledger.assume(effect)
             if isinstance(effect, Bind):
                 self.binding.bind(effect)
-            elif isinstance(effect, (Evict, Nominate, ClearNomination)):
+            elif isinstance(effect, (Preemption, Dissolution, ClearNomination)):
                 preemption.append(effect)
-                if withdrawn:
-                    displaced[effect.task.uid] = withdrawn
+                displaced.update(withdrawn)
         if preemption and self.preemption is not None:
             waits = not self.preemption.async_enabled
             if waits:

@@ -7,9 +7,10 @@ preemptor's job and the backoff after a failure are the loop's scheduling queue'
 business, through the :class:`~scheduler.framework.effects.EffectLedger` port, which the
 executor uses only to undo the assumptions of a preemption that failed.
 
-The loop hands it the Evict, Nominate and ClearNomination effects of each cycle, already
-assumed (the victims releasing, the preemptor nominated, lower-priority nominations on
-its node withdrawn: the ledger says which), with ``handle``. For each preemptor, at once:
+The loop hands it the Preemption, Dissolution and ClearNomination effects of each cycle,
+already assumed (the victims releasing, the preemptors nominated, lower-priority
+nominations on their nodes withdrawn: the ledger says which), with ``handle``. For each
+preemptor of a Preemption, at once:
 
 1. the preemptor's job is gated (:meth:`EvictionGates.close_gate`): enqueue, allocate
    and preempt skip it.
@@ -40,12 +41,12 @@ inside the cycle when the feature gate ``SchedulerAsyncPreemption`` is off:
    preempt until its backoff ends (1 s, doubling to 60 s; the queue keeps it), and the
    failure is counted.
 
-A dissolution (Evict effects of reason ``DISSOLVED``, the ``dissolve`` action's: what is
-left of a gang that ran below its minimum) has no preemptor and no node to nominate: the
-gang's own job is gated the same way until its members are gone, each member gets
-``DisruptionTarget`` and is evicted, with a ``Dissolved`` event; a failed call reverts
-the members not evicted (they hold their room again) and the job backs off before it is
-dissolved again.
+A Dissolution (the ``dissolve`` action's: what is left of a gang that ran below its
+minimum) has no preemptor and no node to nominate: the gang's own job is gated the same
+way until its members are gone, each member gets ``DisruptionTarget`` and is evicted,
+with a ``Dissolved`` event; a failed call reverts the members not evicted (they hold
+their room again) and the job backs off before it is dissolved again. Every write goes
+through the API dispatcher (:mod:`scheduler.dispatch`), awaited in the executor's tasks.
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ from scheduler.api.task import TaskInfo
 from scheduler.dispatch import ApiDispatcher, EvictPod, PodStatusPatch
 from scheduler.framework.effects import (
     ClearNomination,
+    Dissolution,
     Effect,
     EffectLedger,
     Evict,
     EvictReason,
     Nominate,
+    Preemption,
     VictimBundle,
 )
 from scheduler.logging import get_logger
@@ -97,18 +100,18 @@ def dissolved_notice(job: str) -> Notice:
     return Notice(message, "Dissolved", message)
 
 
-def _is_reclaim(p: Preemption) -> bool:
+def _is_reclaim(p: PreemptionRun) -> bool:
     return any(e.reason is EvictReason.RECLAIMED for e in p.evictions)
 
 
-def disruption_message(p: Preemption) -> str:
+def disruption_message(p: PreemptionRun) -> str:
     """The ``DisruptionTarget`` condition's message on ``p``'s victims."""
     if _is_reclaim(p):
         return RECLAIM_MESSAGE.format(queue=p.evictions[0].queue)
     return PREEMPTION_MESSAGE
 
 
-def preempted_message(p: Preemption) -> str:
+def preempted_message(p: PreemptionRun) -> str:
     """The ``Preempted`` event's message on ``p``'s victims."""
     if _is_reclaim(p):
         queue = p.evictions[0].queue
@@ -116,7 +119,7 @@ def preempted_message(p: Preemption) -> str:
     return f"Preempted by pod {p.preemptor.key} on node {p.node}"
 
 
-def preemptor_message(p: Preemption) -> str:
+def preemptor_message(p: PreemptionRun) -> str:
     """The ``Preempting`` event's message on ``p``'s preemptor: how many victims on which
     node, and the gangs it broke (those whose members were taken as a Whole bundle)."""
     verb = "reclaiming" if _is_reclaim(p) else "preempting"
@@ -156,8 +159,9 @@ class EvictionGates(Protocol):
 
 
 @dataclass(slots=True)
-class Preemption:
-    """One preemptor, its node and its victims, as decided in one cycle."""
+class PreemptionRun:
+    """The calls of one preemptor of a :class:`~scheduler.framework.effects.Preemption`:
+    its node, its victims, and where they stand."""
 
     preemptor: TaskInfo
     node: str
@@ -185,7 +189,7 @@ class Notice:
     related: ObjectRef | None = None
 
     @staticmethod
-    def of(p: Preemption) -> Notice:
+    def of(p: PreemptionRun) -> Notice:
         return Notice(
             disruption_message(p),
             "Preempted",
@@ -195,11 +199,11 @@ class Notice:
 
 
 @dataclass(slots=True)
-class Dissolution:
-    """The evictions of what is left of one gang (the ``dissolve`` action's), one cycle's."""
+class DissolutionRun:
+    """The calls of one :class:`~scheduler.framework.effects.Dissolution`."""
 
     job: str
-    evictions: list[Evict]
+    evictions: tuple[Evict, ...]
     notice: Notice
     ticket: GateTicket | None = None
 
@@ -252,66 +256,53 @@ class PreemptionExecutor:
         self._tg = tg
 
     @staticmethod
-    def dissolutions(effects: Sequence[Effect]) -> list[Dissolution]:
-        """The ``DISSOLVED`` evictions among ``effects``, grouped by job in decision order."""
-        by_job: dict[str, Dissolution] = {}
-        for e in effects:
-            if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED:
-                job = e.task.job_id
-                if job not in by_job:
-                    by_job[job] = Dissolution(job, [], dissolved_notice(job))
-                by_job[job].evictions.append(e)
-        return list(by_job.values())
-
-    @staticmethod
-    def group(
-        effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]] | None = None
-    ) -> list[Preemption]:
-        """Evict and Nominate effects grouped by preemptor, in decision order, with the
-        nominations each Nominate displaced (by the preemptor's uid). Dissolutions are
-        not theirs (:meth:`dissolutions`)."""
-        by_uid: dict[str, Preemption] = {}
-        orphans: list[Evict] = []
-        effects = [
-            e for e in effects if not (isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED)
-        ]
-        for e in effects:
-            if isinstance(e, Nominate):
-                p = by_uid.setdefault(e.task.uid, Preemption(e.task, e.node))
-                p.node, p.nomination_effect = e.node, e
-                p.displaced = list((displaced or {}).get(e.task.uid, ()))
-        for e in effects:
-            if isinstance(e, Evict):
-                if e.preemptor is not None and e.preemptor.uid in by_uid:
-                    by_uid[e.preemptor.uid].victims.append(e.task)
-                    by_uid[e.preemptor.uid].evictions.append(e)
-                else:
-                    orphans.append(e)
-        if orphans:
-            raise ValueError(f"evictions without a nominated preemptor: {orphans}")
-        return list(by_uid.values())
+    def runs(
+        preemption: Preemption, displaced: Mapping[str, Sequence[TaskInfo]] | None = None
+    ) -> list[PreemptionRun]:
+        """The calls of ``preemption``, one run per nominated pod in decision order, each
+        with its victims and the nominations its own withdrew (by the pod's uid)."""
+        runs = []
+        for n in preemption.nominations:
+            evictions = list(preemption.victims_of(n.task))
+            runs.append(
+                PreemptionRun(
+                    n.task,
+                    n.node,
+                    [e.task for e in evictions],
+                    evictions,
+                    n,
+                    list((displaced or {}).get(n.task.uid, ())),
+                )
+            )
+        return runs
 
     async def handle(
         self, effects: Sequence[Effect], displaced: Mapping[str, Sequence[TaskInfo]]
     ) -> None:
-        """Act on one cycle's preemption effects, which the ledger has already assumed;
-        ``displaced`` names, per preemptor uid, the lower-priority nominations its
-        Nominate withdrew. Called by the loop, in its task, once per cycle."""
+        """Act on one cycle's Preemption, Dissolution and ClearNomination effects, which the
+        ledger has already assumed; ``displaced`` names, per preemptor uid, the
+        lower-priority nominations its nomination withdrew. Called by the loop, in its
+        task, once per cycle. Withdrawn nominations are cleared first, then each
+        preemption's calls start (in decision order), then each dissolution's."""
         for e in effects:
             if isinstance(e, ClearNomination) and self._tg is not None:
                 self._tg.start_soon(self._clear_nomination, e.task, self._line_up(e.task))
-        for p in self.group(effects, displaced):
-            self._gate(p)
-            await self._start(p.ticket, self._make_calls, p, f"preempt {p.preemptor.key}")
-        for d in self.dissolutions(effects):
-            self.metrics.gangs_dissolved.inc()
-            victims = [e.task for e in d.evictions]
-            d.ticket = self.gates.close_gate(
-                d.job,
-                [v.uid for v in victims if self.ledger.holds(v.uid)],
-                [v.uid for v in victims if self.ledger.holds_devices(v.uid)],
-            )
-            await self._start(d.ticket, self._dissolve, d, f"dissolve {d.job}")
+        for e in effects:
+            if isinstance(e, Preemption):
+                for p in self.runs(e, displaced):
+                    self._gate(p)
+                    await self._start(p.ticket, self._make_calls, p, f"preempt {p.preemptor.key}")
+        for e in effects:
+            if isinstance(e, Dissolution):
+                self.metrics.gangs_dissolved.inc()
+                d = DissolutionRun(e.job, e.evictions, dissolved_notice(e.job))
+                victims = [v.task for v in d.evictions]
+                d.ticket = self.gates.close_gate(
+                    d.job,
+                    [v.uid for v in victims if self.ledger.holds(v.uid)],
+                    [v.uid for v in victims if self.ledger.holds_devices(v.uid)],
+                )
+                await self._start(d.ticket, self._dissolve, d, f"dissolve {d.job}")
 
     async def _start(
         self,
@@ -337,7 +328,7 @@ class PreemptionExecutor:
                 self._running -= 1
             self.gates.calls_done(ticket, failure)
 
-    def _gate(self, p: Preemption) -> None:
+    def _gate(self, p: PreemptionRun) -> None:
         """Close (or join) the gate of ``p``'s job and line up its nomination writes."""
         if p.victims:
             if _is_reclaim(p):
@@ -416,7 +407,7 @@ class PreemptionExecutor:
             if self._calling == 0:
                 self._calls_done.set()
 
-    async def _make_calls(self, p: Preemption) -> str | None:
+    async def _make_calls(self, p: PreemptionRun) -> str | None:
         t0 = time.perf_counter()
         done: set[str] = set()
         slot = p.nomination or self._line_up(p.preemptor)
@@ -449,14 +440,14 @@ class PreemptionExecutor:
         self.metrics.preemption_duration.labels("success").observe(time.perf_counter() - t0)
         return None
 
-    async def _clear_lower_nominations(self, p: Preemption) -> None:
+    async def _clear_lower_nominations(self, p: PreemptionRun) -> None:
         """Clear, in the API, the nominations the ledger withdrew for ``p`` (each in its
         place in that pod's line of writes)."""
         for t, slot in zip(p.displaced, p.displaced_slots, strict=True):
             with contextlib.suppress(NotFoundError):
                 await self._write_nomination(t, None, slot)
 
-    async def _dissolve(self, d: Dissolution) -> str | None:
+    async def _dissolve(self, d: DissolutionRun) -> str | None:
         """The API calls of dissolution ``d``: None when every member is evicted, else
         why not (the members not evicted hold their room again)."""
         done: set[str] = set()
@@ -550,7 +541,7 @@ class PreemptionExecutor:
         with contextlib.suppress(NotFoundError):
             await self._write_nomination(task, node, slot)
 
-    def _revert(self, p: Preemption, done: set[str], exc: Exception) -> None:
+    def _revert(self, p: PreemptionRun, done: set[str], exc: Exception) -> None:
         self.metrics.api_errors.labels("preemption").inc()
         log.warning(
             "preemption failed; nomination reverted",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from scheduler.api import labels as L
 from scheduler.api.convert import pod_group_name
 from scheduler.config import SchedulerConfiguration
-from scheduler.framework.effects import Evict, EvictReason
+from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.scenario import ARRIVAL_ANNOTATION, DEPARTURE_ANNOTATION
 from scheduler.sim.store import ObjectStore, WatchEvent
@@ -172,7 +172,7 @@ class Watch:
     def on_cycle(self, report: CycleReport, fresh: list[Obj]) -> None:
         del fresh
         now = anyio.current_time()
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict) and e.reason is EvictReason.DISSOLVED:
                 group = e.task.job_id.split("/")[-1]
                 since = self.broken_since.get(group)

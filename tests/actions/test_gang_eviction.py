@@ -35,7 +35,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.effects import Evict, Nominate, VictimBundle
+from scheduler.framework.effects import Evict, Nominate, VictimBundle, parts
 from tests.actions.test_preempt import NO_PROPORTION, decide
 from tests.builders import node, pod, pod_group
 
@@ -153,8 +153,8 @@ def choices(world: World) -> list[tuple[int, int]]:
 @given(world=worlds())
 def test_gang_eviction_invariants(world: World) -> None:
     session = decide(world.objects, config=NO_PROPORTION)
-    evictions = [e for e in session.effects if isinstance(e, Evict)]
-    nominations = {e.task.name: e.node for e in session.effects if isinstance(e, Nominate)}
+    evictions = [e for e in parts(session.effects) if isinstance(e, Evict)]
+    nominations = {e.task.name: e.node for e in parts(session.effects) if isinstance(e, Nominate)}
     evicted = {e.task.name for e in evictions}
     priority = {t.name: t.priority for j in session.jobs.values() for t in j.tasks.values()}
 

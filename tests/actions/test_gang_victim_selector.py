@@ -14,7 +14,7 @@ from scheduler import app
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
-from scheduler.framework.effects import Evict
+from scheduler.framework.effects import Evict, parts
 from scheduler.framework.extension_points import GANG_VICTIM_SELECTOR, HookSet, PluginContext
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import open_session
@@ -82,7 +82,7 @@ def decide(victims: tuple[str, ...] | None) -> list[str]:
     session = open_session(cache_with(*WORLD).snapshot(), registry.resolve(config))
     for action in session.resolved.actions:
         session.run_action(action)
-    return sorted(e.task.name for e in session.effects if isinstance(e, Evict))
+    return sorted(e.task.name for e in parts(session.effects) if isinstance(e, Evict))
 
 
 @pytest.mark.parametrize(

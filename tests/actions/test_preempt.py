@@ -32,7 +32,7 @@ from scheduler.config import (
     parse_configuration,
     with_feature_gates,
 )
-from scheduler.framework.effects import ClearNomination, Evict, Nominate
+from scheduler.framework.effects import ClearNomination, Evict, Nominate, parts
 from scheduler.framework.session import Session
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
@@ -87,11 +87,11 @@ def decide(
 
 
 def evicted(session: Session) -> list[str]:
-    return [e.task.name for e in session.effects if isinstance(e, Evict)]
+    return [e.task.name for e in parts(session.effects) if isinstance(e, Evict)]
 
 
 def nominated(session: Session) -> dict[str, str]:
-    return {e.task.name: e.node for e in session.effects if isinstance(e, Nominate)}
+    return {e.task.name: e.node for e in parts(session.effects) if isinstance(e, Nominate)}
 
 
 def reason(session: Session, name: str) -> str:
@@ -378,7 +378,7 @@ def test_a_failed_gang_preemption_leaves_the_session_as_it_was() -> None:
     before = session_dump(session)
     PreemptAction(PreemptArguments()).execute(session)
     assert session_dump(session) == before
-    assert [e for e in session.effects if isinstance(e, Evict | Nominate)] == []
+    assert [e for e in parts(session.effects) if isinstance(e, Evict | Nominate)] == []
 
 
 def test_gated_jobs_do_not_preempt() -> None:
@@ -411,7 +411,7 @@ def test_stale_nomination_is_withdrawn() -> None:
     nominee = pending("nominee", 100)
     nominee["status"]["nominatedNodeName"] = "n1"
     session = decide([*full("n1", ("top", 2000, "2")), *full("n2", ("low", 1, "2")), nominee])
-    clears = [e for e in session.effects if isinstance(e, ClearNomination)]
+    clears = [e for e in parts(session.effects) if isinstance(e, ClearNomination)]
     assert [(e.task.name, e.node) for e in clears] == [("nominee", "n1")]
     assert evicted(session) == ["low"]
     assert nominated(session) == {"nominee": "n2"}
@@ -601,7 +601,7 @@ def test_a_failed_preemption_is_retried_after_a_backoff() -> None:
     attempts: list[float] = []
 
     def on_cycle(report: CycleReport, _: list[dict[str, Any]]) -> None:
-        if any(isinstance(e, Evict) for e in report.effects):
+        if any(isinstance(e, Evict) for e in parts(report.effects)):
             attempts.append(report.started)
 
     simulate(
@@ -695,7 +695,7 @@ def test_an_eviction_refused_by_a_budget_is_retried_after_a_backoff() -> None:
     attempts: list[float] = []
 
     def on_cycle(report: CycleReport, _: list[dict[str, Any]]) -> None:
-        if any(isinstance(e, Evict) for e in report.effects):
+        if any(isinstance(e, Evict) for e in parts(report.effects)):
             attempts.append(report.started)
 
     def evict_mode(sim: Simulation) -> None:

@@ -27,7 +27,7 @@ from scheduler.api import labels as L
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import EVICTABLE
 from scheduler.config import parse_configuration
-from scheduler.framework.effects import Evict, Nominate
+from scheduler.framework.effects import Evict, Nominate, parts
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from tests.builders import cached_session, node, pod, pod_group, queue, session_dump, task_of
@@ -52,11 +52,11 @@ def decide(objects: list[Obj]) -> Session:
 
 
 def evicted(session: Session) -> list[str]:
-    return sorted(e.task.name for e in session.effects if isinstance(e, Evict))
+    return sorted(e.task.name for e in parts(session.effects) if isinstance(e, Evict))
 
 
 def nominated(session: Session) -> dict[str, str]:
-    return {e.task.name: e.node for e in session.effects if isinstance(e, Nominate)}
+    return {e.task.name: e.node for e in parts(session.effects) if isinstance(e, Nominate)}
 
 
 def running(name: str, cpu: str, priority: int, *, on: str = "n1", **kw: Any) -> Obj:

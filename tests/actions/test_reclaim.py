@@ -23,7 +23,7 @@ from scheduler import app
 from scheduler.api import labels as L
 from scheduler.api.resource import Resource, ResourceSum
 from scheduler.api.task_states import HOLDS_ROOM
-from scheduler.framework.effects import Evict, EvictReason
+from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.clock import VirtualTimeLoop
@@ -224,7 +224,7 @@ class Watch:
         held = self.held()
         taken: dict[str, ResourceSum] = {}
         reclaimers: dict[str, set[str]] = {}
-        for e in report.effects:
+        for e in parts(report.effects):
             reclaimed = isinstance(e, Evict) and e.reason is EvictReason.RECLAIMED
             if reclaimed and e.preemptor is not None:
                 victim = self.queue_of(e.task.job_id)
@@ -392,7 +392,7 @@ def test_reclaim_lets_a_queue_at_zero_in_and_never_reclaims_back(world: Coarse) 
 
     def watch(report: CycleReport, fresh: list[dict[str, Any]]) -> None:
         del fresh
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict) and e.reason is EvictReason.RECLAIMED:
                 reclaims.append((world.queue_of[e.task.name], e.queue))
 

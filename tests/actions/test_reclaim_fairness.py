@@ -40,7 +40,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.config import SchedulerConfiguration
-from scheduler.framework.effects import Evict, EvictReason
+from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.framework.session import Session, open_session
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.plugins.proportion import ProportionPlugin
@@ -202,7 +202,7 @@ class Recorder:
 
     def __call__(self, report: CycleReport, fresh: list[Obj]) -> None:
         del fresh
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict) and e.reason is EvictReason.RECLAIMED:
                 by = e.preemptor.name if e.preemptor is not None else "?"
                 self.reclaims.append((lineage(e.task.name), lineage(by)))
@@ -249,7 +249,7 @@ def reclaims_of_a_fresh_cycle(sim: Simulation) -> list[tuple[str, str]]:
         session.run_action(action)
     return [
         (lineage(e.task.name), lineage(e.preemptor.name if e.preemptor else "?"))
-        for e in session.effects
+        for e in parts(session.effects)
         if isinstance(e, Evict) and e.reason is EvictReason.RECLAIMED
     ]
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api import labels as L
-from scheduler.framework.effects import Evict, EvictReason
+from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.store import ObjectStore, WatchEvent
 from tests import simulated
@@ -173,7 +173,7 @@ class Recorder:
 
     def __call__(self, report: CycleReport, fresh: list[Obj]) -> None:
         del fresh
-        for e in report.effects:
+        for e in parts(report.effects):
             if isinstance(e, Evict) and e.reason is EvictReason.RECLAIMED:
                 name = e.task.name
                 self.reclaims.append((report.number, name, self.world.queue_of[name], e.queue))

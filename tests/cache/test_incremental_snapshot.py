@@ -20,7 +20,7 @@ from scheduler.api.snapshot import Snapshot
 from scheduler.app import builtin_registry
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate, parts
 from scheduler.framework.session import open_session
 from tests.builders import cache_with, node, pod
 
@@ -150,7 +150,7 @@ def _cycle(cache: SchedulerCache, commit: bool) -> None:
         session.run_action(action)
     if not commit:
         return
-    for e in session.effects:
+    for e in parts(session.effects):
         if isinstance(e, Bind):
             cache.ledger.assume_bind(e.task.uid, e.node, e.annotations)
         elif isinstance(e, Evict):
@@ -190,7 +190,7 @@ def test_unchanged_copies_are_shared_and_changed_ones_are_not() -> None:
     # a session moves b: its copy and its node are not reused
     session = open_session(second, RESOLVED)
     with session.statement() as stmt:
-        stmt.evict(second.nodes["n2"].tasks["uid-b"], "test")
+        stmt.evict(second.nodes["n2"].tasks["uid-b"], EvictReason.DISSOLVED)
         stmt.commit()
     third = cache.snapshot()
     assert third.nodes["n2"] is not second.nodes["n2"]

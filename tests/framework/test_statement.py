@@ -12,7 +12,14 @@ from scheduler.api.errors import AllocationError, InvariantError
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig
-from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
+from scheduler.framework.effects import (
+    Bind,
+    Dissolution,
+    Evict,
+    EvictReason,
+    Nominate,
+    Preemption,
+)
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from tests.builders import node, pod, session_dump, session_with, task_of
@@ -85,8 +92,7 @@ def test_commit_turns_operations_into_effects_in_order() -> None:
         effects = stmt.commit()
     assert effects == [
         Bind(a, "n2", {}),
-        Nominate(b, "n1"),
-        Evict(r1, "n1", EvictReason.PREEMPTED, b),
+        Preemption((Nominate(b, "n1"),), (Evict(r1, "n1", EvictReason.PREEMPTED, b),)),
     ]
     assert session.effects == effects
     assert a.status is TaskStatus.BINDING  # assumed, waiting for the bind call
@@ -224,7 +230,7 @@ def test_a_recording_replayed_after_a_rollback_does_the_same_again() -> None:
         stmt.replay(recording)
         assert session_dump(session) == once
         effects = stmt.commit()
-    assert [type(e) for e in effects] == [Bind, Evict, Nominate]
+    assert [type(e) for e in effects] == [Bind, Preemption]
     assert before != once
 
 
@@ -238,3 +244,39 @@ def test_a_replay_on_a_session_that_moved_is_refused() -> None:
         stmt.allocate(a, "n1")  # the task is elsewhere now
         with pytest.raises(InvariantError, match="moved since"):
             stmt.replay(recording)
+
+
+def test_a_preemption_and_a_dissolution_are_each_one_effect_whole() -> None:
+    """The evictions and nominations a statement committed leave it as one Preemption
+    (every nomination with the evictions made for it), a dissolution's evictions as one
+    Dissolution per gang, each in the place of its first operation: nothing downstream
+    regroups per-pod effects."""
+    session = open_()
+    a, b, r1 = (task_of(session, n) for n in ("a", "b", "r1"))
+    with session.statement() as stmt:
+        stmt.evict(r1, EvictReason.PREEMPTED, preemptor=b)
+        stmt.allocate(a, "n2")
+        stmt.pipeline(b, "n1")
+        effects = stmt.commit()
+    (preemption, bind) = effects
+    assert isinstance(preemption, Preemption) and isinstance(bind, Bind)
+    assert preemption.victims_of(b) == (Evict(r1, "n1", EvictReason.PREEMPTED, b),)
+    assert preemption.nominations == (Nominate(b, "n1"),)
+
+
+def test_an_eviction_for_no_nominated_preemptor_is_refused_at_commit() -> None:
+    session = open_()
+    b, r1 = (task_of(session, n) for n in ("b", "r1"))
+    with session.statement() as stmt:
+        stmt.evict(r1, EvictReason.PREEMPTED, preemptor=b)
+        with pytest.raises(InvariantError, match="without a nominated preemptor"):
+            stmt.commit()
+
+
+def test_a_dissolution_is_one_effect_per_gang() -> None:
+    session = open_()
+    r1 = task_of(session, "r1")
+    with session.statement() as stmt:
+        stmt.evict(r1, EvictReason.DISSOLVED)
+        effects = stmt.commit()
+    assert effects == [Dissolution(r1.job_id, (Evict(r1, "n1", EvictReason.DISSOLVED),))]

@@ -13,7 +13,7 @@ from scheduler.api.errors import PluginError
 from scheduler.api.job import JobInfo
 from scheduler.api.reasons import ReasonCode
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
-from scheduler.framework.effects import Evict
+from scheduler.framework.effects import Evict, parts
 from scheduler.framework.extension_points import JOB_READY, HookSet, PluginContext
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import open_session
@@ -76,7 +76,7 @@ def test_an_unresolvable_readiness_answer_spares_the_victim_search(
     code: str, searched: bool
 ) -> None:
     session = decide(code)
-    evicted = [e.task.name for e in session.effects if isinstance(e, Evict)]
+    evicted = [e.task.name for e in parts(session.effects) if isinstance(e, Evict)]
     assert (evicted == ["low"]) is searched, evicted
     if not searched:
         told = session.job_reasons["default/high"]
@@ -90,4 +90,4 @@ def test_an_error_answer_is_the_plugins_failure() -> None:
     exc = session.job_errors["default/high"]
     assert isinstance(exc, PluginError) and (exc.plugin, exc.point) == ("says", "jobReady")
     assert session.job_reasons["default/high"].code is ReasonCode.SCHEDULER_ERROR
-    assert not [e for e in session.effects if isinstance(e, Evict)]
+    assert not [e for e in parts(session.effects) if isinstance(e, Evict)]

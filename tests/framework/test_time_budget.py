@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.config import SchedulerConfiguration, parse_configuration
-from scheduler.framework.effects import Bind, Evict, SetPhase
+from scheduler.framework.effects import Bind, Evict, SetPhase, parts
 from scheduler.framework.session import Session, open_session
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.queue import JobQueue
@@ -123,7 +123,7 @@ RECLAIMERS = [  # queue a holds the node; queue b (the same weight) asks for hal
 
 
 def nominated(session: Session) -> set[str]:
-    return {e.task.name for e in session.effects if not isinstance(e, (Evict, SetPhase))}
+    return {e.task.name for e in parts(session.effects) if not isinstance(e, (Evict, SetPhase))}
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_evicting_actions_keep_their_place(
             while session.unfinished:
                 session.run_action(evicting, JobsThenOut(1))
     assert nominated(session) == {first, second}
-    assert len([e for e in session.effects if isinstance(e, Evict)]) == 2
+    assert len([e for e in parts(session.effects) if isinstance(e, Evict)]) == 2
     assert not session.deferred
 
 

@@ -16,7 +16,14 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.holds import Hold, HoldKind, QueueView, Reservation
 from scheduler.api.queue import QueueShare
 from scheduler.api.resource import Resource
-from scheduler.framework.effects import Bind, Evict, EvictReason, Nominate
+from scheduler.framework.effects import (
+    Bind,
+    Dissolution,
+    Evict,
+    EvictReason,
+    Nominate,
+    Preemption,
+)
 from scheduler.live import LivePage
 from scheduler.live import service as live_service
 from scheduler.live.state import page_state
@@ -44,22 +51,27 @@ PRE2 = replace(_task("pre-2"), job_id=PRE.job_id)
     [
         (
             [
-                Nominate(PRE, "n1"),
-                Evict(V1, "n1", EvictReason.PREEMPTED, PRE),
-                Evict(V2, "n1", EvictReason.PREEMPTED, PRE),
+                Preemption(
+                    (Nominate(PRE, "n1"),),
+                    (
+                        Evict(V1, "n1", EvictReason.PREEMPTED, PRE),
+                        Evict(V2, "n1", EvictReason.PREEMPTED, PRE),
+                    ),
+                )
             ],
             [Decision("preempt", "default/pre", "n1", ("default/v1", "default/v2"))],
         ),
         (
-            [Evict(V1, "n1", EvictReason.RECLAIMED, PRE), Nominate(PRE, "n2")],
+            [Preemption((Nominate(PRE, "n2"),), (Evict(V1, "n1", EvictReason.RECLAIMED, PRE),))],
             [Decision("reclaim", "default/pre", "n2", ("default/v1",))],
         ),
-        ([Nominate(PRE, "n1")], []),  # waits for room already being released
+        ([Preemption((Nominate(PRE, "n1"),))], []),  # waits for room already being released
         (
             [
-                Nominate(PRE, "n1"),
-                Nominate(PRE2, "n2"),
-                Evict(V1, "n1", EvictReason.PREEMPTED, PRE),
+                Preemption(
+                    (Nominate(PRE, "n1"), Nominate(PRE2, "n2")),
+                    (Evict(V1, "n1", EvictReason.PREEMPTED, PRE),),
+                )
             ],
             [
                 Decision("preempt", "default/pre", "n1", ("default/v1",)),
@@ -67,11 +79,11 @@ PRE2 = replace(_task("pre-2"), job_id=PRE.job_id)
             ],
         ),
         (
-            [Evict(V3, "n3", EvictReason.PREEMPTED, None), Bind(V2, "n2")],
-            [Decision("preempt", None, "n3", ("default/v3",))],
+            [Dissolution("default/g", (Evict(V3, "n3", EvictReason.DISSOLVED),)), Bind(V2, "n2")],
+            [Decision("dissolve", None, "n3", ("default/v3",))],
         ),
     ],
-    ids=["preempt", "reclaim", "nomination-alone", "gang-member-with-none", "victims-of-no-pod"],
+    ids=["preempt", "reclaim", "nomination-alone", "gang-member-with-none", "dissolution"],
 )
 def test_decisions_of_a_cycle(effects: list[Any], decisions: list[Decision]) -> None:
     assert decisions_of(effects) == decisions
@@ -80,8 +92,10 @@ def test_decisions_of_a_cycle(effects: list[Any], decisions: list[Decision]) -> 
 def test_the_summary_keeps_the_last_cycle_that_ran_and_the_recent_decisions() -> None:
     summary = LiveSummary()
     for n in range(1, RECENT + 5):
-        effects = [Nominate(PRE, "n1"), Evict(V1, "n1", EvictReason.PREEMPTED, PRE)]
-        report = CycleReport(n, float(n), effects=effects)
+        preemption = Preemption(
+            (Nominate(PRE, "n1"),), (Evict(V1, "n1", EvictReason.PREEMPTED, PRE),)
+        )
+        report = CycleReport(n, float(n), effects=[preemption])
         report.task_reasons = {"default/p": reasons.nodes_unavailable(f"reason {n}")}
         summary.observe(report)
     assert len(summary.recent) == RECENT and summary.recent[-1].cycle == RECENT + 4

@@ -236,7 +236,7 @@ def test_a_nominated_preemptor_is_given_the_devices_its_victim_releases() -> Non
     against pods of lower priority), not left without devices."""
     from scheduler.app import builtin_registry
     from scheduler.config import SchedulerConfiguration, TierConfig
-    from scheduler.framework.effects import Evict, Nominate
+    from scheduler.framework.effects import Evict, Nominate, Preemption
     from scheduler.framework.session import open_session
     from tests.builders import cache_with
 
@@ -251,8 +251,8 @@ def test_a_nominated_preemptor_is_given_the_devices_its_victim_releases() -> Non
         gpu_pod("low", "other", priority=1),
     )
     victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
-    cache.assume(Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone()))
-    cache.assume(Nominate(preemptor.clone(), "n1"))
+    evict = Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone())
+    cache.assume(Preemption((Nominate(preemptor.clone(), "n1"),), (evict,)))
     config = SchedulerConfiguration(actions=(), tiers=(TierConfig(tuple(PLUGINS)),))
     session = open_session(cache.snapshot(), builtin_registry().resolve(config))
     alloc = plugin(session).allocation("default/c")
@@ -265,7 +265,7 @@ def _nominated_after_preemption(*, victim_claim_released: bool) -> Session:
     to n1; the victim's claim still allocated, or released by the claim controller."""
     from scheduler.app import builtin_registry
     from scheduler.config import SchedulerConfiguration, TierConfig
-    from scheduler.framework.effects import Evict, Nominate
+    from scheduler.framework.effects import Evict, Nominate, Preemption
     from scheduler.framework.session import open_session
     from tests.builders import cache_with
 
@@ -276,8 +276,8 @@ def _nominated_after_preemption(*, victim_claim_released: bool) -> Session:
         gpu_pod("p", "c", priority=100),
     )
     victim, preemptor = cache.tasks["default/victim"], cache.tasks["default/p"]
-    cache.assume(Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone()))
-    cache.assume(Nominate(preemptor.clone(), "n1"))
+    evict = Evict(victim.clone(), "n1", EvictReason.PREEMPTED, preemptor=preemptor.clone())
+    cache.assume(Preemption((Nominate(preemptor.clone(), "n1"),), (evict,)))
     if victim_claim_released:
         cache.handle(
             "Pod",

@@ -19,7 +19,7 @@ from scheduler.api import labels as L
 from scheduler.api.resource import GPU
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, parse_configuration
-from scheduler.framework.effects import Bind, Evict, Nominate
+from scheduler.framework.effects import Bind, Evict, Nominate, parts
 from scheduler.framework.extension_points import NODE_SCORER, ON_PLACE
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import Session, open_session
@@ -481,8 +481,8 @@ def _preempt(objects: Sequence[Obj], config: SchedulerConfiguration) -> Session:
 
 def test_preemption_evicts_exactly_one_share_and_binds_on_the_freed_device() -> None:
     session = _preempt(PREEMPT_CASE, _config(actions=["preempt"]))
-    evicted = [e.task.name for e in session.effects if isinstance(e, Evict)]
-    nominated = {e.task.name: e.node for e in session.effects if isinstance(e, Nominate)}
+    evicted = [e.task.name for e in parts(session.effects) if isinstance(e, Evict)]
+    nominated = {e.task.name: e.node for e in parts(session.effects) if isinstance(e, Nominate)}
     assert len(evicted) == 1 and evicted[0] in ("a", "b")
     assert nominated == {"c": "g"}
     victim = evicted[0]
@@ -527,7 +527,7 @@ def test_re_adding_victims_wherever_binpack_prefers_would_find_no_victim() -> No
     session = open_session(cache.snapshot(), registry.resolve(config))
     for action in session.resolved.actions:
         session.run_action(action)
-    assert not [e for e in session.effects if isinstance(e, Evict)]
+    assert not [e for e in parts(session.effects) if isinstance(e, Evict)]
     assert task_of(session, "c").status is TaskStatus.PENDING
 
 

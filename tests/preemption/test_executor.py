@@ -27,10 +27,12 @@ from scheduler.cache import SchedulerCache
 from scheduler.dispatch import ApiDispatcher
 from scheduler.framework.effects import (
     ClearNomination,
+    Dissolution,
     Effect,
     Evict,
     EvictReason,
     Nominate,
+    Preemption,
     VictimBundle,
 )
 from scheduler.logging import quiet
@@ -39,7 +41,7 @@ from scheduler.loop.queue.backoff import FIRST_DELAY
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.preemption import PreemptionExecutor
-from scheduler.preemption.executor import Preemption, preemptor_message
+from scheduler.preemption.executor import PreemptionRun, preemptor_message
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod, pod_group
 from tests.dra_builders import claim, claims_spec
@@ -85,21 +87,20 @@ class Rig:
         return self.cache.tasks.get(f"default/{name}")
 
     def preemption(self, preemptor: str, node: str, *victims: str) -> list[Effect]:
+        """One Preemption effect, as a statement commits it: ``preemptor`` nominated to
+        ``node`` and ``victims`` evicted for it."""
         p = self.task(preemptor)
-        out: list[Effect] = [
+        evictions = tuple(
             Evict(self.task(v), self.task(v).node_name, PREEMPTED, preemptor=p) for v in victims
-        ]
-        out.append(Nominate(p, node))
-        return out
+        )
+        return [Preemption((Nominate(p, node),), evictions)]
 
     async def handle(self, effects: list[Effect]) -> None:
         """Hand ``effects`` to the executor as the loop does: each assumed through the
         ledger (the cache) in order, then the calls handed on."""
         displaced: dict[str, Sequence[TaskInfo]] = {}
         for e in effects:
-            withdrawn = self.cache.assume(e)
-            if withdrawn:
-                displaced[e.task.uid] = withdrawn
+            displaced.update(self.cache.assume(e))
         await self.executor.handle(effects, displaced)
 
     def view(self) -> QueueView:
@@ -809,13 +810,6 @@ def test_clear_nomination_effect() -> None:
     run(body, r)
 
 
-def test_evictions_without_a_nominated_preemptor_are_refused() -> None:
-    r = one_victim()
-    evict = Evict(r.task("low"), "n1", PREEMPTED, preemptor=r.task("high"))
-    with pytest.raises(ValueError, match="without a nominated preemptor"):
-        PreemptionExecutor.group([evict])
-
-
 def test_constants_match_the_issue() -> None:
     assert L.DISRUPTION_TARGET == "DisruptionTarget"
     assert L.REASON_PREEMPTION == "PreemptionByScheduler"
@@ -925,7 +919,7 @@ def test_preemptor_message_names_its_victims_and_the_gangs_it_broke(
     evictions: list[Evict], expected: str
 ) -> None:
     preemptor = task_from_pod(pod("high", priority=10))
-    p = Preemption(preemptor, "n1", [e.task for e in evictions], evictions)
+    p = PreemptionRun(preemptor, "n1", [e.task for e in evictions], evictions)
     assert preemptor_message(p) == expected
 
 
@@ -943,16 +937,12 @@ def broken_gang() -> Rig:
 
 
 def dissolution(r: Rig, *names: str) -> list[Effect]:
-    return [
-        Evict(
-            r.task(n),
-            "n1",
-            EvictReason.DISSOLVED,
-            queue="default",
-            bundle=VictimBundle.WHOLE,
-        )
+    """One Dissolution effect, as the dissolve action's statement commits it."""
+    evictions = tuple(
+        Evict(r.task(n), "n1", EvictReason.DISSOLVED, queue="default", bundle=VictimBundle.WHOLE)
         for n in names
-    ]
+    )
+    return [Dissolution(r.job(names[0]), evictions)]
 
 
 def test_a_dissolution_evicts_every_member_and_gates_the_gang_until_they_are_gone() -> None:
@@ -1018,8 +1008,6 @@ def test_dissolutions_and_preemptions_of_one_cycle_go_their_own_ways() -> None:
 
     async def body(r: Rig) -> None:
         effects = r.preemption("high", "n1", "low") + dissolution(r, "g-0")
-        assert [p.preemptor.name for p in PreemptionExecutor.group(effects)] == ["high"]
-        assert [d.job for d in PreemptionExecutor.dissolutions(effects)] == [r.job("g-0")]
         await r.handle(effects)
         assert r.gated("high") and r.gated("g-0")
         await settle()

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.task import TaskStatus
-from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate
+from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, parts
 from scheduler.framework.session import Session
 
 RETRY_EVERY = 300.0
@@ -104,7 +104,7 @@ class Parking:
         jobs keeps its round open; one that deferred none ends it."""
         acted = {
             e.task.job_id
-            for e in session.effects
+            for e in parts(session.effects)
             if isinstance(e, Bind | Evict | Nominate | ClearNomination)
         }
         target = session.reservation.job if session.reservation is not None else ""

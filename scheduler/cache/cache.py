@@ -36,7 +36,7 @@ from scheduler.cache.ingest_news import IngestNews, ObjectNotice
 from scheduler.cache.ledger import Ledger
 from scheduler.cache.shard_view import ShardView
 from scheduler.cache.snapshot_builder import SnapshotBuilder
-from scheduler.framework.effects import Effect, Part
+from scheduler.framework.effects import Bind, Effect, Part
 
 Obj = Mapping[str, Any]
 
@@ -94,6 +94,10 @@ class SchedulerCache:
     def forget(self, effect: Effect | Part, /) -> None:
         """:meth:`Ledger.forget <scheduler.cache.ledger.Ledger.forget>`."""
         self.ledger.forget(effect)
+
+    def bound_elsewhere(self, effect: Bind, node: str, /) -> None:
+        """:meth:`Ledger.bound_elsewhere <scheduler.cache.ledger.Ledger.bound_elsewhere>`."""
+        self.ledger.bound_elsewhere(effect, node)
 
     def claim_written(self, binding: ClaimBinding, /) -> None:
         """:meth:`Ledger.claim_written <scheduler.cache.ledger.Ledger.claim_written>`."""

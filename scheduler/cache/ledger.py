@@ -5,14 +5,17 @@ The pod state machine, as kube-scheduler's cache (each arrow an effect assumed, 
 forgotten when its call failed, or an event)::
 
     pending ──assume Bind──▶ assumed (BINDING) ──event with nodeName──▶ bound/running
-                                 └──forget Bind (bind failed)──▶ pending
+                                 ├──forget Bind (bind failed)──▶ pending
+                                 └──bound elsewhere (409 naming another node)──▶
+                                    assumed on that node, until an event shows it
     bound/running ──assume Evict──▶ releasing ──DELETED event──▶ gone
                                  └──forget Evict (eviction failed)──▶ running
     pending ──assume Nominate──▶ nominated (PIPELINED on the node)
                                  └──forget Nominate, assume ClearNomination──▶ pending
 
 (Evict and Nominate are the parts of a Preemption or Dissolution effect, assumed in
-decision order.)
+decision order.) A Bind decided on an older snapshot does not move a pod the events
+have shown on a node since.
 
 An assumed pod uses its node at once, so the next cycle sees the room taken even before
 the API call returns. What is assumed and not yet shown by the events is kept here
@@ -67,9 +70,9 @@ class Ledger:
         self._state.revision += 1
         match effect:
             case Bind():
-                self.assume_bind(effect.task.uid, effect.node, effect.annotations)
-                for binding in effect.claims:
-                    self._state.dra.assume(binding)
+                if self.assume_bind(effect.task.uid, effect.node, effect.annotations):
+                    for binding in effect.claims:
+                        self._state.dra.assume(binding)
             case Preemption():
                 for e in effect.evictions:
                     self.assume_evict(e.task.uid)
@@ -118,6 +121,27 @@ class Ledger:
                 pass
             case _:
                 assert_never(effect)
+
+    def bound_elsewhere(self, effect: Bind, node: str, /) -> None:
+        """:meth:`EffectLedger.bound_elsewhere
+        <scheduler.framework.effects.EffectLedger.bound_elsewhere>`: the pod, still
+        assumed (BINDING), moves to ``node``; the events then keep it there
+        (:meth:`keep_assumptions`) until one shows it on a node or gone. What was
+        assumed with the bind on ``effect.node`` (annotations, claims) is dropped, and
+        its room there is news for the parked jobs, as a failed bind's is."""
+        self._state.revision += 1
+        for binding in effect.claims:
+            self._state.dra.forget(binding)
+        uid = effect.task.uid
+        task = self._state.tasks.get(uid)
+        if task is None or task.status is not TaskStatus.BINDING:
+            return  # the events show it on a node, or gone: they know better
+        keys = self._assumed_annotations.pop(uid, ())
+        if keys and task.annotations:
+            task.annotations = {k: v for k, v in task.annotations.items() if k not in keys}
+        task.nominated_node = ""
+        self._state.move(uid, TaskStatus.BINDING, node)
+        self._state.room_freed()
 
     def claim_written(self, binding: ClaimBinding, /) -> None:
         """:meth:`EffectLedger.claim_written
@@ -168,15 +192,20 @@ class Ledger:
 
     def assume_bind(
         self, uid: str, node: str, annotations: Mapping[str, str] | None = None
-    ) -> None:
+    ) -> bool:
         """The pod is being bound to ``node`` with ``annotations`` written on it (a device
-        index): count it there, with them, from now on."""
+        index): count it there, with them, from now on. Returns whether it was assumed:
+        not when the events show the pod on a node already (a bind decided on a snapshot
+        older than them: another replica bound it), nor gone."""
         task = self._state.tasks.get(uid)
-        if task is not None and annotations:
+        if task is None or task.status not in (TaskStatus.PENDING, TaskStatus.PIPELINED):
+            return False
+        if annotations:
             self._state.task_changed(uid)
             task.annotations = {**(task.annotations or {}), **annotations}
             self._assumed_annotations[uid] = tuple(annotations)
         self._state.move(uid, TaskStatus.BINDING, node)
+        return True
 
     def forget_bind(self, uid: str) -> None:
         """A bind failed: the assumed pod is pending again (and will be retried). Its room

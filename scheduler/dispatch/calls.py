@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from scheduler.api.dra.model import ClaimBinding
-from scheduler.api.errors import AmbiguousError, ApiError, InvariantError
+from scheduler.api.errors import (
+    AmbiguousError,
+    ApiError,
+    ConflictError,
+    InvariantError,
+    assigned_node,
+)
 from scheduler.dispatch.line import Combine
 from scheduler.dispatch.outcomes import Outcome, OutcomeResolver
 from scheduler.ports import ClaimWriter, ClusterPorts, ObjectRef
@@ -134,7 +140,12 @@ class PodStatusPatch(ApiCall):
 class BindPod(ApiCall):
     """The binding of a pod to a node (after writing ``annotations`` onto it). A lost
     reply is read back: the events (``shown()``) or a read showing the pod on the node
-    mean it took effect. Not idempotent: a second binding is a 409."""
+    mean it took effect. Not idempotent: a second binding is a 409, which names the node
+    the pod is on.
+
+    :meth:`execute` returns the node the pod is bound to: ``node``, or another one the
+    API server names (a 409, or a lost reply's read, showing the pod bound there
+    already: another replica's bind); raises when it is bound nowhere known."""
 
     pod: ObjectRef
     node: str
@@ -151,13 +162,22 @@ class BindPod(ApiCall):
             return Combine.QUEUE  # never merged: the second is refused by the server
         return super().combine(older, running=running)
 
-    async def execute(self, ctx: CallContext) -> None:
+    async def execute(self, ctx: CallContext) -> str:
         try:
             await ctx.ports.binder.bind(self.pod, self.node, self.annotations)
         except AmbiguousError as exc:
-            outcome = await ctx.outcomes.bind(self.pod, self.node, exc, shown=self.shown)
-            if outcome is not Outcome.TOOK_EFFECT:
-                raise
+            outcome, where = await ctx.outcomes.bind(self.pod, self.node, exc, shown=self.shown)
+            if outcome is Outcome.TOOK_EFFECT:
+                return self.node
+            if where:
+                return where
+            raise
+        except ConflictError as exc:
+            where = assigned_node(exc)
+            if where:
+                return where  # this node (an earlier attempt's reply was lost) or another
+            raise
+        return self.node
 
 
 @dataclass(eq=False)

@@ -9,7 +9,7 @@ clock:
 
 * a bind (:meth:`OutcomeResolver.bind`) took effect when the events show the pod on the
   node (``shown``) or a read of the pod does; it did not when the read shows it unbound,
-  bound elsewhere, or gone;
+  bound elsewhere (the node is told: the pod holds its room there), or gone;
 * an eviction (:meth:`OutcomeResolver.eviction`) took effect when the events show the pod
   gone, or a read shows it gone or being deleted; it did not when the read shows it
   there and not being deleted;
@@ -19,8 +19,9 @@ clock:
 Reads (and rewrites) are spaced by a backoff (``policy.first`` doubling to
 ``policy.cap``); a read that fails is retried. When the deadline passes with nothing
 learnt the outcome is ``UNKNOWN`` and the caller decides (the loop forgets the bind, so
-that the pod is retried and a 409 naming its node then tells; the executor treats the
-eviction as failed, which keeps the victim's room counted: neither over-allocates).
+that the pod is retried and a 409 naming its node then tells where it is; the executor
+treats the eviction as failed, which keeps the victim's room counted: neither
+over-allocates).
 
 Every ambiguous write is counted in ``scheduler_api_ambiguous_total{call}`` and its
 resolution in ``scheduler_api_ambiguous_resolved_total{call,outcome}``. Used by the calls
@@ -95,16 +96,21 @@ class OutcomeResolver:
 
     async def bind(
         self, pod: ObjectRef, node: str, error: AmbiguousError, *, shown: Callable[[], bool]
-    ) -> Outcome:
+    ) -> tuple[Outcome, str]:
         """Did the bind of ``pod`` to ``node`` that raised ``error`` take effect?
-        ``shown()`` tells whether the events already show the pod bound there."""
-        return await self._learn(
-            "bind",
-            pod,
-            error,
-            shown,
-            lambda state: state is not None and state.node_name == node,
-        )
+        ``shown()`` tells whether the events already show the pod bound there. With the
+        outcome, the node a read showed the pod bound to ("" if none: not read, unbound
+        or gone): when it is another, the pod is bound there already (another replica's
+        bind), which the caller must not forget."""
+        read: list[object] = []
+
+        def took_effect(state: object) -> bool:
+            read.append(state)
+            return isinstance(state, PodState) and state.node_name == node
+
+        outcome = await self._learn("bind", pod, error, shown, took_effect)
+        where = next((s.node_name for s in read if isinstance(s, PodState)), "")
+        return outcome, where
 
     async def claim(
         self,

@@ -165,7 +165,9 @@ class EffectLedger(Protocol):
         """Act on ``effect`` from now on, as if the cluster showed it already: a Bind's pod
         on its node, a Preemption's victims releasing and then its pods waiting on their
         nodes, a Dissolution's pods releasing, a ClearNomination's pod pending again, a
-        SetPhase's PodGroup in its phase.
+        SetPhase's PodGroup in its phase. The events win over a decision made on an older
+        snapshot: a Bind whose pod they show on a node already (another replica bound
+        it) or gone assumes nothing, and its call meets the API server's answer.
 
         Returns, for a Preemption, per nominated pod's uid, the pods of lower priority
         nominated to the same node whose nomination it withdrew because they no longer
@@ -179,6 +181,15 @@ class EffectLedger(Protocol):
         """``effect``'s call failed: undo what :meth:`assume` did. A Bind's pod is pending
         again (and will be retried); an Evict's pod holds its room again; a Nominate's pod
         is pending again (a Preemption or Dissolution: each of its parts). Idempotent."""
+        ...
+
+    def bound_elsewhere(self, effect: Bind, node: str, /) -> None:
+        """The API server says the pod of the assumed ``effect`` is bound to ``node``, not
+        ``effect.node`` (a 409 naming it, or a lost reply's read: another replica bound
+        it and the events have not shown it yet). That is knowledge, not a failure: the
+        pod leaves ``effect.node`` and holds its room on ``node``, assumed (not tried
+        again), until the events show it there or gone. Nothing when the events show it
+        on a node already. Idempotent."""
         ...
 
     def claim_written(self, binding: ClaimBinding, /) -> None:

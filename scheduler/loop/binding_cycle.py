@@ -5,8 +5,9 @@ Job: take each :class:`~scheduler.framework.effects.Bind` through kube-scheduler
 binding cycle in the background (PreBind writes the pod's claims, then the binding), and
 leave the cache true to what happened: a refusal forgets the assumed pod (a later cycle
 tries it again) after its ``PodScheduled`` condition says why; a lost reply keeps it
-until its outcome is learnt (the dispatcher's calls read it back); a claim written for a
-bind that failed is withdrawn. Also clears the claims nobody holds any more
+until its outcome is learnt (the dispatcher's calls read it back); a pod the API server
+says is bound to another node holds its room there; a claim written for a bind that
+failed is withdrawn. Also clears the claims nobody holds any more
 (kube-scheduler's PostFilter for DRA).
 
 Owned by the :class:`~scheduler.loop.scheduler_loop.SchedulingLoop`: called from its task
@@ -32,7 +33,6 @@ from scheduler.api.errors import (
     InvariantError,
     NamespaceTerminatingError,
     NotFoundError,
-    assigned_node,
 )
 from scheduler.api.task import TaskStatus
 from scheduler.cache import SchedulerCache
@@ -92,7 +92,9 @@ class BindingCycle:
         retried); a lost reply keeps it until the outcome is learnt (:class:`~scheduler.
         dispatch.BindPod`): took effect, it stays bound; did not (or unknown at the
         deadline), it is forgotten. A 409 saying the pod is already on the node chosen is
-        success (an earlier attempt's reply was lost)."""
+        success (an earlier attempt's reply was lost); one naming another node, or a read
+        showing it there, is knowledge: the pod holds its room there
+        (:meth:`_bound_elsewhere`)."""
         task = effect.task
         ref = ObjectRef.of_pod(task)
 
@@ -112,7 +114,7 @@ class BindingCycle:
                 shown=lambda: self._shown_bound(task.uid, effect.node),
             )
             try:
-                await self._dispatcher.call(call)
+                node = await self._dispatcher.call(call)
             except NotFoundError:
                 self._ledger.forget(effect)  # the pod is gone; its DELETED event follows
                 self._metrics.binds.labels("gone").inc()
@@ -124,13 +126,14 @@ class BindingCycle:
                 self._unreserve(written)
                 return
             except ApiError as exc:
-                if assigned_node(exc) != effect.node:
-                    # a conflict: the pod is on another node, or changed; nothing said on it
-                    await self._bind_failed(
-                        effect, ref, exc, say=not isinstance(exc, ConflictError)
-                    )
-                    self._unreserve(written)
-                    return
+                # refused, or a conflict (the pod changed: nothing said on it)
+                await self._bind_failed(effect, ref, exc, say=not isinstance(exc, ConflictError))
+                self._unreserve(written)
+                return
+            if node != effect.node:
+                self._bound_elsewhere(effect, node)
+                self._unreserve(written)
+                return
             self._bound(effect, ref, t0)
 
         self._binds.submit(f"bind {ref.key}", call)
@@ -289,6 +292,17 @@ class BindingCycle:
         self._metrics.schedule_attempts.labels("error", PROFILE).inc()
         if refused and not going:
             self._dispatcher.record(Event(ref, "Warning", "FailedScheduling", message))
+
+    def _bound_elsewhere(self, effect: Bind, node: str) -> None:
+        """The API server says the pod of ``effect`` is bound to ``node``, not the node
+        chosen: another replica bound it (a leader that outlived its Lease) and the events
+        have not shown it. Its room there is held (:meth:`EffectLedger.bound_elsewhere`)
+        and it is not tried again; nothing is said on it: it is scheduled. Forgetting it
+        instead would give that room to another pod."""
+        self._ledger.bound_elsewhere(effect, node)
+        self._queue.bind_landed(effect.task.job_id)  # bound: a run of refusals is over
+        self._metrics.binds.labels("elsewhere").inc()
+        log.info("the pod is bound to another node already", node=node, chosen=effect.node)
 
     def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
         self._queue.bind_landed(effect.task.job_id)

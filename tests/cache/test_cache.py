@@ -14,6 +14,7 @@ from scheduler.api.job import PodGroupPhase
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.cache import SchedulerCache
+from scheduler.framework.effects import Bind
 from tests.builders import cache_with, node, pod, pod_group, queue
 
 Obj = dict[str, Any]
@@ -209,6 +210,66 @@ def test_forget_after_a_failed_bind_returns_the_pod_to_pending() -> None:
     assert cache.generation == generation
     job = cache.snapshot().jobs["default/p"]
     assert [t.status for t in job.tasks.values()] == [TaskStatus.PENDING]
+
+
+def test_a_bind_decided_before_the_events_showed_the_pod_bound_does_not_move_it() -> None:
+    """Another replica bound p to n2; the event came after this cycle's snapshot, which
+    decided p on n1. Assuming that Bind must not move p off n2 (the events know
+    better), nor its forgetting (the bind's 409) leave p pending with n2's room free."""
+    cache = cache_with(node("n1"), node("n2"), pending())
+    stale = cache.tasks["default/p"].clone()
+    cache.handle("Pod", "MODIFIED", bound(node_name="n2"))
+    effect = Bind(stale, "n1", {"x": "1"})
+    cache.assume(effect)
+    task = cache.tasks["default/p"]
+    assert (task.status, task.node_name, task.annotations) == (TaskStatus.RUNNING, "n2", {})
+    assert used(cache, "n1") == Resource() and used(cache, "n2") == ONE
+    cache.forget(effect)
+    cache.bound_elsewhere(effect, "n2")
+    assert (task.status, task.node_name) == (TaskStatus.RUNNING, "n2")
+    assert used(cache, "n1") == Resource() and used(cache, "n2") == ONE
+
+
+@pytest.mark.parametrize(
+    ("event", "status"),
+    [
+        (bound(node_name="n2"), TaskStatus.RUNNING),
+        (deleted(bound(node_name="n2")), TaskStatus.RELEASING),
+        (None, None),
+    ],
+    ids=["then-the-bound-event", "then-its-deletion-begins", "then-it-is-deleted"],
+)
+def test_a_pod_bound_elsewhere_holds_its_room_there_until_the_events_show_it(
+    event: Obj | None, status: TaskStatus | None
+) -> None:
+    """A 409 named n2 as p's node, not n1 as chosen: p is held on n2 (assumed, not
+    pending: not tried again), n1's room is free again (news for the parked jobs), and
+    events that do not show p on a node yet keep it so."""
+    cache = cache_with(node("n1"), node("n2"), pending())
+    effect = Bind(cache.tasks["default/p"].clone(), "n1", {"x": "1"})
+    cache.assume(effect)
+    generation = cache.generation
+    cache.bound_elsewhere(effect, "n2")
+    task = cache.tasks["default/p"]
+    assert (task.status, task.node_name) == (TaskStatus.BINDING, "n2")
+    assert task.annotations == {}  # written with the bind to n1: not on the pod
+    assert used(cache, "n1") == Resource() and used(cache, "n2") == ONE
+    assert cache.generation > generation
+    cache.bound_elsewhere(effect, "n2")  # idempotent
+    cache.handle("Pod", "MODIFIED", pending())  # an older event, still without nodeName
+    task = cache.tasks["default/p"]
+    assert (task.status, task.node_name) == (TaskStatus.BINDING, "n2")
+    assert used(cache, "n1") == Resource() and used(cache, "n2") == ONE
+    job = cache.snapshot().jobs["default/p"]
+    assert [t.status for t in job.tasks.values()] == [TaskStatus.BINDING]
+    if event is None:
+        cache.handle("Pod", "DELETED", pending())
+        assert "default/p" not in cache.tasks and used(cache, "n2") == Resource()
+        return
+    cache.handle("Pod", "MODIFIED", event)
+    task = cache.tasks["default/p"]
+    assert (task.status, task.node_name) == (status, "n2")
+    assert used(cache, "n1") == Resource() and used(cache, "n2") == ONE
 
 
 def test_assume_and_forget_unknown_pods_are_ignored() -> None:

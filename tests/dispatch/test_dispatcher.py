@@ -165,7 +165,7 @@ def test_a_binding_makes_a_waiting_status_patch_of_its_pod_needless() -> None:
 
     _run(main)
     assert [c for c, _, _ in cluster.calls] == ["patch", "bind"]
-    assert results == {"first": True, "waiting": None, "bind": None, "late": None}
+    assert results == {"first": True, "waiting": None, "bind": "n1", "late": None}
 
 
 # Status never goes back in time: resourceVersion preconditions ------------------------

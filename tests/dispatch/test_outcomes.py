@@ -66,15 +66,17 @@ def counted(metrics: Metrics, call: str, outcome: str) -> tuple[float, float]:
 
 
 BIND_CASES = [
-    ([HERE], False, True, Outcome.TOOK_EFFECT, 1),
-    ([UNBOUND], False, True, Outcome.DID_NOT, 1),
-    ([ELSEWHERE], False, True, Outcome.DID_NOT, 1),
-    ([None], False, True, Outcome.DID_NOT, 1),
-    ([ServerError("refused"), LOST, HERE], False, True, Outcome.TOOK_EFFECT, 3),
-    ([ServerError("refused")], False, True, Outcome.UNKNOWN, None),
-    ([UNBOUND], True, True, Outcome.TOOK_EFFECT, 0),
-    ([HERE], False, False, Outcome.UNKNOWN, 0),
+    ([HERE], False, True, (Outcome.TOOK_EFFECT, "n1"), 1),
+    ([UNBOUND], False, True, (Outcome.DID_NOT, ""), 1),
+    ([ELSEWHERE], False, True, (Outcome.DID_NOT, ELSEWHERE.node_name), 1),
+    ([None], False, True, (Outcome.DID_NOT, ""), 1),
+    ([ServerError("refused"), LOST, HERE], False, True, (Outcome.TOOK_EFFECT, "n1"), 3),
+    ([ServerError("refused")], False, True, (Outcome.UNKNOWN, ""), None),
+    ([UNBOUND], True, True, (Outcome.TOOK_EFFECT, ""), 0),
+    ([HERE], False, False, (Outcome.UNKNOWN, ""), 0),
 ]
+"""The answers of the reads, the events show it bound, a reader, the outcome and the node
+a read showed the pod on, the reads made (None: some)."""
 
 
 @pytest.mark.parametrize(
@@ -95,29 +97,29 @@ def test_bind_outcome(
     answers: list[PodState | ApiError | None],
     shown: bool,
     reader: bool,
-    outcome: Outcome,
+    outcome: tuple[Outcome, str],
     reads: int | None,
 ) -> None:
     cluster = FakeCluster(pods={"p": list(answers)})
     res, metrics = resolver(cluster, reader=reader)
     times: list[float] = []
 
-    async def body() -> Outcome:
+    async def body() -> tuple[Outcome, str]:
         t0 = anyio.current_time()
         got = await res.bind(POD, "n1", LOST, shown=lambda: shown)
         times.append(anyio.current_time() - t0)
         return got
 
-    assert run(body) is outcome
+    assert run(body) == outcome
     n = sum(1 for c in cluster.calls if c[0] == "read")
     if reads is not None:
         assert n == reads
     else:
         assert n > 3  # retried with the backoff until the deadline
     assert times[0] <= POLICY.deadline + 1e-9
-    if outcome is Outcome.UNKNOWN:
+    if outcome[0] is Outcome.UNKNOWN:
         assert times[0] == pytest.approx(POLICY.deadline)
-    assert counted(metrics, "bind", outcome.value) == (1.0, 1.0)
+    assert counted(metrics, "bind", outcome[0].value) == (1.0, 1.0)
     assert res.in_flight == 0
 
 

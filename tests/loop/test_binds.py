@@ -1,6 +1,7 @@
 """The loop's binds (issue 17): a refusal forgets the assumed pod at once; a bind whose
 reply was lost keeps it until the outcome is known; a 409 naming the node chosen is
-success. Driven on the virtual clock with a real cache and a fake cluster."""
+success, one naming another node holds the pod's room there. Driven on the virtual
+clock with a real cache and a fake cluster."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ class Case:
     """When the watch event showing the pod bound to n1 reaches the cache."""
     status: TaskStatus = TaskStatus.PENDING
     """The pod's status in the cache at the end."""
+    node: str = ""
+    """Its node in the cache at the end (if not given: n1, or none when pending)."""
     result: str = "error"
     """The ``sluice_bind_total`` result."""
     outcome: str | None = None
@@ -83,9 +86,12 @@ CASES = {
     "not-bound-read-shows-it-unbound": Case(
         fail=LOST, status=TaskStatus.PENDING, outcome="did_not", reads_made=1
     ),
-    "not-bound-read-shows-it-elsewhere": Case(
+    "not-bound-read-shows-it-elsewhere": Case(  # another replica's bind: its room held there
         fail=AmbiguousError("connection reset"),
         reads=(PodState("n2", False),),
+        status=TaskStatus.BINDING,
+        node="n2",
+        result="elsewhere",
         outcome="did_not",
     ),
     "not-bound-read-shows-it-gone": Case(fail=LOST, reads=(None,), outcome="did_not"),
@@ -101,8 +107,18 @@ CASES = {
         result="ok",
         reads_made=0,
     ),
-    "409-naming-another-node": Case(
-        fail=ConflictError('pod default/p is already assigned to node "n2"'), reads_made=0
+    "409-naming-another-node": Case(  # another replica's bind: its room held there
+        fail=ConflictError('pod default/p is already assigned to node "n2"'),
+        status=TaskStatus.BINDING,
+        node="n2",
+        result="elsewhere",
+        reads_made=0,
+    ),
+    "409-of-a-changed-pod": Case(
+        fail=ConflictError(
+            'Operation cannot be fulfilled on pods "p": the object has been modified'
+        ),
+        reads_made=0,
     ),
     "refused": Case(
         fail=ServerError("injected failure of bind"), reads_made=0, said=True, warned=True
@@ -161,7 +177,9 @@ def test_bind_outcomes(case: Case) -> None:
         assert patches == []
     warnings = [e for e in cluster.events if e.reason == "FailedScheduling"]
     assert len(warnings) == int(case.warned)
-    assert live.node_name == ("" if case.status is TaskStatus.PENDING else "n1")
+    where = case.node or ("" if case.status is TaskStatus.PENDING else "n1")
+    assert live.node_name == where
+    assert cache.nodes["n1"].used.get("cpu") == (1000 if where == "n1" else 0)
     registry = loop.metrics.registry
     assert registry.get_sample_value("sluice_bind_total", {"result": case.result}) == 1
     if case.outcome is not None:
@@ -223,3 +241,51 @@ def test_a_bind_refused_once_is_tried_again_after_a_second() -> None:
     tried = _binds_tried(cluster, 5.0)
     assert len(tried) == 2 and round(tried[1] - tried[0]) == 1, tried
     assert [name for call, name, _ in cluster.landed if call == "bind"] == ["p"]
+
+
+ASSIGNED_TO_N2 = ConflictError(
+    'Operation cannot be fulfilled on pods/binding "p": pod default/p is already assigned '
+    'to node "n2"'
+)
+
+
+@pytest.mark.parametrize(
+    "events_show_it",
+    [False, True],
+    ids=["the-events-have-not-shown-it", "the-events-showed-it-after-the-snapshot"],
+)
+def test_a_pod_bound_elsewhere_keeps_its_room_there_and_is_not_bound_again(
+    events_show_it: bool,
+) -> None:
+    """Another replica bound p to n2 (a leader that outlived its Lease). This one's cycle
+    decided p on n1, from a snapshot that showed p pending; its bind is answered 409
+    naming n2. That is knowledge: p holds n2's room from then on (q and r, coming next,
+    both go to n1, neither to n2) and is not bound again. Either the events have not
+    shown p bound yet (the 409 is all there is to know), or they showed it after the
+    cycle's snapshot (the bind decided on the older view must not move p off n2)."""
+    cache = cache_with(node("n1", cpu="2"), node("n2", cpu="1"), pod("p", cpu="1"))
+    stale = cache.tasks["default/p"].clone()  # as the cycle's snapshot showed it
+    if events_show_it:
+        cache.handle("Pod", "MODIFIED", pod("p", cpu="1", node="n2"))
+    cluster = FakeCluster(always={("bind", "p"): ASSIGNED_TO_N2})
+    clock = VirtualClock()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
+    loop = SchedulingLoop(cache, builtin_registry().resolve(SchedulerConfiguration()), ports)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            loop.binds.attach(tg)
+            await loop._apply([Bind(stale, "n1")], CycleReport(1, 0.0))
+            await loop.binds.drain()
+        for name in ("q", "r"):
+            cache.handle("Pod", "ADDED", pod(name, cpu="1"))
+        await loop.run(should_stop=lambda r: clock.now() >= 5.0 or r.number >= 100)
+
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": VirtualTimeLoop})
+    binds = [(name, to) for call, name, to in cluster.calls if call == "bind"]
+    assert [to for name, to in binds if name == "p"] == ["n1"], binds  # never again
+    landed = sorted((name, to) for call, name, to in cluster.landed if call == "bind")
+    assert landed == [("q", "n1"), ("r", "n1")]  # n2's room is p's
+    live = cache.tasks["default/p"]
+    assert live.node_name == "n2" and cache.nodes["n2"].used.get("cpu") == 1000
+    assert live.status is (TaskStatus.RUNNING if events_show_it else TaskStatus.BINDING)

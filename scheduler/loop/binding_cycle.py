@@ -94,7 +94,8 @@ class BindingCycle:
         deadline), it is forgotten. A 409 saying the pod is already on the node chosen is
         success (an earlier attempt's reply was lost); one naming another node, or a read
         showing it there, is knowledge: the pod holds its room there
-        (:meth:`_bound_elsewhere`)."""
+        (:meth:`_bound_elsewhere`). A binding never sent (an eviction of the pod took its
+        place in the dispatcher's line) is forgotten."""
         task = effect.task
         ref = ObjectRef.of_pod(task)
 
@@ -128,6 +129,12 @@ class BindingCycle:
             except ApiError as exc:
                 # refused, or a conflict (the pod changed: nothing said on it)
                 await self._bind_failed(effect, ref, exc, say=not isinstance(exc, ConflictError))
+                self._unreserve(written)
+                return
+            if node is None:
+                # not sent: an eviction of the pod took its place in the pod's line
+                self._ledger.forget(effect)
+                self._metrics.binds.labels("superseded").inc()
                 self._unreserve(written)
                 return
             if node != effect.node:

@@ -23,11 +23,12 @@ from scheduler.api.errors import (
 from scheduler.api.task import TaskStatus
 from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
+from scheduler.dispatch import EvictPod, PodStatusPatch
 from scheduler.dispatch.outcomes import RetryPolicy
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
-from scheduler.ports import ClusterPorts, PodState
+from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster
@@ -289,3 +290,38 @@ def test_a_pod_bound_elsewhere_keeps_its_room_there_and_is_not_bound_again(
     live = cache.tasks["default/p"]
     assert live.node_name == "n2" and cache.nodes["n2"].used.get("cpu") == 1000
     assert live.status is (TaskStatus.RUNNING if events_show_it else TaskStatus.BINDING)
+
+
+def test_a_binding_an_eviction_of_its_pod_took_the_place_of_is_forgotten() -> None:
+    """The binding of p waits in p's line behind a status patch in flight; an eviction of
+    p comes and takes its place (the dispatcher's relevances). The binding is never sent:
+    p is forgotten (pending, n1's room free), not taken for bound, nor for bound on no
+    node."""
+    cache = cache_with(node("n1", cpu="2"), pod("p", cpu="1"))
+    cluster = FakeCluster()
+    cluster.slow[("patch", "p")] = 1.0
+    clock = VirtualClock()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, clock, cluster)
+    loop = SchedulingLoop(cache, builtin_registry().resolve(SchedulerConfiguration()), ports)
+    task = cache.tasks["default/p"].clone()
+    ref = ObjectRef.of_pod(task)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            loop.binds.attach(tg)
+            loop.dispatcher.attach(tg)
+            loop.dispatcher.submit(PodStatusPatch(ref, {"nominatedNodeName": ""}))
+            await anyio.sleep(0.1)
+            await loop._apply([Bind(task, "n1")], CycleReport(1, 0.0))
+            await anyio.sleep(0.1)
+            await loop.dispatcher.call(EvictPod(ref, shown=lambda: False))
+            await loop.binds.drain()
+
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": VirtualTimeLoop})
+    assert [call for call, _, _ in cluster.calls] == ["patch", "evict"]
+    live = cache.tasks["default/p"]
+    assert (live.status, live.node_name) == (TaskStatus.PENDING, "")
+    assert cache.nodes["n1"].used.get("cpu") == 0
+    registry = loop.metrics.registry
+    assert registry.get_sample_value("sluice_bind_total", {"result": "superseded"}) == 1
+    assert registry.get_sample_value("sluice_bind_total", {"result": "ok"}) is None

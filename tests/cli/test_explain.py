@@ -344,3 +344,99 @@ def test_a_gang_running_below_its_minimum_says_so_and_when_it_is_dissolved(
         "Next cycle: would dissolve the gang (below its minimum too long), evicting "
         "default/g-0, default/g-1"
     ) in out
+
+
+def _later_gang() -> list[dict[str, Any]]:
+    """One 4-CPU node held by a pod from the start; a gang of two 2-CPU pods arriving at
+    5 s, which cannot start while the first pod runs (it runs for 60 s)."""
+    node = {
+        **NODE,
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "4", "pods": "9"}},
+    }
+
+    def pod(name: str, arrival: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                "annotations": {"sim.sluice.dev/arrival": arrival, **extra.get("ann", {})},
+                "labels": extra.get("labels", {}),
+            },
+            "spec": {
+                "schedulerName": "sluice",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": extra["cpu"]}}}],
+            },
+        }
+
+    group = {
+        "apiVersion": "scheduling.sluice.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "late",
+            "namespace": "ml",
+            "annotations": {"sim.sluice.dev/arrival": "5s"},
+        },
+        "spec": {"minMember": 2},
+    }
+    member = {"scheduling.sluice.dev/pod-group": "late"}
+    return [
+        node,
+        pod("first", "0s", cpu="3", ann={"sim.sluice.dev/run-for": "60s"}),
+        group,
+        pod("late-0", "5s", cpu="2", labels=member),
+        pod("late-1", "5s", cpu="2", labels=member),
+    ]
+
+
+def test_a_group_that_arrives_later_in_a_story_is_explained_at_a_moment_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scenario files are read at their start; a PodGroup that arrives later says when,
+    and ``--at`` explains the cluster as the story's simulation left it then."""
+    objects = _later_gang()
+    code, out, err = explain(tmp_path, objects, "podgroup", "ml/late", capsys=capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: PodGroup ml/late: not there at 0s of the scenario, where it arrives at 5s: "
+        "explain it then, with --at 5s\n"
+    )
+    code, out, err = explain(
+        tmp_path, objects, "podgroup", "ml/late", "--at", "10s", "-o", "json", capsys=capsys
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["name"] == "ml/late"
+    assert [(p["pod"], p["status"]) for p in result["pods"]] == [
+        ("ml/late-0", "Pending"),
+        ("ml/late-1", "Pending"),
+    ]
+    assert result["pods"][0]["nodes"] == {"Insufficient cpu": ["n1"]}  # "first" holds 3 of 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--at", "soon"],
+            "error: --at: invalid duration 'soon': expected a number with a unit "
+            "(ns, us, ms, s, m, h), like 10ms, 1m30s or 1.5h\n",
+        ),
+        (["--at=-5s"], "error: --at: invalid duration '-5s': must not be negative\n"),
+    ],
+    ids=["not-a-duration", "negative"],
+)
+def test_a_moment_that_is_not_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = explain(tmp_path, _later_gang(), "podgroup", "ml/late", *args, capsys=capsys)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_a_moment_is_of_a_story_not_of_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "pod", "ml/x", "--at", "5s", "--kubeconfig", "/nonexistent"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == "error: --at: needs scenario files (-f): a cluster is explained as it is now\n"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from scheduler.api import labels as L
-from scheduler.api.group_apis import APIS, SCHEDULER_PLUGINS, GroupApi, api_named
+from scheduler.api.group_apis import APIS, SCHEDULER_PLUGINS, VOLCANO, GroupApi, PodField, api_named
 
 __all__ = [
     "COSCHEDULING_POD_GROUP_LABEL",
@@ -46,11 +46,11 @@ __all__ = [
 
 COSCHEDULING_POD_GROUP_LABEL: Final = SCHEDULER_PLUGINS.member_field.key
 """scheduler-plugins' label naming a pod's PodGroup."""
-VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+VOLCANO_QUEUE_ANNOTATION: Final = VOLCANO.queue_fields[0].key
 """Volcano's annotation naming the queue of a pod without a PodGroup."""
-VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+VOLCANO_TASK_SPEC: Final = VOLCANO.role_fields[0].key
 """Volcano's annotation (and label) naming a pod's task within its job: its role."""
-VOLCANO_PREEMPTABLE: Final = "volcano.sh/preemptable"
+VOLCANO_PREEMPTABLE: Final = VOLCANO.preemptable_fields[0].key
 """Volcano's annotation (or label) saying whether a pod may be preempted."""
 
 
@@ -114,33 +114,44 @@ def resolve_job_id(
     return job_id
 
 
+def _first(
+    fields: tuple[PodField, ...], labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> str | None:
+    for f in fields:
+        value = f.lookup(labels, annotations)
+        if value is not None:
+            return str(value)
+    return None
+
+
 def pod_role(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
-    """A pod's role in its gang: the label ``scheduling.sluice.dev/task-role``, else
-    Volcano's task (``volcano.sh/task-spec``, annotation then label), else none."""
-    role = labels.get(L.TASK_ROLE_LABEL)
-    if role is None:
-        role = annotations.get(VOLCANO_TASK_SPEC)
-        if role is None:
-            role = labels.get(VOLCANO_TASK_SPEC)
-    return L.DEFAULT_ROLE if role is None else str(role)
+    """A pod's role in its gang: the first API (in :data:`APIS` order) whose role fields
+    the pod has says it (Sluice's label ``scheduling.sluice.dev/task-role``, then
+    Volcano's task, ``volcano.sh/task-spec``, annotation then label); else none."""
+    for api in APIS:
+        role = _first(api.role_fields, labels, annotations)
+        if role is not None:
+            return role
+    return L.DEFAULT_ROLE
 
 
 def pod_queue(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
-    """The queue of a pod scheduled alone: the label ``scheduling.sluice.dev/queue``,
-    else Volcano's annotation ``scheduling.volcano.sh/queue-name``, else ``default``."""
-    return str(
-        labels.get(L.QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION) or L.DEFAULT_QUEUE
-    )
+    """The queue of a pod scheduled alone: the first API's queue field the pod fills
+    (Sluice's label ``scheduling.sluice.dev/queue``, then Volcano's annotation
+    ``scheduling.volcano.sh/queue-name``), else ``default``."""
+    for api in APIS:
+        queue = _first(api.queue_fields, labels, annotations)
+        if queue:
+            return queue
+    return L.DEFAULT_QUEUE
 
 
 def pod_preemptable(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
-    """May the pod be a victim? Not if the label ``scheduling.sluice.dev/preemptable``
-    says ``false``, nor if Volcano's ``volcano.sh/preemptable`` (annotation, else label)
-    does not say true (a value that is not a boolean counts as false, as Volcano reads it)."""
-    own = labels.get(L.PREEMPTABLE_LABEL)
-    if own is not None and own.lower() == "false":
-        return False
-    volcano = annotations.get(VOLCANO_PREEMPTABLE)
-    if volcano is None:
-        volcano = labels.get(VOLCANO_PREEMPTABLE)
-    return volcano is None or str(volcano).lower() in ("true", "1", "t")
+    """May the pod be a victim? Not if any API's preemptable field says no, as that API
+    reads it (Sluice's label ``scheduling.sluice.dev/preemptable`` says ``false``;
+    Volcano's ``volcano.sh/preemptable``, annotation else label, is not a true value)."""
+    for api in APIS:
+        value = _first(api.preemptable_fields, labels, annotations)
+        if value is not None and not api.preemptable_if(value):
+            return False
+    return True

@@ -7,11 +7,14 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
+from scheduler.api import membership
 from scheduler.api.group_apis import (
     KUBERNETES,
     SCHEDULER_PLUGINS,
     SLUICE,
     VOLCANO,
+    GroupApi,
+    PodField,
     api_of_job,
     kind_key,
 )
@@ -168,6 +171,9 @@ def test_pod_queue(labels: dict[str, str], annotations: dict[str, str], queue: s
         ({VOLCANO_PREEMPTABLE: "false"}, {}, False),
         ({VOLCANO_PREEMPTABLE: "false"}, {VOLCANO_PREEMPTABLE: "true"}, True),
         ({}, {VOLCANO_PREEMPTABLE: "maybe"}, False),
+        ({}, {VOLCANO_PREEMPTABLE: ""}, False),
+        ({L.PREEMPTABLE_LABEL: "true"}, {VOLCANO_PREEMPTABLE: "false"}, False),
+        ({L.PREEMPTABLE_LABEL: "False"}, {VOLCANO_PREEMPTABLE: "true"}, False),
     ],
     ids=[
         "default",
@@ -176,6 +182,9 @@ def test_pod_queue(labels: dict[str, str], annotations: dict[str, str], queue: s
         "volcano-label",
         "volcano-annotation-first",
         "not-a-boolean-is-false",
+        "empty-is-not-true",
+        "either-api-says-no",
+        "sluice-says-no",
     ],
 )
 def test_pod_preemptable(
@@ -214,3 +223,27 @@ def test_kind_key(api_version: str, kind: str, key: str) -> None:
 def test_job_ids_do_not_collide(job_id: str, api: Any) -> None:
     assert api_of_job(job_id) is api
     assert api.job_id("ns", "a") == job_id
+
+
+def test_a_fifth_apis_pod_conventions_are_its_row_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod's role, queue and preemptability are read from every API's row: a fifth API
+    is heard by adding its row, nothing in membership changing."""
+    fifth = GroupApi(
+        "fifth",
+        "Fifth",
+        "fifth.example",
+        "v1",
+        PodField("label", "fifth.example/group"),
+        precedence=4,
+        role_fields=(PodField("label", "fifth.example/role"),),
+        queue_fields=(PodField("annotation", "fifth.example/queue"),),
+        preemptable_fields=(PodField("label", "fifth.example/keep"),),
+        preemptable_if=lambda value: value != "yes",
+    )
+    monkeypatch.setattr(membership, "APIS", (SLUICE, VOLCANO, fifth))
+    labels = {"fifth.example/role": "driver", "fifth.example/keep": "yes"}
+    annotations = {"fifth.example/queue": "q5"}
+    assert pod_role(labels, annotations) == "driver"
+    assert pod_queue(labels, annotations) == "q5"
+    assert pod_preemptable(labels, annotations) is False
+    assert pod_role({L.TASK_ROLE_LABEL: "ps", **labels}, {}) == "ps"  # Sluice's first

@@ -29,7 +29,7 @@ jobs: :meth:`GroupApi.job_id`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -66,6 +66,11 @@ class PodField:
             return f"spec.{self.key}"
         return f"metadata.{self.place}s[{self.key}]"
 
+    def lookup(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+        """The value a pod of ``labels`` and ``annotations`` has in this label or
+        annotation (None when it has none: an empty value is a value)."""
+        return (labels if self.place == "label" else annotations).get(self.key)
+
     def read(self, pod: Mapping[str, Any]) -> str:
         """The group name ``pod`` gives there; "" when none."""
         if self.place == "spec":
@@ -94,6 +99,12 @@ class GroupApi:
     queue tree, not a queue of its own ("" when it has none); its children are top-level
     queues. ``builtin``: the API server serves its kinds itself (an APIService says
     whether), where the others are CRDs.
+
+    A pod's own conventions in this API, each a label or annotation, the first a pod has
+    being the API's word (:mod:`scheduler.api.membership` asks the APIs in :data:`APIS`
+    order): ``role_fields`` name its role in its gang, ``queue_fields`` the queue of a pod
+    without a group, ``preemptable_fields`` whether it may be a victim, which it may not
+    when ``preemptable_if`` says False of the value.
     """
 
     name: str
@@ -108,6 +119,10 @@ class GroupApi:
     status_subresource: bool = True
     root_queue: str = ""
     builtin: bool = False
+    role_fields: tuple[PodField, ...] = ()
+    queue_fields: tuple[PodField, ...] = ()
+    preemptable_fields: tuple[PodField, ...] = ()
+    preemptable_if: Callable[[str], bool] = bool
     prefix: str = field(init=False, compare=False)
     """What its job ids start with: "" for Sluice's, ``name:`` for another API's."""
 
@@ -146,6 +161,10 @@ SLUICE: Final = GroupApi(
     PodField("label", L.POD_GROUP_LABEL),
     precedence=0,
     queue_kind="Queue",
+    role_fields=(PodField("label", L.TASK_ROLE_LABEL),),
+    queue_fields=(PodField("label", L.QUEUE_LABEL),),
+    preemptable_fields=(PodField("label", L.PREEMPTABLE_LABEL),),
+    preemptable_if=lambda value: value.lower() != "false",
 )
 """Sluice's own API: its label is its own, whoever writes it means Sluice."""
 KUBERNETES: Final = GroupApi(
@@ -177,6 +196,17 @@ VOLCANO: Final = GroupApi(
     falls_back_to="sluice",
     status_subresource=False,
     root_queue="root",
+    role_fields=(
+        PodField("annotation", "volcano.sh/task-spec"),
+        PodField("label", "volcano.sh/task-spec"),
+    ),
+    queue_fields=(PodField("annotation", "scheduling.volcano.sh/queue-name"),),
+    preemptable_fields=(
+        PodField("annotation", "volcano.sh/preemptable"),
+        PodField("label", "volcano.sh/preemptable"),
+    ),
+    # as Volcano parses it (Go's ParseBool): anything but a true value, "" too, says no
+    preemptable_if=lambda value: value.lower() in ("true", "1", "t"),
 )
 """Its annotation is Kubernetes' old group-name annotation, which Sluice has read as its
 own since its first release: a pod naming a group that Volcano has not and Sluice has

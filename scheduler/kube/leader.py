@@ -65,6 +65,8 @@ log = get_logger("sluice.kube.leader")
 
 #: client-go's ``JitterFactor``: acquisition attempts wait retry * (1 + 1.2 * random).
 JITTER_FACTOR: Final[float] = 1.2
+_RELEASE_ATTEMPTS: Final = 3
+"""Writes of a release, each after reading the Lease a conflict said had moved."""
 
 
 class LeadershipLost(SluiceError):
@@ -412,17 +414,29 @@ class LeaderElector:
         return True
 
     async def _release(self) -> None:
-        """Give the Lease up (empty holder, 1 s duration) if we still hold it. Never raises."""
+        """Give the Lease up (empty holder, 1 s duration) if we still hold it. Never raises.
+        A write refused as a conflict reads the Lease again and, still ours, gives it up
+        against the version read: a renewal whose reply the stop cut off has landed and
+        moved it, and without this the Lease stayed ours until it expired."""
         if self._lease is None or self.observed is None:
             return
-        now = format_micro_time(self.clock.wall())
-        record = LeaseRecord("", 1, now, now, self.observed.transitions)
         try:
-            released = await self._write(record)
+            for _ in range(_RELEASE_ATTEMPTS):
+                now = format_micro_time(self.clock.wall())
+                if await self._write(LeaseRecord("", 1, now, now, self.observed.transitions)):
+                    log.info("lease released", lease=self._lease_name)
+                    return
+                lease = await self.client.request(
+                    "GET",
+                    LEASES.path(self.config.namespace, self.config.name),
+                    timeout=min(self.client.timeout, self.config.renew_deadline),
+                    kind="Lease",
+                    name=self.config.name,
+                )
+                if self._observe(lease).holder != self.identity:
+                    return  # another's now, or already given up: nothing of ours to release
+            log.warning("cannot release the lease: it kept changing", lease=self._lease_name)
         except ApiError as exc:
             log.warning("cannot release the lease", lease=self._lease_name, error=str(exc))
-            return
         finally:
             self._leading = False
-        if released:
-            log.info("lease released", lease=self._lease_name)

@@ -141,6 +141,30 @@ async def test_cancel_releases_the_lease_and_the_other_takes_over_at_once(
         tg.cancel_scope.cancel()
 
 
+async def test_a_release_after_a_renewal_it_did_not_see_still_gives_the_lease_up(
+    tmp_path: Path,
+) -> None:
+    """The stop cuts off a renewal's reply after the renewal landed: the release, written
+    against the version before it, is refused as a conflict; it reads the Lease again and,
+    still its own, gives it up (it stayed held until it expired)."""
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        a = LeaderElector(cluster.client, config("a", lease_duration=30))
+        work_a = Work()
+        scope_a = anyio.CancelScope()
+
+        async def run_a() -> None:
+            with scope_a:
+                await a.run(work_a)
+
+        tg.start_soon(run_a)
+        await work_a.started.wait()
+        # the Lease moves on, still a's, without a seeing it (a renewal's lost reply)
+        cluster.store.patch("Lease", "kube-system", "sluice", {"metadata": {"labels": {"r": "1"}}})
+        scope_a.cancel()
+        await wait_until(lambda: spec(cluster).get("holderIdentity") != "a", what="release")
+        assert spec(cluster)["holderIdentity"] == "" and not a.is_leader
+
+
 async def test_work_that_returns_releases_and_run_returns(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster:
         elector = LeaderElector(cluster.client, config("a"))

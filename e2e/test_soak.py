@@ -263,6 +263,9 @@ def test_a_job_reclaimed_back(
         checks.on_event("ADDED", event)
     assert [v.invariant for v in checks.violations] == broken
     assert len(checks.reclaimed_back_later) == later
+    for v in checks.violations:  # its story: both reclaims, when, and what they said
+        assert "first at 10:00:00.0Z: \"Reclaimed by queue 'q' for pod ns/b-1" in v.detail
+        assert "then at 10:00:59.0Z: \"Reclaimed by queue 'q' for pod ns/a-2" in v.detail
 
 
 def _victim(name: str, message: str) -> dict[str, Any]:

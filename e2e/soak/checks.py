@@ -105,6 +105,9 @@ class SoakChecks:
         self.reclaims: list[tuple[str, str, float]] = []
         """(reclaiming job, victim job, when) of every reclaim seen in the events."""
         self._reclaimed_from: dict[tuple[str, str], float] = {}
+        self._first_note: dict[tuple[str, str], str] = {}
+        """(reclaiming job, victim job) -> the note of its first reclaim event, for the
+        story of a reclaim back."""
         self.reclaimed_back_later: list[dict[str, Any]] = []
         """Reclaims back after the minimum runtime: the two jobs, their queues, and the
         seconds between the two reclaims."""
@@ -254,6 +257,7 @@ class SoakChecks:
         now = decided or (time.time() if now is None else now)
         self.reclaims.append((reclaimer.name, victim.name, now))
         self._reclaimed_from.setdefault((reclaimer.name, victim.name), now)
+        self._first_note.setdefault((reclaimer.name, victim.name), str(event.get("note") or ""))
         first = self._reclaimed_from.get((victim.name, reclaimer.name))
         if first is None:
             return
@@ -271,7 +275,9 @@ class SoakChecks:
             "reclaimed_back",
             f"{victim.name}<->{reclaimer.name}",
             f"job {victim.name} (queue {victim.queue}) reclaimed from {reclaimer.name} "
-            f"(queue {reclaimer.queue}), and {reclaimer.name} from it {gap} s later",
+            f"(queue {reclaimer.queue}), and {reclaimer.name} from it {gap} s later; first "
+            f"at {_utc(first)}: {self._first_note.get((victim.name, reclaimer.name), '')!r}, "
+            f"then at {_utc(now)}: {event.get('note')!r}",
         )
 
     # ----------------------------------------------------------------- every second
@@ -331,3 +337,8 @@ def _told_why(pod: Mapping[str, Any]) -> bool:
 def _scheduled_message(pod: Mapping[str, Any]) -> str:
     scheduled = condition(pod, "PodScheduled") or {}
     return str(scheduled.get("message") or scheduled.get("reason") or "no PodScheduled")
+
+
+def _utc(epoch: float) -> str:
+    """``epoch`` as the report's times are written (to set beside its ``chaos`` log)."""
+    return time.strftime("%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch * 10) % 10}Z"

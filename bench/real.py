@@ -57,6 +57,7 @@ import anyio
 
 from bench.failover import FAILOVER, run_failover
 from bench.http_workload import _free_port, _get
+from bench.real_base import delete_base, ensure_base
 from bench.real_cluster import (
     KUBE_SCHEDULER,
     RAW_SCHEDULER,
@@ -150,6 +151,19 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
     }
     proc: anyio.abc.Process | None = None
     log_path = ctx.workdir / f"{run}.log"
+    nodes_of = ""
+    if shape.shared_base:  # made once for the shape's runs, before this run's setup
+        base = ctx.bases.get(shape.name)
+        if base is None:
+            base = ctx.bases[shape.name] = await ensure_base(
+                api, shape, concurrency=opts.setup_concurrency
+            )
+        nodes_of = base.namespace
+        figures["base"] = {
+            "namespace": base.namespace,
+            "setup_seconds": base.setup_seconds,
+            "reused": base.reused,
+        }
     try:
         await setup_run(
             api,
@@ -159,7 +173,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             pod_groups=is_sluice,
             concurrency=opts.setup_concurrency,
         )
-        pods = measured_pods(shape, run, scheduler_name)
+        pods = measured_pods(shape, run, scheduler_name, nodes_of=nodes_of)
         names = [p["metadata"]["name"] for p in pods]
         uids: dict[str, str] = {}
         if not live:  # the backlog: every measured pod exists before the scheduler starts
@@ -204,7 +218,9 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 await create_pods(api, run, pods, opts.creators)
                 figures["create_seconds"] = round(time.monotonic() - t_start, 2)
             elif runner == "raw":
-                await bind_all(api, run, uids, nodes=shape.nodes, limit=opts.raw_binds)
+                await bind_all(
+                    api, run, uids, nodes=shape.nodes, limit=opts.raw_binds, nodes_of=nodes_of
+                )
             else:
                 if runner == "kube-scheduler":
                     qps, burst = opts.kube_api_qps, opts.kube_api_burst
@@ -318,18 +334,24 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
 
 
 START_EVENTS: Final = {
-    "serving metrics and probes": "imported",
+    "serving metrics, the live page and probes": "imported",
     "caches synced": "synced",
     "scheduling": "scheduling",
+    "first cycle": "first_cycle",
+    "first bind": "first_bind",
 }
 """Lines of ``sluice run``'s log that mark its start, and the phase each one ends."""
+LISTED: Final = {"Node": "nodes_listed", "Pod": "pods_listed"}
+"""The informers whose sync is a phase of the start (``informer synced`` lines)."""
 
 
 def start_phases(log_path: Path, t0: float) -> dict[str, float]:
     """Seconds from ``t0`` (wall clock, the process's start) to each phase of Sluice's
     start, read from its log: ``imported`` (its modules loaded, probes served),
     ``nodes_listed`` and ``pods_listed`` (their informers synced), ``synced`` (every
-    informer), ``scheduling`` (the loop starts; with leader election, when it leads)."""
+    informer), ``scheduling`` (the loop starts; with leader election, when it leads),
+    ``first_cycle`` (the first cycle begins), ``first_bind`` (the first bind's reply, as
+    Sluice saw it)."""
     out: dict[str, float] = {}
     with contextlib.suppress(OSError):
         for line in log_path.read_text(errors="replace").splitlines():
@@ -339,8 +361,8 @@ def start_phases(log_path: Path, t0: float) -> dict[str, float]:
                 continue
             event = entry.get("event")
             phase = START_EVENTS.get(event)
-            if event == "informer synced" and entry.get("kind") in ("Node", "Pod"):
-                phase = f"{entry['kind'].lower()}s_listed"
+            if event == "informer synced":
+                phase = LISTED.get(entry.get("kind"))
             stamp = entry.get("timestamp")
             if phase is None or phase in out or not isinstance(stamp, str):
                 continue
@@ -630,6 +652,9 @@ async def _main(args: argparse.Namespace, plane: ControlPlane, opts: Options) ->
                 status = 1
         for shape in shapes:
             _emit(compare(shape.name, results))
+        if not args.keep:  # kept with the control plane, for the next invocation
+            for base in ctx.bases.values():
+                await delete_base(api, base)
     with contextlib.suppress(OSError):
         workdir.rmdir()  # unless it holds a log or a profile worth keeping
     return status

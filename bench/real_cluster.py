@@ -67,6 +67,10 @@ class Shape:
     devices: int = 0
     """DRA devices per node (a ResourceSlice each); every measured pod then has a claim of
     one device (even pods) or two (odd pods), created in the setup. 0: no DRA."""
+    shared_base: bool = False
+    """The nodes and running pods are made once for every run of the shape, in a
+    namespace of their own (:mod:`bench.real_base`), kubelet-like; each run makes only its
+    measured pods, which select the base's nodes."""
 
 
 SHAPES: Final[dict[str, Shape]] = {
@@ -87,6 +91,18 @@ SHAPES: Final[dict[str, Shape]] = {
             description=(
                 "15,000 nodes (scheduler_perf's largest shape), 30,000 running pods, "
                 "10,000 pending pods of 100m / 500Mi"
+            ),
+        ),
+        Shape(
+            "restart",
+            nodes=5000,
+            running=130000,
+            pods=10000,
+            shared_base=True,
+            description=(
+                "a restart at the scale of volcano#5819: 5,000 nodes and 130,000 running pods "
+                "(kubelet-like, made once for every run), 10,000 pending pods of 100m / 500Mi; "
+                "each scheduler started cold"
             ),
         ),
         Shape(
@@ -248,14 +264,17 @@ def pod_object(
     node_name: str = "",
     high_priority: bool = False,
     group: str = "",
+    nodes_of: str = "",
 ) -> dict[str, Any]:
+    """A pod of ``run`` that selects the nodes labelled with ``nodes_of`` (default: the
+    run's own)."""
     requests = {**POD_REQUESTS, "cpu": cpu}
     labels = {RUN_LABEL: run}
     if group:
         labels[L.POD_GROUP_LABEL] = group
     spec: dict[str, Any] = {
         "schedulerName": scheduler_name,
-        "nodeSelector": {RUN_LABEL: run},
+        "nodeSelector": {RUN_LABEL: nodes_of or run},
         "terminationGracePeriodSeconds": 0,
         "containers": [
             {
@@ -295,7 +314,11 @@ def pod_group_object(run: str, name: str, min_member: int) -> dict[str, Any]:
     }
 
 
-def measured_pods(shape: Shape, run: str, scheduler_name: str) -> list[dict[str, Any]]:
+def measured_pods(
+    shape: Shape, run: str, scheduler_name: str, *, nodes_of: str = ""
+) -> list[dict[str, Any]]:
+    """The measured pods of a run, selecting the nodes of ``nodes_of`` (a shared base's
+    namespace; default: the run's own)."""
     out: list[dict[str, Any]] = []
     for i in range(shape.pods):
         group = f"gang-{i // shape.gang_size}" if shape.gang_size else ""
@@ -307,6 +330,7 @@ def measured_pods(shape: Shape, run: str, scheduler_name: str) -> list[dict[str,
             cpu=shape.pod_cpu,
             high_priority=shape.high_priority,
             group=group,
+            nodes_of=nodes_of,
         )
         if shape.devices:
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
@@ -607,12 +631,15 @@ async def setup_run(
     pod_groups: bool,
     concurrency: int,
 ) -> None:
-    """The namespace, nodes (with status), running pods (bound, Running) and PodGroups."""
+    """The namespace, nodes (with status), running pods (bound, Running) and PodGroups;
+    for a shape with a shared base (made by :mod:`bench.real_base`), the namespace only."""
     await create(
         api,
         "/api/v1/namespaces",
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": run}},
     )
+    if shape.shared_base:
+        return
 
     def node_job(i: int) -> Callable[[], Awaitable[None]]:
         async def job() -> None:
@@ -813,10 +840,17 @@ def binding(run: str, name: str, uid: str, node: str) -> dict[str, Any]:
 
 
 async def create_pods(
-    api: KubeClient, run: str, pods: list[dict[str, Any]], limit: int, *, nodes: int = 0
+    api: KubeClient,
+    run: str,
+    pods: list[dict[str, Any]],
+    limit: int,
+    *,
+    nodes: int = 0,
+    nodes_of: str = "",
 ) -> dict[str, str]:
     """Create ``pods``, ``limit`` at once; with ``nodes``, bind each at once after its
-    create, round-robin over the run's nodes (the live raw run). Returns name -> uid."""
+    create, round-robin over the nodes of ``nodes_of`` (default: the run's; the live raw
+    run). Returns name -> uid."""
     uids: dict[str, str] = {}
 
     def job(i: int) -> Callable[[], Awaitable[None]]:
@@ -825,7 +859,7 @@ async def create_pods(
             created = await create(api, PODS.path(run), pods[i])
             uids[name] = created["metadata"]["uid"]
             if nodes:
-                body = binding(run, name, uids[name], f"{run}-node-{i % nodes}")
+                body = binding(run, name, uids[name], f"{nodes_of or run}-node-{i % nodes}")
                 await api.request("POST", PODS.path(run, name, "binding"), body=body, kind="Pod")
 
         return go
@@ -835,15 +869,16 @@ async def create_pods(
 
 
 async def bind_all(
-    api: KubeClient, run: str, uids: dict[str, str], *, nodes: int, limit: int
+    api: KubeClient, run: str, uids: dict[str, str], *, nodes: int, limit: int, nodes_of: str = ""
 ) -> None:
     """The raw run: bind every pod of ``uids`` (name -> uid, in creation order),
-    round-robin over the run's nodes, ``limit`` at once."""
+    round-robin over the nodes of ``nodes_of`` (default: the run's), ``limit`` at once."""
     names = list(uids)
+    prefix = nodes_of or run
 
     def job(i: int) -> Callable[[], Awaitable[None]]:
         async def go() -> None:
-            body = binding(run, names[i], uids[names[i]], f"{run}-node-{i % nodes}")
+            body = binding(run, names[i], uids[names[i]], f"{prefix}-node-{i % nodes}")
             await api.request("POST", PODS.path(run, names[i], "binding"), body=body, kind="Pod")
 
         return go

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
 from bench.http_workload import sluice_command
+from bench.real_base import Base
 from bench.real_cluster import ControlPlane
 from scheduler.kube import KubeClient
 
@@ -48,6 +49,8 @@ class RunContext:
     port_token: str | None = None
     """The bearer token the bench reads ``sluice run``'s guarded port with
     (:func:`bench.real_cluster.port_reader_token`)."""
+    bases: dict[str, Base] = field(default_factory=dict)
+    """The shared bases made (or found) so far, by shape name (:mod:`bench.real_base`)."""
 
 
 async def start_process(argv: list[str], log_path: Path) -> anyio.abc.Process:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import real, real_cluster
+from bench import real, real_base, real_cluster
 from scheduler.api import labels as L
 
 
@@ -88,6 +89,27 @@ def test_nodes_and_running_pods_belong_to_their_run() -> None:
     )
     assert running["spec"]["nodeName"] == "run-2-node-0"
     assert running["spec"]["terminationGracePeriodSeconds"] == 0  # victims go at once
+
+
+def test_restart_pods_select_the_shared_base_s_nodes() -> None:
+    shape = real_cluster.SHAPES["restart"]
+    assert shape.shared_base and (shape.nodes, shape.running, shape.pods) == (5000, 130000, 10000)
+    base = real_base.base_name(shape)
+    pods = real_cluster.measured_pods(shape, "run-3", L.SCHEDULER_NAME, nodes_of=base)
+    assert pods[0]["metadata"]["namespace"] == "run-3"
+    assert pods[0]["spec"]["nodeSelector"] == {real_cluster.RUN_LABEL: base}
+    assert base == "bench-base-restart-5000-130000"  # the sizes name it: reused only alike
+
+
+def test_the_base_looks_as_a_kubelet_left_it() -> None:
+    node = real_base.kubelet_node_status("n", 3)["status"]
+    assert [c["type"] for c in node["conditions"]][-1] == "Ready"
+    assert node["allocatable"]["cpu"] == "4" and len(node["images"]) == real_base.IMAGES
+    pod = real_base.kubelet_pod_status(70000)["status"]
+    assert pod["phase"] == "Running"
+    assert {c["type"] for c in pod["conditions"]} >= {"Ready", "PodScheduled"}
+    assert pod["containerStatuses"][0]["state"] == {"running": {"startedAt": real_base.STAMP}}
+    assert pod["podIP"] != real_base.kubelet_pod_status(70001)["status"]["podIP"]
 
 
 @pytest.mark.parametrize(
@@ -227,13 +249,16 @@ def test_what_the_watches_count(key_of: Any, obj: dict[str, Any], expected: str 
 
 def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
     lines = [
-        '{"event": "serving metrics and probes", "timestamp": "2026-11-26T05:00:00.400000Z"}',
+        '{"event": "serving metrics, the live page and probes", '
+        '"timestamp": "2026-11-26T05:00:00.400000Z"}',
         '{"kind": "Node", "event": "informer synced", "timestamp": "2026-11-26T05:00:00.900000Z"}',
         "not json",
         '{"kind": "Pod", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.100000Z"}',
         '{"kind": "Queue", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.200000Z"}',
         '{"event": "caches synced", "timestamp": "2026-11-26T05:00:01.250000Z"}',
         '{"event": "scheduling", "timestamp": "2026-11-26T05:00:01.300000Z"}',
+        '{"event": "first cycle", "timestamp": "2026-11-26T05:00:01.310000Z"}',
+        '{"event": "first bind", "timestamp": "2026-11-26T05:00:01.500000Z"}',
         '{"event": "scheduling", "timestamp": "2026-11-26T05:00:09.000000Z"}',
     ]
     log = tmp_path / "sluice.log"
@@ -245,7 +270,19 @@ def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
         "pods_listed": 1.1,
         "synced": 1.25,
         "scheduling": 1.3,
+        "first_cycle": 1.31,
+        "first_bind": 1.5,
     }
+
+
+def test_the_start_phases_are_lines_sluice_logs() -> None:
+    """Each line the bench reads a phase from is one the scheduler writes: a message
+    reworded in the scheduler would otherwise leave its phase out of every run."""
+    source = "\n".join(
+        p.read_text() for p in (Path(real.__file__).parent.parent / "scheduler").rglob("*.py")
+    )
+    for message in [*real.START_EVENTS, "informer synced"]:
+        assert f'"{message}"' in source, message
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,9 @@ class BindingCycle:
         self._on_failed = on_failed
         self._deallocating: set[str] = set()
         """DRA claims whose deallocation or deletion is in flight."""
+        self.binds_landed = 0
+        """Binds that landed so far; the first is logged (``first bind``: a start's last
+        phase)."""
 
     def bind(self, effect: Bind) -> None:
         """Submit the bind of ``effect`` (assumed already). A refusal forgets it (the pod is
@@ -312,6 +315,9 @@ class BindingCycle:
         log.info("the pod is bound to another node already", node=node, chosen=effect.node)
 
     def _bound(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
+        if not self.binds_landed:
+            log.info("first bind", pod=ref.key, node=effect.node)
+        self.binds_landed += 1
         self._queue.bind_landed(effect.task.job_id)
         self._metrics.binds.labels("ok").inc()
         self._metrics.schedule_attempts.labels("scheduled", PROFILE).inc()

@@ -361,6 +361,8 @@ class SchedulingLoop:
         now = self.ports.clock.now()
         report = CycleReport(self.cycles, now)
         self._report_notices()
+        if self.cycles == 1:  # a start's phases: the first cycle begins
+            log.info("first cycle", pods=len(self.cache.tasks), nodes=len(self.cache.nodes))
         t0 = report.slice_started = time.perf_counter()
         session = await self._decide(report)
         report.seconds = time.perf_counter() - t0

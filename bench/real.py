@@ -335,6 +335,8 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
 
 START_EVENTS: Final = {
     "serving metrics, the live page and probes": "imported",
+    "bound pods listed": "bound_pods_listed",
+    "ready to schedule": "ready_to_schedule",
     "caches synced": "synced",
     "scheduling": "scheduling",
     "first cycle": "first_cycle",
@@ -348,8 +350,10 @@ LISTED: Final = {"Node": "nodes_listed", "Pod": "pods_listed"}
 def start_phases(log_path: Path, t0: float) -> dict[str, float]:
     """Seconds from ``t0`` (wall clock, the process's start) to each phase of Sluice's
     start, read from its log: ``imported`` (its modules loaded, probes served),
-    ``nodes_listed`` and ``pods_listed`` (their informers synced), ``synced`` (every
-    informer), ``scheduling`` (the loop starts; with leader election, when it leads),
+    ``nodes_listed``, ``bound_pods_listed`` (the pods bound to a node, listed first) and
+    ``pods_listed`` (the pending ones too), ``ready_to_schedule`` (every bound pod and a
+    first page of pending ones known: the loop may start), ``synced`` (every informer),
+    ``scheduling`` (the loop starts; with leader election, when it leads),
     ``first_cycle`` (the first cycle begins), ``first_bind`` (the first bind's reply, as
     Sluice saw it)."""
     out: dict[str, float] = {}

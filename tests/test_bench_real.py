@@ -253,6 +253,8 @@ def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
         '"timestamp": "2026-11-26T05:00:00.400000Z"}',
         '{"kind": "Node", "event": "informer synced", "timestamp": "2026-11-26T05:00:00.900000Z"}',
         "not json",
+        '{"kind": "Pod", "event": "bound pods listed", "timestamp": "2026-11-26T05:00:01Z"}',
+        '{"event": "ready to schedule", "timestamp": "2026-11-26T05:00:01.050000Z"}',
         '{"kind": "Pod", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.100000Z"}',
         '{"kind": "Queue", "event": "informer synced", "timestamp": "2026-11-26T05:00:01.200000Z"}',
         '{"event": "caches synced", "timestamp": "2026-11-26T05:00:01.250000Z"}',
@@ -267,6 +269,8 @@ def test_start_phases_are_read_from_sluice_s_log(tmp_path: Any) -> None:
     assert real.start_phases(log, t0) == {
         "imported": 0.4,
         "nodes_listed": 0.9,
+        "bound_pods_listed": 1.0,
+        "ready_to_schedule": 1.05,
         "pods_listed": 1.1,
         "synced": 1.25,
         "scheduling": 1.3,

@@ -206,9 +206,13 @@ async def _main(
                 health.informers = informers
                 optional = OptionalInformers(client, cache)
                 health.optional = optional
-                await tg.start(informers.run)
+                tg.start_soon(informers.run)
+                tg.start_soon(_log_synced, informers)
                 await tg.start(optional.run)
-                log.info("caches synced")
+                # Bound pods first: the loop starts once every bound pod is known and a
+                # first page of the pending ones is in; the rest come as new pods do.
+                await informers.schedulable.wait()
+                log.info("ready to schedule", pods=len(cache.tasks), nodes=len(cache.nodes))
                 resolved = await resolution.result()
                 if resolved is None:
                     return 2  # refused: raised below
@@ -250,6 +254,12 @@ async def _main(
             raise resolution.error
     log.info("stopped")
     return 0
+
+
+async def _log_synced(informers: InformerSet) -> None:
+    """Log ``caches synced`` once every kind is listed (a phase of the start)."""
+    await informers.ready.wait()
+    log.info("caches synced")
 
 
 def lease_name(given: str | None, shard: str) -> str:

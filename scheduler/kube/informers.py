@@ -27,6 +27,14 @@ when every kind has been listed once. Contracts:
   request has a timeout.
 * **Readiness**: :attr:`Informer.synced` / :attr:`InformerSet.ready` are set once the
   first full list of each kind has reached the sink, and stay set afterwards.
+* **Assigned pods first** (``split_assigned``, the pods' informer of
+  :class:`InformerSet`): the first list of pods is two, the pods bound to a node
+  (``spec.nodeName!=``) and then the others (``spec.nodeName=``), and the watch resumes
+  from the first one's resourceVersion (what changed while the second was read is
+  replayed, in order). :attr:`Informer.schedulable` is set once every bound pod is
+  known and the first page of the others has reached the sink: a first cycle may start
+  then, and never places a pod on a node whose pods are not all known yet. Pending pods
+  still being read are news for later cycles, as new pods are.
 
 Exceptions raised by the sink are bugs: they end the informer and its set.
 """
@@ -34,7 +42,7 @@ Exceptions raised by the sink are bugs: they end the informer and its set.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -43,6 +51,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, GoneError, ServerError
+from scheduler.kube.backoff import Backoff
 from scheduler.kube.client import KubeClient
 from scheduler.kube.decode import decode_event, decode_list, list_continue
 from scheduler.kube.errors import error_from_status
@@ -144,48 +153,6 @@ class InformerSettings:
             raise ValueError("jitter must be in [0, 1] and backoff_initial positive")
 
 
-class Backoff:
-    """Exponential backoff, capped and jittered, that forgets old failures.
-
-    :meth:`next` returns the delay before the next attempt: ``initial * 2**n`` capped at
-    ``maximum``, reduced by up to ``jitter`` of itself at random (so it never exceeds the
-    cap). After :meth:`reset`, or when the previous :meth:`next` was more than
-    ``reset_after`` seconds ago, ``n`` starts from 0 again.
-    """
-
-    def __init__(
-        self,
-        initial: float,
-        maximum: float,
-        *,
-        jitter: float = 0.5,
-        reset_after: float = 120.0,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.initial = initial
-        self.maximum = max(initial, maximum)
-        self.jitter = jitter
-        self.reset_after = reset_after
-        self.clock: Clock = clock or SystemClock()
-        self._rng = rng or random.Random()
-        self._attempt = 0
-        self._last: float | None = None
-
-    def next(self) -> float:
-        now = self.clock.now()
-        if self._last is not None and now - self._last > self.reset_after:
-            self._attempt = 0
-        self._last = now
-        base = min(self.maximum, self.initial * 2.0 ** min(self._attempt, 62))
-        self._attempt += 1
-        return base * (1.0 - self.jitter * self._rng.random())
-
-    def reset(self) -> None:
-        self._attempt = 0
-        self._last = None
-
-
 @dataclass(slots=True)
 class InformerStats:
     """Counters of one informer, for tests, logs and metrics."""
@@ -224,12 +191,16 @@ class Informer:
         rng: random.Random | None = None,
         field_selector: str = "",
         label_selector: str = "",
+        split_assigned: bool = False,
     ) -> None:
         self.client = client
         self.resource = resource
         self.sink = sink
         self.field_selector = field_selector
         """Lists and watches only the objects it selects (``metadata.name=x``)."""
+        self.split_assigned = split_assigned
+        """Pods only: the first list reads the pods bound to a node first (see the
+        module's docstring)."""
         self.label_selector = label_selector
         """Lists and watches only the objects whose labels it selects (``pool=a``)."""
         self._touched = False
@@ -248,6 +219,9 @@ class Informer:
         )
         self.resource_version = ""
         self.synced = anyio.Event()
+        self.schedulable = anyio.Event()
+        """Set once a first cycle may use this kind: when it is synced, or, with
+        ``split_assigned``, once the bound pods are and a first page of the others."""
         self.stats = InformerStats()
 
     @property
@@ -296,7 +270,58 @@ class Informer:
 
     async def _list(self) -> None:
         """One full (paged) list; its objects reach the sink and the resourceVersion is
-        set.
+        set. The first list of a ``split_assigned`` informer is two
+        (:meth:`_list_split`)."""
+        if self.split_assigned and not self._touched:
+            await self._list_split()
+            return
+        await self._list_whole()
+
+    async def _list_split(self) -> None:
+        """The first list of pods as two lists: the pods bound to a node, then the others,
+        each handed on page by page (the sink holds no pod yet). The watch resumes from
+        the first list's resourceVersion, so that what changed while the second was read
+        is replayed, in order, after it. :attr:`schedulable` is set after the first page
+        of the second list; :attr:`synced` at its end."""
+        res = self.resource
+        assigned, version, _ = await self._pages("spec.nodeName!=", incremental=True)
+        log.info("bound pods listed", kind=res.key, objects=assigned)
+        pending, _, _ = await self._pages(
+            "spec.nodeName=", incremental=True, first_page=self.schedulable.set
+        )
+        self._synced(version, assigned + pending)
+
+    async def _list_whole(self) -> None:
+        """One list of every object of the kind (see :meth:`_pages`); a list of one page,
+        and every relist, replaces the kind's state in the sink."""
+        incremental = not self._touched
+        count, version, items = await self._pages("", incremental=incremental)
+        if items is not None:
+            self.sink.replace(self.resource.key, items)
+        self._synced(version, count)
+
+    def _synced(self, version: str, count: int) -> None:
+        self._touched = True
+        self.resource_version = version
+        if self.stats.lists:
+            self.stats.relists += 1
+        self.stats.lists += 1
+        self._backoff.reset()
+        if not self.synced.is_set():
+            log.info("informer synced", kind=self.resource.key, objects=count)
+            self.synced.set()
+        self.schedulable.set()
+
+    async def _pages(
+        self,
+        selector: str,
+        *,
+        incremental: bool,
+        first_page: Callable[[], None] | None = None,
+    ) -> tuple[int, str, list[dict[str, Any]] | None]:
+        """Read one paged list (of the objects ``selector`` also selects): the number of
+        objects, the list's resourceVersion, and its items when they are to replace the
+        kind's state (None when they were handed on as ``ADDED`` events).
 
         Pages are asked for one after the other (``limit``/``continue``), the next one
         before this one is decoded (:func:`~scheduler.kube.decode.decode_list`), so the
@@ -305,15 +330,15 @@ class Informer:
         first list of a kind, when it has several pages (a large kind: pods, nodes), hands
         each page on as it comes (``handle(kind, "ADDED", obj)``), so that its objects are
         converted while the server makes the next page; the sink holds nothing of the
-        kind yet. A first list that fails midway is followed by a replacing one."""
+        kind yet. A first list that fails midway is followed by a replacing one.
+        ``first_page()`` is called once the first page reached the sink."""
         res = self.resource
-        incremental = not self._touched
         items: list[dict[str, Any]] = []
         version = ""
         count = 0
         failed: ApiError | None = None
         async with anyio.create_task_group() as tg:  # the page asked for ahead runs here
-            first = _PageFetch(self, "")
+            first = _PageFetch(self, "", selector)
             tg.start_soon(first.run)
             fetch: _PageFetch | None = first
             try:
@@ -322,52 +347,47 @@ class Informer:
                     token = list_continue(data)
                     fetch = None
                     if token:
-                        fetch = _PageFetch(self, token)
+                        fetch = _PageFetch(self, token, selector)
                         tg.start_soon(fetch.run)
                         await anyio.sleep(0)  # let it send its request before decoding this
                     page, meta = decode_list(data, res.kind)
                     if token is None and meta.get("continue"):
-                        fetch = _PageFetch(self, str(meta["continue"]))
+                        fetch = _PageFetch(self, str(meta["continue"]), selector)
                         tg.start_soon(fetch.run)
                     version = version or str(meta.get("resourceVersion") or "")
                     count += len(page)
                     for item in page:
                         item.setdefault("apiVersion", res.api_version)
                         item.setdefault("kind", res.kind)
-                    if incremental and (fetch is not None or self._touched):
+                    if incremental and (fetch is not None or self._touched or selector):
                         self._touched = True  # a first list of several pages: page by page
                         for item in page:
                             self.sink.handle(res.key, "ADDED", item)
                     else:
                         items.extend(page)
                         incremental = False
+                    if first_page is not None:
+                        first_page()
+                        first_page = None
             except ApiError as exc:  # raised out of the task group, not in a group of one
                 failed = exc
                 tg.cancel_scope.cancel()
         if failed is not None:
             raise failed
-        if not incremental:
-            self.sink.replace(res.key, items)
-        self._touched = True
-        self.resource_version = version
-        if self.stats.lists:
-            self.stats.relists += 1
-        self.stats.lists += 1
-        self._backoff.reset()
-        if not self.synced.is_set():
-            log.info("informer synced", kind=res.key, objects=count)
-            self.synced.set()
+        return count, version, (None if incremental else items)
 
-    async def _fetch_page(self, token: str) -> bytes:
-        """The bytes of one list page (``token``: its ``continue``; "" for the first)."""
+    async def _fetch_page(self, token: str, selector: str = "") -> bytes:
+        """The bytes of one list page (``token``: its ``continue``; "" for the first) of the
+        objects that ``selector`` selects too."""
         res = self.resource
         query: list[tuple[str, str]] = []
         if self.settings.page_size:
             query.append(("limit", str(self.settings.page_size)))
         if token:
             query.append(("continue", token))
-        if self.field_selector:
-            query.append(("fieldSelector", self.field_selector))
+        fields = ",".join(f for f in (self.field_selector, selector) if f)
+        if fields:
+            query.append(("fieldSelector", fields))
         if self.label_selector:
             query.append(("labelSelector", self.label_selector))
         return await self.client.request_bytes(
@@ -472,16 +492,17 @@ class _PageFetch:
     """One list page asked for in the background (:meth:`Informer._pages`): its bytes,
     or the error of asking."""
 
-    def __init__(self, informer: Informer, token: str) -> None:
+    def __init__(self, informer: Informer, token: str, selector: str = "") -> None:
         self._informer = informer
         self._token = token
+        self._selector = selector
         self._done = anyio.Event()
         self._data = b""
         self._error: BaseException | None = None
 
     async def run(self) -> None:
         try:
-            self._data = await self._informer._fetch_page(self._token)
+            self._data = await self._informer._fetch_page(self._token, self._selector)
         except ApiError as exc:
             self._error = exc
         finally:
@@ -510,6 +531,9 @@ class InformerSet:
     """A label selector per kind key (a shard's nodes: ``pool=a``); the others: all."""
     informers: dict[str, Informer] = field(init=False)
     ready: anyio.Event = field(init=False, default_factory=anyio.Event)
+    schedulable: anyio.Event = field(init=False, default_factory=anyio.Event)
+    """Set once every kind is :attr:`Informer.schedulable`: every kind listed but the
+    pending pods, of which a first page is in (a first cycle may start)."""
 
     def __post_init__(self) -> None:
         kinds = [r.key for r in self.resources]
@@ -523,6 +547,7 @@ class InformerSet:
                 settings=self.settings,
                 clock=self.clock,
                 label_selector=self.label_selectors.get(r.key, ""),
+                split_assigned=r is PODS,
             )
             for r in self.resources
         }
@@ -536,12 +561,17 @@ class InformerSet:
 
         ``task_status.started()`` is called (and :attr:`ready` set) once all kinds are
         synced, so ``await tg.start(informers.run)`` is kube-scheduler's
-        ``WaitForCacheSync``. It waits as long as a kind cannot be listed (a missing CRD,
-        no permission): use ``start_soon`` and :attr:`ready` to watch that from outside.
+        ``WaitForCacheSync``; :attr:`schedulable` is set before, once a first cycle may
+        start (the pending pods still being read). It waits as long as a kind cannot be
+        listed (a missing CRD, no permission): use ``start_soon`` and :attr:`ready` to
+        watch that from outside.
         """
         async with anyio.create_task_group() as tg:
             for kind, informer in self.informers.items():
                 tg.start_soon(informer.run, name=f"informer:{kind}")
+            for informer in self.informers.values():
+                await informer.schedulable.wait()
+            self.schedulable.set()
             for informer in self.informers.values():
                 await informer.synced.wait()
             self.ready.set()

@@ -105,6 +105,86 @@ async def test_a_first_list_of_several_pages_is_handed_on_page_by_page(tmp_path:
         assert one_page.replaced == [("Node", [])] and not one_page.calls
 
 
+class PausingSink(Recorder):
+    """A Recorder that, at its ``at``-th call, runs ``then()`` (a change in the store
+    while the list is still being read)."""
+
+    def __init__(self, at: int, then: Any) -> None:
+        super().__init__()
+        self.at, self.then = at, then
+        self.schedulable_at: int | None = None
+
+    def handle(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
+        super().handle(kind, event, obj)
+        if len(self.calls) == self.at:
+            self.then()
+
+
+async def test_the_first_list_of_pods_reads_the_bound_ones_first(tmp_path: Path) -> None:
+    """Bound pods reach the sink before pending ones (whatever their names); the informer
+    is schedulable after the first page of pending pods, synced after the last; the watch
+    resumes from the first list, so a bound pod deleted and a pending one bound after it
+    reach the sink, in order, though the second list no longer shows either change."""
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        store = cluster.store
+        for name in ("a", "c", "e", "g", "i"):
+            store.create(pod(name))  # pending
+        for name in ("b", "d", "f"):
+            store.create(pod(name, node="n1"))
+
+        def meanwhile() -> None:  # after the bound pods' list, before the pending pods
+            store.delete("Pod", "default", "b", grace_period_seconds=0)
+            store.bind("default", "g", "n2")
+
+        informer: Informer | None = None
+        sink = PausingSink(3, meanwhile)
+        original = sink.handle
+
+        def handle(kind: str, event: str, obj: Mapping[str, Any]) -> None:
+            original(kind, event, obj)
+            if informer is not None and informer.schedulable.is_set() and not sink.schedulable_at:
+                sink.schedulable_at = len(sink.calls)
+
+        sink.handle = handle  # type: ignore[method-assign]
+        informer = Informer(cluster.client, PODS, sink, settings=FAST, split_assigned=True)
+        tg.start_soon(informer.run)
+        await informer.synced.wait()
+        listed = len(sink.calls)
+        names = [n for _, _, n in sink.calls]
+        assert names[:listed] == ["b", "d", "f", "a", "c", "e", "i"]  # g: bound before
+        assert all(event == "ADDED" for _, event, _ in sink.calls[:listed])
+        assert sink.schedulable_at == 6  # set after the first page of two pending pods
+        assert sink.replaced == []
+        await wait_until(lambda: ("Pod", "DELETED", "b") in sink.calls, what="b's deletion")
+        await wait_until(lambda: ("Pod", "MODIFIED", "g") in sink.calls, what="g bound")
+        replayed = sink.calls[listed:]
+        assert replayed.index(("Pod", "DELETED", "b")) < replayed.index(("Pod", "MODIFIED", "g"))
+        assert informer.stats.lists == 1 and informer.stats.relists == 0
+        tg.cancel_scope.cancel()
+
+
+async def test_a_set_is_schedulable_before_the_pending_pods_are_all_read(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
+        for i in range(6):
+            cluster.store.create(pod(f"p{i}"))
+        cluster.store.create(node("n1"))
+        seen: list[bool] = []
+        informers: InformerSet | None = None
+
+        class Sink(Recorder):
+            def handle(self, kind: str, event: str, obj: Mapping[str, Any]) -> None:
+                super().handle(kind, event, obj)
+                if informers is not None and kind == "Pod":
+                    seen.append(informers.schedulable.is_set())
+
+        informers = InformerSet(cluster.client, Sink(), resources=(PODS, NODES), settings=FAST)
+        tg.start_soon(informers.run)
+        await informers.ready.wait()
+        assert informers.schedulable.is_set()
+        assert seen[:2] == [False, False] and seen[-1] is True  # pods came after it was set
+        tg.cancel_scope.cancel()
+
+
 async def test_events_of_a_kind_arrive_in_order(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster, anyio.create_task_group() as tg:
         store = cluster.store

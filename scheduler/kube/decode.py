@@ -219,11 +219,11 @@ class _NodeEvent(TypedDict, total=False):
 
 _untyped = msgspec.json.Decoder()
 _lenient_list = msgspec.json.Decoder(_LenientList)
-_LISTS: Final = {
+_LISTS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
     "Pod": msgspec.json.Decoder(_PodList),
     "Node": msgspec.json.Decoder(_NodeList),
 }
-_EVENTS: Final = {
+_EVENTS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
     "Pod": msgspec.json.Decoder(_PodEvent),
     "Node": msgspec.json.Decoder(_NodeEvent),
 }

@@ -52,6 +52,11 @@ Handler = Callable[[str, Obj], bool]
 """A kind's handler: ``(event, object) -> may it let a job fit now?``"""
 
 
+def _where(kind: str, obj: Obj) -> str:
+    """``Kind namespace/name`` of ``obj``: what a rejection is kept and told under."""
+    return ref({"kind": kind, "metadata": obj.get("metadata") or {}})
+
+
 def _same_metadata(task: TaskInfo, pod: Obj) -> bool:
     """Are the pod's labels and annotations those ``task`` was made from?"""
     meta = pod["metadata"]
@@ -117,17 +122,18 @@ class Ingest:
             return
         state = self._state
         state.revision += 1
-        where = ref({"kind": kind, "metadata": obj.get("metadata") or {}})
         self._fresh_only = False
         try:
             wake = handler(event, obj)
         except InvalidInputError as exc:
-            self._news.reject(where, str(exc))
+            self._news.reject(_where(kind, obj), str(exc))
             return
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = _where(kind, obj)
             self._news.reject(where, f"{where}: malformed object ({exc!r})")
             return
-        self._news.rejected.pop(where, None)
+        if self._news.rejected:  # an object set aside before, now read: no longer
+            self._news.rejected.pop(_where(kind, obj), None)
         if wake and not self._fresh_only:
             state.generation += 1
         if wake and state.on_change is not None:

@@ -33,6 +33,7 @@ from scheduler.api.errors import (
     ApiError,
     GoneError,
     NotFoundError,
+    ServerError,
     TooManyRequestsError,
 )
 from scheduler.kube import KubeClient
@@ -692,13 +693,35 @@ async def setup_run(
         await bounded(concurrency, (dra_job(path, obj) for path, obj in objects[1:]))
 
 
+CLEANUP_SECONDS: Final = 900.0
+"""How long the deletion of a run's objects may be tried again (a collection delete of
+10,000 pods can outlast the API server's own 60 s request timeout on a loaded machine,
+which answers 504 and goes on deleting)."""
+
+
 async def cleanup_run(api: KubeClient, run: str) -> None:
     """Delete the run's pods (grace period 0: no kubelet finishes them), nodes, PodGroups
-    and events. The namespace stays (no namespace controller would finish deleting it)."""
+    and events. The namespace stays (no namespace controller would finish deleting it).
+    A deletion the server times out is asked again until the run has no pod left (up to
+    :data:`CLEANUP_SECONDS`): the next run must not find them (a shared base's nodes
+    would hold them)."""
     now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    deadline = time.monotonic() + CLEANUP_SECONDS
+    while True:
+        try:
+            with contextlib.suppress(NotFoundError):
+                await api.request("DELETE", PODS.path(run), body=now, timeout=600)
+            left = await api.request("GET", PODS.path(run), query=[("limit", "1")])
+            if not left.get("items"):
+                break
+        except ServerError:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise ServerError(f"the pods of {run} still there after {CLEANUP_SECONDS:g} s")
+        await anyio.sleep(2)
     selector = [("labelSelector", f"{RUN_LABEL}={run}")]
     for path, query in (
-        (PODS.path(run), ()),
         ("/apis/resource.k8s.io/v1/namespaces/" + run + "/resourceclaims", ()),
         ("/apis/resource.k8s.io/v1/resourceslices", selector),
         ("/apis/resource.k8s.io/v1/deviceclasses", selector),

@@ -114,10 +114,13 @@ the last bind: its figures compare with another run's binds only."""
 # --------------------------------------------------------------------------- one run
 
 
-async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> None:
+async def _wait_ready(
+    proc: anyio.abc.Process, port: int, log_path: Path, timeout: float = 120.0
+) -> None:
     # /readyz is open: no token; the port is TLS.
-    """Until ``sluice run`` answers ``/readyz`` (its informers listed everything)."""
-    deadline = time.monotonic() + 120
+    """Until ``sluice run`` answers ``/readyz`` (its informers listed everything), for up
+    to ``timeout`` seconds (a run's: a restart's lists take minutes on a loaded machine)."""
+    deadline = time.monotonic() + timeout
     while True:
         if proc.returncode is not None:
             raise RuntimeError(f"sluice run exited with {proc.returncode}; see {log_path}")
@@ -125,7 +128,7 @@ async def _wait_ready(proc: anyio.abc.Process, port: int, log_path: Path) -> Non
             if (await _get(port, "/readyz", tls=True))[0] == 200:
                 return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"sluice run not ready after 120 s; see {log_path}")
+            raise RuntimeError(f"sluice run not ready after {timeout:g} s; see {log_path}")
         await anyio.sleep(0.1)
 
 
@@ -244,7 +247,7 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
                 scheduler.start()
                 scheduler.cpu_start = 0.0  # a new process: all of its CPU counts
                 if is_sluice:
-                    await _wait_ready(proc, port, log_path)
+                    await _wait_ready(proc, port, log_path, opts.timeout)
                     figures["ready_after"] = round(time.monotonic() - t_start, 2)
             with anyio.move_on_after(opts.timeout):
                 while not watch.done.is_set():

@@ -209,3 +209,202 @@ def test_malformed_input_is_a_server_error(kind: str, data: bytes) -> None:
 )
 def test_the_continue_token_is_read_from_the_first_bytes(head: bytes, token: str | None) -> None:
     assert list_continue(head) == token
+
+
+# What the branches landing after the typed decoder read of pods and nodes (issue 36:
+# volumes; issue 37: placement), each set on a kubelet-like object: it must survive decode.
+# A new reader of a pod's or node's field adds its row here (and to the decoder).
+_SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": "zone",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {"matchLabels": {"app": "a"}},
+    "matchLabelKeys": ["pod-template-hash"],
+    "minDomains": 2,
+    "nodeAffinityPolicy": "Honor",
+    "nodeTaintsPolicy": "Ignore",
+}
+_AFFINITY_TERM = {
+    "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]},
+    "namespaces": ["other"],
+    "namespaceSelector": {"matchLabels": {"team": "t"}},
+    "topologyKey": "kubernetes.io/hostname",
+    "matchLabelKeys": ["pod-template-hash"],
+    "mismatchLabelKeys": ["tenant"],
+}
+_VOLUMES = [
+    {"name": "c", "persistentVolumeClaim": {"claimName": "claim", "readOnly": True}},
+    {
+        "name": "e",
+        "ephemeral": {
+            "volumeClaimTemplate": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {
+                    "accessModes": ["ReadWriteOncePod"],
+                    "storageClassName": "fast",
+                    "volumeMode": "Filesystem",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        },
+    },
+    {"name": "i", "csi": {"driver": "ebs.csi.aws.com", "readOnly": False}},
+    {"name": "g", "gcePersistentDisk": {"pdName": "disk", "readOnly": True}},
+    {"name": "a", "awsElasticBlockStore": {"volumeID": "vol-1"}},
+    {"name": "r", "rbd": {"monitors": ["m1"], "pool": "p", "image": "img"}},
+    {"name": "s", "iscsi": {"iqn": "iqn.x", "targetPortal": "t:3260", "lun": 0}},
+    {"name": "h", "hostPath": {"path": "/data", "type": "Directory"}},
+]
+FIELDS_READ_ELSEWHERE = [
+    ("volumes", "Pod", ("spec", "volumes"), _VOLUMES),
+    ("volumes", "Pod", ("status", "phase"), "Running"),
+    ("volumes", "Pod", ("metadata", "deletionTimestamp"), "2026-11-26T01:00:00Z"),
+    ("volumes", "Node", ("metadata", "labels"), {"topology.kubernetes.io/zone": "z1"}),
+    ("volumes", "Node", ("status", "allocatable"), {"attachable-volumes-aws-ebs": "25"}),
+    ("placement", "Pod", ("spec", "topologySpreadConstraints"), [_SPREAD]),
+    (
+        "placement",
+        "Pod",
+        ("spec", "affinity"),
+        {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_AFFINITY_TERM],
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": _AFFINITY_TERM}
+                ],
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": _AFFINITY_TERM}
+                ],
+            },
+        },
+    ),
+    (
+        "placement",
+        "Pod",
+        ("spec", "resources"),
+        {"requests": {"cpu": "2", "hugepages-2Mi": "4Mi"}, "limits": {"memory": "1Gi"}},
+    ),
+    ("placement", "Pod", ("spec", "overhead"), {"cpu": "250m"}),
+    (
+        "placement",
+        "Pod",
+        ("spec", "initContainers"),
+        [{"name": "sidecar", "restartPolicy": "Always", "resources": {"limits": {"cpu": "1"}}}],
+    ),
+    ("placement", "Pod", ("metadata", "labels"), {"app": "a", "pod-template-hash": "h"}),
+    (
+        "placement",
+        "Pod",
+        ("metadata", "ownerReferences"),
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "rs",
+                "uid": "r1",
+                "controller": True,
+            }
+        ],
+    ),
+    ("placement", "Node", ("metadata", "labels"), {"zone": "z1", "kubernetes.io/hostname": "k"}),
+    (
+        "placement",
+        "Node",
+        ("spec", "taints"),
+        [{"key": "a", "value": "b", "effect": "NoExecute", "timeAdded": "2026-11-26T00:00:00Z"}],
+    ),
+    ("placement", "Node", ("spec", "unschedulable"), True),
+    ("placement", "Node", ("status", "capacity"), {"cpu": "8", "pods": "110"}),
+]
+
+
+def _with(obj: Obj, path: tuple[str, ...], value: Any) -> Obj:
+    out = json.loads(json.dumps(obj))
+    where = out
+    for key in path[:-1]:
+        where = where.setdefault(key, {})
+    where[path[-1]] = value
+    return out
+
+
+def _at(obj: Obj, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"),
+    [
+        pytest.param(kind, path, value, id=f"{branch}: {kind} {'.'.join(path)}")
+        for branch, kind, path, value in FIELDS_READ_ELSEWHERE
+    ],
+)
+def test_what_volumes_and_placement_read_survives_decode(
+    kind: str, path: tuple[str, ...], value: Any
+) -> None:
+    obj = _with(kubelet_pod() if kind == "Pod" else kubelet_node(), path, value)
+    [item], _ = decode_list(json.dumps({"metadata": {}, "items": [obj]}).encode(), kind)
+    assert _at(item, path) == value
+    event = decode_event(json.dumps({"type": "ADDED", "object": obj}).encode(), kind)
+    assert _at(event["object"], path) == value
+
+
+# The kinds those branches list and watch: the decoder knows none, so each is decoded whole.
+OTHER_KINDS = [
+    (
+        "PersistentVolumeClaim",
+        {
+            "spec": {"volumeName": "pv", "storageClassName": "fast", "accessModes": ["RWO"]},
+            "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+        },
+    ),
+    (
+        "PersistentVolume",
+        {
+            "spec": {
+                "claimRef": {"namespace": "d", "name": "c", "uid": "u"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}},
+                "csi": {"driver": "d", "volumeHandle": "h"},
+                "persistentVolumeReclaimPolicy": "Delete",
+            },
+            "status": {"phase": "Available"},
+        },
+    ),
+    (
+        "StorageClass",
+        {
+            "provisioner": "p",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": "z", "values": ["a"]}]}],
+        },
+    ),
+    ("CSINode", {"spec": {"drivers": [{"name": "d", "nodeID": "n", "allocatable": {"count": 3}}]}}),
+    ("CSIDriver", {"spec": {"attachRequired": True, "storageCapacity": True}}),
+    (
+        "CSIStorageCapacity",
+        {
+            "storageClassName": "fast",
+            "nodeTopology": {"matchLabels": {"z": "a"}},
+            "capacity": "10Gi",
+            "maximumVolumeSize": "5Gi",
+        },
+    ),
+    ("Namespace", {"spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+    ("Service", {"spec": {"selector": {"app": "a"}, "ports": [{"port": 80}]}}),
+    ("ReplicaSet", {"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {}}}),
+    ("StatefulSet", {"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {}}}),
+    ("ReplicationController", {"spec": {"selector": {"app": "a"}, "template": {}}}),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), [pytest.param(k, b, id=k) for k, b in OTHER_KINDS])
+def test_kinds_the_decoder_does_not_know_are_decoded_whole(kind: str, body: Obj) -> None:
+    obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "labels": {"a": "b"}}}
+    obj = served({**obj, **body})
+    items, _ = decode_list(json.dumps({"metadata": {}, "items": [obj]}).encode(), kind)
+    assert items == [obj]
+    event = decode_event(json.dumps({"type": "ADDED", "object": obj}).encode(), kind)
+    assert event == {"type": "ADDED", "object": obj}

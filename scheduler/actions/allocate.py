@@ -63,7 +63,7 @@ class AllocateAction:
         progress = session.resume(self.name)
         if not isinstance(progress, _Progress):
             jobs = []
-            for job in session.jobs.values():
+            for job in session.jobs_to_place:
                 tasks = waiting_tasks(job)
                 if not tasks and job.has_pod_group and job.held_by_gates():
                     eligible(session, job)  # not tried, but its reason names the gates

@@ -20,7 +20,7 @@ class BackfillAction:
 
     def execute(self, session: Session) -> None:
         jobs = []
-        for job in session.jobs.values():
+        for job in session.jobs_to_place:
             tasks = waiting_tasks(job)
             if tasks and all(t.spec.best_effort for t in tasks) and eligible(session, job):
                 jobs.append(job)

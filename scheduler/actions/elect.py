@@ -60,7 +60,7 @@ class ElectAction:
             ):
                 session.starvation.release("the job has no pods left to place")
         starving = sorted(
-            session.select_jobs(session.jobs.values(), lambda j: self._waited_enough(session, j)),
+            session.select_jobs(session.jobs_to_place, lambda j: self._waited_enough(session, j)),
             key=lambda j: (-j.priority, session.waiting_since(j) or 0.0, j.uid),
         )
         holder = session.jobs.get(session.reservation.job) if session.reservation else None

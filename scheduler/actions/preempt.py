@@ -53,7 +53,7 @@ class PreemptAction:
             session.for_each_job(left, self._preempt_for, keep_place=True)
             return
         self._withdraw_stale(session)
-        jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
+        jobs = session.select_jobs(session.jobs_to_place, lambda job: self._wants(session, job))
         session.for_each_job(session.order_jobs(jobs), self._preempt_for, keep_place=True)
 
     @classmethod
@@ -90,7 +90,7 @@ class PreemptAction:
         they hold no room for a gang that cannot start."""
         jobs = [
             job
-            for job in session.jobs.values()
+            for job in session.jobs_to_place
             if not session.is_gated(job)
             and any(t.status is TaskStatus.PIPELINED for t in job.tasks.values())
         ]

@@ -63,7 +63,7 @@ class ReclaimAction:
             return
         if not self._any_queue_above_share(session):
             return  # nothing to take back from anyone: no search, no reason added
-        jobs = session.select_jobs(session.jobs.values(), lambda job: self._wants(session, job))
+        jobs = session.select_jobs(session.jobs_to_place, lambda job: self._wants(session, job))
         by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)

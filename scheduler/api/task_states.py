@@ -50,5 +50,11 @@ BOUND_IN_API = frozenset({S.BINDING, S.BOUND, S.RUNNING})
 """Tasks whose node is written in the API (or being written): their annotations are
 final, nothing more is written on them before binding."""
 
+TO_PLACE = frozenset({S.GATED, S.PENDING, S.PIPELINED})
+"""Tasks still to be placed: pending, nominated (waiting for room), or held by gates. A
+job with none of Sluice's is of no interest to the actions that place, preempt or
+reserve for jobs (:attr:`~scheduler.api.snapshot.Snapshot.to_place`); within a cycle a
+task only leaves this set (no action makes a placed task pending again)."""
+
 UNFINISHED = USES_NODE | {S.GATED, S.PENDING, S.PIPELINED}
 """Tasks that keep a PodGroup from being Completed."""

@@ -39,7 +39,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait_reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.task_states import USES_NODE
+from scheduler.api.task_states import TO_PLACE, USES_NODE
 from scheduler.cache.cluster_state import ClusterState
 
 Obj = Mapping[str, Any]
@@ -175,6 +175,7 @@ class SnapshotBuilder:
             budgets=budgets_of(state.budgets, tasks.values()),
             topologies=dict(state.topologies),
             priority_classes=dict(state.priority_classes),
+            to_place=jobs_to_place(tasks),
         )
 
 
@@ -235,6 +236,13 @@ def jobs_of(
         if job.has_pod_group and not job.priority_class and job.tasks:
             job.priority = max(t.priority for t in job.tasks.values())
     return jobs
+
+
+def jobs_to_place(tasks: Mapping[str, TaskInfo]) -> frozenset[str]:
+    """The jobs of ``tasks`` with a task of Sluice's still to place (pending, nominated or
+    gated): one pass over the tasks, the same as a walk of the jobs :func:`jobs_of` makes
+    of them would find (a property test says so)."""
+    return frozenset(t.job_id for t in tasks.values() if t.sluice and t.status in TO_PLACE)
 
 
 def budgets_of(

@@ -47,7 +47,7 @@ from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.reasons import Reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, USES_NODE
+from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, TO_PLACE, USES_NODE
 from scheduler.framework import tiers
 from scheduler.framework.action import Action
 from scheduler.framework.effects import Effect
@@ -186,6 +186,11 @@ class Session:
         self.nodes: dict[str, NodeInfo] = snapshot.nodes
         self.jobs: dict[str, JobInfo] = snapshot.jobs
         self.queues: dict[str, QueueInfo] = snapshot.queues
+        self.jobs_to_place: list[JobInfo] = _jobs_to_place(snapshot)
+        """The jobs with a pod of Sluice's still to place as the cycle opens, in the order
+        of :attr:`jobs`: the only ones the actions that place, preempt, reclaim or
+        reserve for look at (a job's pods only leave that state during a cycle, so a
+        job that has none at the start has none later either)."""
         extra = {
             name for job in self.jobs.values() for t in job.tasks.values() for name in t.request
         }
@@ -810,6 +815,21 @@ class Session:
 
 def _never() -> bool:
     return False
+
+
+def _jobs_to_place(snapshot: Snapshot) -> list[JobInfo]:
+    """The snapshot's jobs with a task of Sluice's to place, in their order: from its
+    index when the cache's builder made one, else by a walk of the jobs."""
+    index = snapshot.to_place
+    if index is None:
+        return [
+            job
+            for job in snapshot.jobs.values()
+            if any(t.sluice and t.status in TO_PLACE for t in job.tasks.values())
+        ]
+    if not index:
+        return []
+    return [job for uid, job in snapshot.jobs.items() if uid in index]
 
 
 def open_session(snapshot: Snapshot, resolved: ResolvedConfiguration) -> Session:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.snapshot import Snapshot
+from scheduler.api.task_states import TO_PLACE
 from scheduler.app import builtin_registry
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
@@ -86,6 +87,14 @@ def dump(snap: Snapshot) -> dict[str, Any]:
     return {"nodes": nodes, "jobs": jobs, "order": list(snap.nodes)}
 
 
+def _to_place(snap: Snapshot) -> set[str]:
+    return {
+        uid
+        for uid, job in snap.jobs.items()
+        if any(t.sluice and t.status in TO_PLACE for t in job.tasks.values())
+    }
+
+
 def _pod(name: str, where: str | None, priority: int, cpu: int) -> Obj:
     obj = pod(name, cpu=f"{cpu}00m", node=where, priority=priority)
     obj["metadata"]["uid"] = f"uid-{name}"
@@ -145,9 +154,12 @@ def _cycle(cache: SchedulerCache, commit: bool) -> None:
     """One cycle as the loop runs it: snapshot (checked), session, actions, assumptions."""
     snap = cache.snapshot()
     assert dump(snap) == dump(cache.full_snapshot())
+    opening = _to_place(snap)
+    assert snap.to_place == opening  # the builder's index equals a walk of the jobs
     session = open_session(snap, RESOLVED)
     for action in RESOLVED.actions:
         session.run_action(action)
+    assert _to_place(snap) <= opening  # within a cycle a job only leaves it
     if not commit:
         return
     for e in parts(session.effects):

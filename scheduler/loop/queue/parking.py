@@ -109,7 +109,8 @@ class Parking:
         }
         target = session.reservation.job if session.reservation is not None else ""
         entries = {uid: e for uid, e in self._entries.items() if uid in session.jobs}
-        for uid, job in session.jobs.items():
+        for job in session.jobs_to_place:  # only a job with a pod pending is parked
+            uid = job.uid
             if (
                 uid in entries
                 or uid in acted

@@ -96,7 +96,7 @@ class ReservationKeeper:
         by a job of no higher priority that came later (placed: bound this cycle); a job
         an action deferred to the next cycle was not tried, so not passed."""
         waiting: dict[str, float] = {}
-        for job in session.jobs.values():
+        for job in session.jobs_to_place:
             if _waits(job):
                 waiting[job.uid] = self.waiting_since.get(job.uid, now)
         placed: dict[str, tuple[int, float]] = {}

@@ -229,6 +229,8 @@ async def _main(
                 loop = app.build_loop(resolved, cache, backend.ports(), metrics)
                 loop.freeze_heap = True
                 loop.skip_idle = True  # a quiet cluster costs no snapshot a second
+                # no eviction until every pending pod is read (the others' shares)
+                loop.whole_view = informers.ready.is_set
                 live.append(LivePage(loop))
                 stopping.loop = loop
             if stopping.loop is None:  # a stop signal came first: nothing to hand on

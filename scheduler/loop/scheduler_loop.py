@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 import structlog
@@ -76,6 +76,10 @@ duration (capped at the period), or until they are done, before the next cycle s
 
 STOP_GRACE = 10.0
 """Seconds a stopping loop waits for running preemption calls."""
+EVICTING_ACTIONS: Final = frozenset({"preempt", "reclaim", "dissolve"})
+"""The actions that evict, held while the cache's view is partial
+(:attr:`SchedulingLoop.whole_view`)."""
+
 
 FIRST_SLICE_SECONDS = 0.05
 """The first slice of a cycle that goes on in slices ends after this long (or the
@@ -173,6 +177,10 @@ class PreemptionHandler(Protocol):
     ) -> None: ...
 
 
+def _always() -> bool:
+    return True
+
+
 class SchedulingLoop:
     def __init__(
         self,
@@ -252,6 +260,12 @@ class SchedulingLoop:
         stop on a cycle that finds nothing to do), tests may."""
         self._wake = anyio.Event()
         self._stopping = False
+        self.whole_view: Callable[[], bool] = _always
+        """Whether the cache holds every object of the cluster yet. ``sluice run`` starts
+        cycling once the bound pods are known, before every pending pod is: until then the
+        evicting actions (:data:`EVICTING_ACTIONS`) wait, since a queue's fair share and a
+        preemption's need depend on pods not read yet, while placing pods on free room
+        does not; and the loop is not idle (:attr:`in_flight`)."""
         cache.on_change = self.wake
 
     @property
@@ -260,7 +274,7 @@ class SchedulingLoop:
         something will change when they do), and pods still to be told their changed
         reason (after their backoff)."""
         busy = self.binds.in_flight + self.dispatcher.in_flight + self.queue.in_flight
-        busy += self.status.owed + (self._wake_at < math.inf)
+        busy += self.status.owed + (self._wake_at < math.inf) + (not self.whole_view())
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
     @property
@@ -488,7 +502,10 @@ class SchedulingLoop:
             cycle_failed(self.metrics, report.number, where, exc)
             return None
         try:
+            whole = self.whole_view()
             for action in self.resolved.actions:
+                if not whole and action.name in EVICTING_ACTIONS:
+                    continue  # not on a partial view (whole_view)
                 where = action.name
                 while True:
                     ta = time.perf_counter()

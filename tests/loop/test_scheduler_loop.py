@@ -9,6 +9,7 @@ virtual time) and submit binds, or start preemption calls, that take a given tim
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import anyio
@@ -136,3 +137,42 @@ def test_when_the_next_cycle_starts(
     cost: float, binds: int, bind_seconds: float, woken: bool, gap: float
 ) -> None:
     assert gap_after_first_cycle(cost, binds, bind_seconds, woken) == pytest.approx(gap)
+
+
+class _Recorded:
+    """An action that only records that it ran."""
+
+    def __init__(self, name: str, ran: list[str]) -> None:
+        self.name = name
+        self._ran = ran
+
+    def execute(self, session: Session, /) -> None:
+        self._ran.append(self.name)
+
+
+def test_the_evicting_actions_wait_for_the_whole_view() -> None:
+    """``sluice run`` cycles before every pending pod is read (bound pods first): until
+    the view is whole, pods are placed on free room but nothing is evicted (a queue's
+    share and a preemption's need depend on pods not read yet), and the loop is not
+    idle, so the evicting actions run in the first cycle after it is."""
+    ran: list[str] = []
+    names = ("elect", "allocate", "preempt", "reclaim", "backfill", "dissolve")
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, VirtualClock())
+    resolved = builtin_registry().resolve(SchedulerConfiguration(actions=()))
+    resolved = replace(resolved, actions=tuple(_Recorded(n, ran) for n in names))
+    loop = SchedulingLoop(cache_with(), resolved, ports)
+    whole = False
+    loop.whole_view = lambda: whole
+    assert loop.in_flight == 1
+
+    async def cycle() -> None:
+        await loop.run(should_stop=lambda report: True)
+
+    anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
+    assert ran == ["elect", "allocate", "backfill"]
+    ran.clear()
+    whole = True
+    assert loop.in_flight == 0
+    anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
+    assert ran == list(names)

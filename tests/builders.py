@@ -348,6 +348,12 @@ KIND_ORDER = (
     "ResourceSlice",
     "ResourceClaimTemplate",
     "ResourceClaim",
+    "StorageClass",
+    "CSIDriver",
+    "CSINode",
+    "CSIStorageCapacity",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
     "Pod",
 )
 

@@ -74,6 +74,7 @@ NEUTRAL: dict[str, Callable[..., Any]] = {
     "onUnplace": lambda *_: None,
     "bindAnnotations": lambda *_: {},
     "bindClaims": _empty,
+    "bindVolumes": lambda *_: None,
     "subsetNodes": lambda *_: None,
     "gangVictimSelector": lambda *_: None,
 }

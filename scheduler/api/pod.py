@@ -20,6 +20,7 @@ from scheduler.api.selectors import (
     parse_label_selector,
     parse_requirement,
 )
+from scheduler.api.volumes.refs import PodVolume, parse_volumes
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,9 @@ class PodSpecView:
     containers: tuple[ContainerRequests, ...] = ()
     """Per container, what it asks when the pod asks a resource named with a domain
     (empty for every other pod): what DRA needs to serve extended resources."""
+    volumes: tuple[PodVolume, ...] = ()
+    """The claims and inline disks of ``spec.volumes`` (:mod:`scheduler.api.volumes.refs`);
+    empty for a pod that uses none: the volume plugins skip it at once."""
 
     @property
     def best_effort(self) -> bool:
@@ -403,4 +407,5 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         problem=problem,
         resource_claims=_pod_claims(spec.get("resourceClaims"), obj=obj),
         containers=_containers_with_domains(spec, request, obj=obj),
+        volumes=parse_volumes(spec.get("volumes"), obj=obj),
     )

@@ -23,6 +23,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.selectors import LabelSelector
+from scheduler.api.volumes.view import VolumeView
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +81,5 @@ class Snapshot:
     them from the tasks; None for a snapshot built otherwise (then the session finds them
     by walking the jobs). At 140,000 running pods it spares each cycle's actions a walk
     of every job (:meth:`~scheduler.framework.session.Session.jobs_to_place`)."""
+    volumes: VolumeView | None = None
+    """Claims, PVs, StorageClasses and CSI objects (None when the cluster has none)."""

@@ -36,6 +36,7 @@ from scheduler.cache.ingest_news import IngestNews, ObjectNotice
 from scheduler.cache.ledger import Ledger
 from scheduler.cache.shard_view import ShardView
 from scheduler.cache.snapshot_builder import SnapshotBuilder
+from scheduler.cache.volume_store import VolumeStore
 from scheduler.framework.effects import Bind, Effect, Part
 
 Obj = Mapping[str, Any]
@@ -177,6 +178,10 @@ class SchedulerCache:
     @property
     def dra(self) -> DraStore:
         return self.state.dra
+
+    @property
+    def volumes(self) -> VolumeStore:
+        return self.state.volumes
 
     @property
     def rejected(self) -> dict[str, str]:

@@ -27,6 +27,7 @@ from scheduler.api.task_states import USES_NODE
 from scheduler.cache.dra_store import DraStore
 from scheduler.cache.membership import Membership
 from scheduler.cache.shard_view import ShardView
+from scheduler.cache.volume_store import VolumeStore
 
 Obj = Mapping[str, Any]
 
@@ -57,6 +58,8 @@ class ClusterState:
         """Which job each pod that names a PodGroup joins."""
         self.dra: Final = DraStore()
         """ResourceSlices, DeviceClasses, ResourceClaims and their templates (DRA)."""
+        self.volumes: Final = VolumeStore()
+        """PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSI objects."""
         self.off_node: Final[dict[str, set[str]]] = {}
         """Tasks whose node is not in :attr:`nodes` (not listed yet, gone, another
         shard's), by node name: attached when it comes."""

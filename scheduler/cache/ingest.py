@@ -46,6 +46,7 @@ from scheduler.cache.group_ingest import GroupIngest, object_key
 from scheduler.cache.ingest_news import IngestNews
 from scheduler.cache.ledger import Ledger
 from scheduler.cache.specs import SpecMemo
+from scheduler.cache.volume_store import KINDS as VOLUME_KINDS
 
 Obj = Mapping[str, Any]
 Handler = Callable[[str, Obj], bool]
@@ -108,6 +109,8 @@ class Ingest:
             self.handlers[key] = functools.partial(self.groups.on_queue, key)
         for kind in DRA_KINDS:
             self.handlers[kind] = self._dra_handler(kind)
+        for kind in VOLUME_KINDS:
+            self.handlers[kind] = functools.partial(state.volumes.handle, kind)
 
     # Events ---------------------------------------------------------------------------
 
@@ -169,6 +172,8 @@ class Ingest:
             return groups
         if kind in DRA_KINDS:
             return self._state.dra.keys(kind)
+        if kind in VOLUME_KINDS:
+            return self._state.volumes.keys(kind)
         state = self._state
         table: dict[str, Iterable[str]] = {
             "Node": state.nodes,

@@ -73,6 +73,8 @@ class Ledger:
                 if self.assume_bind(effect.task.uid, effect.node, effect.annotations):
                     for binding in effect.claims:
                         self._state.dra.assume(binding)
+                    if effect.volumes is not None:
+                        self._state.volumes.assume(effect.task.uid, effect.volumes)
             case Preemption():
                 for e in effect.evictions:
                     self.assume_evict(e.task.uid)
@@ -104,6 +106,8 @@ class Ledger:
             case Bind():
                 for binding in effect.claims:
                     self._state.dra.forget(binding)
+                if effect.volumes is not None:
+                    self._state.volumes.forget(effect.task.uid, effect.volumes)
                 self.forget_bind(effect.task.uid)
             case Evict():
                 self.forget_evict(effect.task.uid)
@@ -127,11 +131,13 @@ class Ledger:
         <scheduler.framework.effects.EffectLedger.bound_elsewhere>`: the pod, still
         assumed (BINDING), moves to ``node``; the events then keep it there
         (:meth:`keep_assumptions`) until one shows it on a node or gone. What was
-        assumed with the bind on ``effect.node`` (annotations, claims) is dropped, and
+        assumed with the bind on ``effect.node`` (annotations, claims, volumes) is dropped, and
         its room there is news for the parked jobs, as a failed bind's is."""
         self._state.revision += 1
         for binding in effect.claims:
             self._state.dra.forget(binding)
+        if effect.volumes is not None:
+            self._state.volumes.forget(effect.task.uid, effect.volumes)
         uid = effect.task.uid
         task = self._state.tasks.get(uid)
         if task is None or task.status is not TaskStatus.BINDING:

@@ -132,6 +132,7 @@ class SnapshotBuilder:
         snap.wall = wall
         snap.dra = state.dra.view()
         state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
+        snap.volumes = state.volumes.view()
         return self._copies.retire(snap)
 
     def drop_copies(self) -> None:
@@ -148,6 +149,7 @@ class SnapshotBuilder:
         snap = self._build(tasks, nodes)
         snap.dra = state.dra.view()
         state.dra.extend_nodes(snap, state.nodes, state.tasks.values())
+        snap.volumes = state.volumes.view()
         return snap
 
     def _build(

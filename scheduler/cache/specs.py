@@ -41,7 +41,32 @@ SPEC_FIELDS: Final = (
     "preemptionPolicy",
     "resourceClaims",
 )
-"""The fields of a pod's spec a task is made from (besides its node and gates)."""
+"""The fields of a pod's spec a task is made from (besides its node, its gates and the
+volumes :func:`scheduler_volumes` keeps)."""
+
+VOLUME_SOURCES: Final = frozenset(
+    {
+        "persistentVolumeClaim",
+        "ephemeral",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "iscsi",
+        "rbd",
+    }
+)
+"""The volume sources the scheduler reads (:mod:`scheduler.api.volumes.refs`)."""
+
+
+def scheduler_volumes(spec: Mapping[str, Any]) -> object:
+    """The entries of ``spec.volumes`` the scheduler reads (None when there are none): the
+    others (a service account token's, whose name differs per pod; configMaps) must not
+    keep pods that differ only there from sharing one parse."""
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list):
+        return volumes  # None, or what the parser will refuse
+    kept = [v for v in volumes if not isinstance(v, Mapping) or not VOLUME_SOURCES.isdisjoint(v)]
+    return kept or None
+
 
 _encode = msgspec.json.Encoder().encode
 
@@ -60,6 +85,7 @@ class SpecMemo:
         JSON cannot hold (a date a YAML scenario parsed), the fields themselves (never
         shared, still comparable to tell whether the spec changed)."""
         fields = [spec.get(f) for f in SPEC_FIELDS]
+        fields.append(scheduler_volumes(spec))
         try:
             return _encode(fields)
         except (TypeError, msgspec.EncodeError):

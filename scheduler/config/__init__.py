@@ -62,6 +62,10 @@ DEFAULT_TIERS: tuple[TierConfig, ...] = (
     TierConfig(
         (
             PluginConfig("predicates"),
+            PluginConfig("volumerestrictions"),
+            PluginConfig("nodevolumelimits"),
+            PluginConfig("volumebinding"),
+            PluginConfig("volumezone"),
             PluginConfig("gpushare"),
             PluginConfig("dra"),
             PluginConfig("proportion"),

@@ -23,17 +23,21 @@ from typing import Protocol
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo
+from scheduler.api.volumes.binding import VolumeBindings
 
 
 @dataclass(frozen=True, slots=True)
 class Bind:
-    """Bind ``task`` to ``node``: first write ``annotations`` on the pod and ``claims``
-    (DRA allocations and reservations, kube-scheduler's PreBind), then the binding."""
+    """Bind ``task`` to ``node``: first write ``annotations`` on the pod, ``volumes`` (PVs'
+    claimRefs and claims' selected nodes, then wait for the PV controller to bind the
+    claims) and ``claims`` (DRA allocations and reservations), in kube-scheduler's PreBind
+    order, then the binding."""
 
     task: TaskInfo
     node: str
     annotations: Mapping[str, str] = field(default_factory=dict)
     claims: tuple[ClaimBinding, ...] = ()
+    volumes: VolumeBindings | None = None
 
 
 class EvictReason(enum.Enum):

@@ -36,6 +36,8 @@ from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.resource import Resource
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
+from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.view import VolumeView
 from scheduler.framework.effects import VictimBundle
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import (
@@ -111,6 +113,12 @@ class PluginContext(Protocol):
     @property
     def dra(self) -> DraView | None:
         """DRA devices and claims of the snapshot (None: the cluster has none)."""
+        ...
+
+    @property
+    def volumes(self) -> VolumeView | None:
+        """PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSI objects of the
+        snapshot (None: the cluster has none)."""
         ...
 
 
@@ -307,6 +315,15 @@ class BindClaims(Protocol):
         ...
 
 
+class BindVolumes(Protocol):
+    def __call__(self, task: TaskInfo, node: NodeInfo, /) -> VolumeBindings | None:
+        """What to write to ``task``'s PersistentVolumes and claims before it is bound to
+        ``node`` (a PV's claimRef, a claim's selected node), and how long to wait for
+        the PV controller to bind them, asked when the statement that placed it commits.
+        None: nothing to bind."""
+        ...
+
+
 class SubsetNodes(Protocol):
     def __call__(
         self, job: JobInfo, tasks: Sequence[TaskInfo], nodes: NodeSet, purpose: Purpose, /
@@ -444,6 +461,7 @@ ON_PLACE: Point[PlacementHandler, None] = Point("onPlace", Rule.NOTIFY)
 ON_UNPLACE: Point[PlacementHandler, None] = Point("onUnplace", Rule.NOTIFY_REVERSED)
 BIND_ANNOTATIONS: Point[BindAnnotations, dict[str, str]] = Point("bindAnnotations", Rule.MERGE)
 BIND_CLAIMS: Point[BindClaims, tuple[ClaimBinding, ...]] = Point("bindClaims", Rule.CONCAT)
+BIND_VOLUMES: Point[BindVolumes, VolumeBindings | None] = Point("bindVolumes", Rule.FIRST_ANSWER)
 SUBSET_NODES: Point[SubsetNodes, Subsets | None] = Point("subsetNodes", Rule.LAYERED)
 GANG_VICTIM_SELECTOR: Point[GangVictimSelector, Sequence[str] | None] = Point(
     "gangVictimSelector", Rule.FIRST_ANSWER
@@ -475,6 +493,7 @@ POINTS: tuple[Point[Any, Any], ...] = (
     ON_UNPLACE,
     BIND_ANNOTATIONS,
     BIND_CLAIMS,
+    BIND_VOLUMES,
     SUBSET_NODES,
     GANG_VICTIM_SELECTOR,
 )

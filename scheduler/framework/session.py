@@ -48,12 +48,15 @@ from scheduler.api.reasons import Reason
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, TO_PLACE, USES_NODE
+from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.view import VolumeView
 from scheduler.framework import tiers
 from scheduler.framework.action import Action
 from scheduler.framework.effects import Effect
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
     BIND_CLAIMS,
+    BIND_VOLUMES,
     ENQUEUE_ROOM,
     JOB_ENQUEUEABLE,
     JOB_ORDER,
@@ -155,6 +158,10 @@ class SessionContext:
     @property
     def dra(self) -> DraView | None:
         return self._session.snapshot.dra
+
+    @property
+    def volumes(self) -> VolumeView | None:
+        return self._session.snapshot.volumes
 
 
 class Session:
@@ -710,6 +717,11 @@ class Session:
     def bind_claims(self, task: TaskInfo, node: str) -> tuple[ClaimBinding, ...]:
         """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
         return self.ask(BIND_CLAIMS, task, self.nodes[node])
+
+    def bind_volumes(self, task: TaskInfo, node: str) -> VolumeBindings | None:
+        """What the plugins write to ``task``'s PVs and claims before binding it to
+        ``node``, and how long the bind waits for them to be bound (None: nothing)."""
+        return self.ask(BIND_VOLUMES, task, self.nodes[node])
 
     def record_task_reason(self, task: TaskInfo, reason: Reason) -> None:
         """Why ``task`` is not placed this cycle (the last one recorded stands)."""

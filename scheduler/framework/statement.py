@@ -296,7 +296,8 @@ class Statement:
             op.task.uid: self._session.bind_annotations(op.task, op.node) for op in placed
         }
         claims = {op.task.uid: self._session.bind_claims(op.task, op.node) for op in placed}
-        effects = self._effects(annotations, claims)
+        volumes = {op.task.uid: self._session.bind_volumes(op.task, op.node) for op in placed}
+        effects = self._effects(annotations, claims, volumes)
         self._done = True
         for op in placed:
             op.task.status = TaskStatus.BINDING
@@ -304,7 +305,10 @@ class Statement:
         return effects
 
     def _effects(
-        self, annotations: dict[str, dict[str, str]], claims: dict[str, Any]
+        self,
+        annotations: dict[str, dict[str, str]],
+        claims: dict[str, Any],
+        volumes: dict[str, Any],
     ) -> list[Effect]:
         """The effects of the operations, in their order: one per placement, phase and
         withdrawn nomination; the evictions and nominations of a preemption as one
@@ -322,7 +326,9 @@ class Statement:
                     effects.append(SetPhase(op.job, op.phase))
                 case _Move(kind=_Kind.ALLOCATE):
                     uid = op.task.uid
-                    effects.append(Bind(op.task, op.node, annotations[uid], claims[uid]))
+                    effects.append(
+                        Bind(op.task, op.node, annotations[uid], claims[uid], volumes[uid])
+                    )
                 case _Move(kind=_Kind.UNPIPELINE):
                     effects.append(ClearNomination(op.task, op.node))
                 case _Move(kind=_Kind.PIPELINE | _Kind.EVICT):

@@ -22,8 +22,8 @@ FIRST_TIER_INTERSECTION  victims: intersection of the answers of the first tier 
                          plugin
 CHAIN                    reclaimable: each plugin, in order, keeps a subsequence of what the
                          plugins before it kept (stateful plugins cut the ordered list)
-FIRST_ANSWER             queue share, enqueue room, gang victim selector: the first
-                         answer that is not None
+FIRST_ANSWER             queue share, enqueue room, gang victim selector, bind volumes: the
+                         first answer that is not None
 NOTIFY                   job and placement handlers: all, in registration order, even after
                          one raises (their state stays in step); the first failure is
                          raised once all have run

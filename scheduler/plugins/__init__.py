@@ -18,6 +18,13 @@ from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.plugins.reservation import ReservationPlugin
 from scheduler.plugins.topology import TopologyPlugin
+from scheduler.plugins.volumes import (
+    NodeVolumeLimitsPlugin,
+    VolumeBindingArguments,
+    VolumeBindingPlugin,
+    VolumeRestrictionsPlugin,
+    VolumeZonePlugin,
+)
 
 
 def register_builtin(registry: Registry) -> None:
@@ -34,3 +41,7 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("reservation", ReservationPlugin))
     registry.add_plugin(PluginSpec("overcommit", OvercommitPlugin, OvercommitArguments))
     registry.add_plugin(PluginSpec("drf", DrfPlugin, DrfArguments))
+    registry.add_plugin(PluginSpec("volumerestrictions", VolumeRestrictionsPlugin))
+    registry.add_plugin(PluginSpec("nodevolumelimits", NodeVolumeLimitsPlugin))
+    registry.add_plugin(PluginSpec("volumebinding", VolumeBindingPlugin, VolumeBindingArguments))
+    registry.add_plugin(PluginSpec("volumezone", VolumeZonePlugin))

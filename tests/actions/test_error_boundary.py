@@ -261,6 +261,7 @@ WORLDS: dict[str, list[Obj]] = {
     "onUnplace": PREEMPT,
     "bindAnnotations": ALLOCATE,
     "bindClaims": ALLOCATE,
+    "bindVolumes": ALLOCATE,
     "subsetNodes": ALLOCATE,
     "gangVictimSelector": GANG_PREEMPT,
     "jobOrder": ALLOCATE,

@@ -22,6 +22,8 @@ from scheduler.api.group_apis import SLUICE, GroupApi, api_of_job, kind_key
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
+from scheduler.api.volumes.binding import ClaimTarget
+from scheduler.api.volumes.writes import VolumeState
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +197,33 @@ class ClaimWriter(Protocol):
         ...
 
 
+class VolumeWriter(Protocol):
+    """The writes of kube-scheduler's VolumeBinding PreBind, on PVs and claims."""
+
+    async def bind_volume(
+        self, volume: str, claim: ClaimTarget, resource_version: str, *, by_controller: bool
+    ) -> str:
+        """Write ``claim`` into PV ``volume``'s ``spec.claimRef`` (and, ``by_controller``,
+        the annotation ``pv.kubernetes.io/bound-by-controller: "yes"``), refused
+        (ConflictError) unless the PV is at ``resource_version``. Returns the PV's
+        resourceVersion after the write. One attempt."""
+        ...
+
+    async def select_node(self, claim: ClaimTarget, node: str, resource_version: str) -> str:
+        """Annotate ``claim`` with ``volume.kubernetes.io/selected-node: <node>``, refused
+        (ConflictError) unless it is at ``resource_version`` and has ``claim.uid``.
+        Returns its resourceVersion after the write. One attempt."""
+        ...
+
+    async def read_volume(self, name: str) -> VolumeState | None:
+        """PV ``name`` as the API server has it now; None when it is gone. One attempt."""
+        ...
+
+    async def read_volume_claim(self, namespace: str, name: str) -> VolumeState | None:
+        """The claim as the API server has it now; None when it is gone. One attempt."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """A Kubernetes event about ``regarding`` (events.k8s.io/v1 shape)."""
@@ -228,3 +257,6 @@ class ClusterPorts:
     claims: ClaimWriter | None = None
     """Writes DRA claims before binds. Without one, a pod whose claims must be written
     is not bound (its bind fails and is retried)."""
+    volumes: VolumeWriter | None = None
+    """Writes PVs and claims before binds. Without one, a pod whose volumes must be
+    written is not bound (its bind fails and is retried)."""

@@ -117,7 +117,7 @@ def test_a_rooms_contract_guards_every_part(
     assert sorted(set(_modules_inside(package)) - forbidden) == []
 
 
-WRITE_PORTS = frozenset({"binder", "evictor", "status", "events", "claims"})
+WRITE_PORTS = frozenset({"binder", "evictor", "status", "events", "claims", "volumes"})
 """The fields of ``ClusterPorts`` that write to the API server (scheduler/ports.py)."""
 
 WRITERS = ("dispatch", "kube", "sim")

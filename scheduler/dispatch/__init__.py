@@ -9,6 +9,7 @@ Nothing else in the scheduler calls the write ports of :mod:`scheduler.ports`
 from scheduler.dispatch.calls import (
     ApiCall,
     BindPod,
+    BindVolume,
     CreateClaim,
     DeallocateClaim,
     DeleteClaim,
@@ -16,6 +17,7 @@ from scheduler.dispatch.calls import (
     ObjectStatusPatch,
     PodStatusPatch,
     ReserveClaim,
+    SelectNode,
     UnreserveClaim,
 )
 from scheduler.dispatch.dispatcher import ApiDispatcher, Ticket
@@ -25,6 +27,7 @@ __all__ = [
     "ApiCall",
     "ApiDispatcher",
     "BindPod",
+    "BindVolume",
     "CreateClaim",
     "DeallocateClaim",
     "DeleteClaim",
@@ -35,6 +38,7 @@ __all__ = [
     "PodStatusPatch",
     "ReserveClaim",
     "RetryPolicy",
+    "SelectNode",
     "Ticket",
     "UnreserveClaim",
 ]

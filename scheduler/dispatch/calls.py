@@ -9,8 +9,9 @@ relevant one wins, as kube-scheduler's API dispatcher does), and makes its write
 (:class:`~scheduler.dispatch.outcomes.OutcomeResolver`: read back, or written again when
 idempotent); ``execute`` returns when it took effect and raises the ApiError otherwise.
 
-Adding a kind of write (a volume's PV/PVC binding, say) is one class here: its key, its
-relevance and rule, and its ``execute``.
+Adding a kind of write is one class here: its key, its relevance and rule, and its
+``execute`` (the volume writes of VolumeBinding's PreBind are :class:`BindVolume` and
+:class:`SelectNode`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from scheduler.api.errors import (
     InvariantError,
     assigned_node,
 )
+from scheduler.api.volumes.binding import ClaimTarget, StaticBinding
+from scheduler.api.volumes.writes import VolumeState
 from scheduler.dispatch.line import Combine
 from scheduler.dispatch.outcomes import Outcome, OutcomeResolver
-from scheduler.ports import ClaimWriter, ClusterPorts, ObjectRef
+from scheduler.ports import ClaimWriter, ClusterPorts, ObjectRef, VolumeWriter
 
 VERSIONS_KEPT = 10_000
 """How many objects' last written resourceVersions :class:`CallContext` remembers."""
@@ -358,3 +361,106 @@ class DeallocateClaim(ClaimCall):
         await _claims(ctx).deallocate_claim(
             self.namespace, self.name, self.uid, self.resource_version
         )
+
+
+def _volumes(ctx: CallContext) -> VolumeWriter:
+    volumes = ctx.ports.volumes
+    if volumes is None:
+        raise InvariantError("no VolumeWriter: cannot write PersistentVolumes or claims")
+    return volumes
+
+
+class VolumeCall(ApiCall):
+    """A write of one PV or claim for a pod's volumes, guarded by the resourceVersion the
+    scheduler's view had: never merged with another write of the object (it queues
+    behind; the binding cycle makes each distinct write once, :mod:`scheduler.loop.
+    volume_writes`)."""
+
+    @property
+    @abc.abstractmethod
+    def identity(self) -> tuple[object, ...]:
+        """What the call writes, hashable: two calls of one identity make the same write."""
+
+    def combine(self, older: ApiCall, *, running: bool) -> Combine:
+        return Combine.QUEUE
+
+
+@dataclass(eq=False)
+class BindVolume(VolumeCall):
+    """Write a claim into a PV's ``claimRef`` (VolumeBinding's PreBind for a claim matched
+    to a static PV), guarded by the PV's resourceVersion; returns the PV's resourceVersion
+    after the write. A lost reply is read back: the PV naming the claim's uid means it
+    took effect."""
+
+    binding: StaticBinding
+
+    @property
+    def key(self) -> str:
+        return f"PersistentVolume/{self.binding.volume}"
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        return ("claimRef", self.binding)
+
+    async def execute(self, ctx: CallContext) -> str:
+        volumes = _volumes(ctx)
+        b = self.binding
+        try:
+            return await volumes.bind_volume(
+                b.volume, b.claim, b.resource_version, by_controller=b.by_controller
+            )
+        except AmbiguousError as exc:
+            ref = ObjectRef("PersistentVolume", "", b.volume)
+
+            async def read() -> object:
+                return await volumes.read_volume(b.volume)
+
+            def took(state: Any) -> bool:
+                return isinstance(state, VolumeState) and state.claim_uid == b.claim.uid
+
+            outcome, seen = await ctx.outcomes.volume(ref, exc, read=read, took_effect=took)
+            if outcome is not Outcome.TOOK_EFFECT:
+                raise
+            return seen.resource_version if isinstance(seen, VolumeState) else ""
+
+
+@dataclass(eq=False)
+class SelectNode(VolumeCall):
+    """Annotate a claim with the node chosen to provision its PV (VolumeBinding's PreBind),
+    guarded by the claim's uid and resourceVersion; returns the claim's resourceVersion
+    after the write. A lost reply is read back: the claim naming the node means it took
+    effect."""
+
+    claim: ClaimTarget
+    node: str
+    resource_version: str
+
+    @property
+    def key(self) -> str:
+        return f"PersistentVolumeClaim/{self.claim.key}"
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        return ("selected-node", self.claim, self.node, self.resource_version)
+
+    async def execute(self, ctx: CallContext) -> str:
+        volumes = _volumes(ctx)
+        try:
+            return await volumes.select_node(self.claim, self.node, self.resource_version)
+        except AmbiguousError as exc:
+            ref = ObjectRef("PersistentVolumeClaim", self.claim.namespace, self.claim.name)
+
+            async def read() -> object:
+                return await volumes.read_volume_claim(self.claim.namespace, self.claim.name)
+
+            def took(state: Any) -> bool:
+                return (
+                    isinstance(state, VolumeState)
+                    and state.uid == self.claim.uid
+                    and state.selected_node == self.node
+                )
+
+            outcome, seen = await ctx.outcomes.volume(ref, exc, read=read, took_effect=took)
+            if outcome is not Outcome.TOOK_EFFECT:
+                raise
+            return seen.resource_version if isinstance(seen, VolumeState) else ""

@@ -13,6 +13,9 @@ clock:
 * an eviction (:meth:`OutcomeResolver.eviction`) took effect when the events show the pod
   gone, or a read shows it gone or being deleted; it did not when the read shows it
   there and not being deleted;
+* a volume write (:meth:`OutcomeResolver.volume`: a PV's claimRef, a claim's selected
+  node) took effect when a read of the object shows what was written; it did not when
+  the read shows something else or the object gone;
 * an idempotent status patch (:meth:`OutcomeResolver.patch`) is written again until a
   write succeeds (it took effect) or is refused (it did not).
 
@@ -136,6 +139,27 @@ class OutcomeResolver:
             )
 
         return await self._learn("claim", ref, error, lambda: False, took_effect, read=read_it)
+
+    async def volume(
+        self,
+        ref: ObjectRef,
+        error: AmbiguousError,
+        *,
+        read: Callable[[], Awaitable[object]],
+        took_effect: Callable[[Any], bool],
+    ) -> tuple[Outcome, object]:
+        """Did the volume write of ``ref`` (a PV or a claim) that raised ``error`` take
+        effect? ``read()`` reads the object (None when gone); ``took_effect(state)`` says
+        whether what it read shows the write. Returns the outcome and the state read
+        (None when nothing was read)."""
+        seen: list[object] = [None]
+
+        async def read_it() -> object:
+            seen[0] = await read()
+            return seen[0]
+
+        outcome = await self._learn("volume", ref, error, lambda: False, took_effect, read=read_it)
+        return outcome, seen[0]
 
     async def eviction(
         self, pod: ObjectRef, error: AmbiguousError, *, shown: Callable[[], bool]

@@ -49,6 +49,7 @@ from scheduler.kube.resources import (
     TOPOLOGIES,
     Resource,
 )
+from scheduler.kube.volumes import KubeVolumeWriter
 from scheduler.loop.clock import SystemClock
 from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef, PodState
 
@@ -101,6 +102,7 @@ class KubeBackend:
             clock=self.clock,
             reader=self,
             claims=KubeClaimWriter(self.client, timeout=self.timeout),
+            volumes=KubeVolumeWriter(self.client, timeout=self.timeout),
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

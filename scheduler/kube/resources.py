@@ -26,6 +26,9 @@ __all__ = [
     "COSCHEDULING_POD_GROUPS",
     "CRD_GROUP",
     "CRD_VERSION",
+    "CSI_DRIVERS",
+    "CSI_NODES",
+    "CSI_STORAGE_CAPACITIES",
     "CUSTOM_RESOURCE_DEFINITIONS",
     "DEVICE_CLASSES",
     "EVENTS",
@@ -35,6 +38,8 @@ __all__ = [
     "LEASES",
     "MERGE_PATCH",
     "NODES",
+    "PERSISTENT_VOLUMES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
     "POD_DISRUPTION_BUDGETS",
     "POD_GROUPS",
@@ -43,6 +48,7 @@ __all__ = [
     "RESOURCE_CLAIMS",
     "RESOURCE_CLAIM_TEMPLATES",
     "RESOURCE_SLICES",
+    "STORAGE_CLASSES",
     "STRATEGIC_MERGE_PATCH",
     "TOPOLOGIES",
     "VOLCANO_POD_GROUPS",
@@ -156,3 +162,24 @@ RESOURCE_CLAIM_TEMPLATES: Final = Resource(
     "ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True
 )
 LEASES: Final = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
+PERSISTENT_VOLUME_CLAIMS: Final = Resource(
+    "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True
+)
+PERSISTENT_VOLUMES: Final = Resource("PersistentVolume", "", "v1", "persistentvolumes", False)
+STORAGE_CLASSES: Final = Resource(
+    "StorageClass", "storage.k8s.io", "v1", "storageclasses", False, status_subresource=False
+)
+CSI_NODES: Final = Resource(
+    "CSINode", "storage.k8s.io", "v1", "csinodes", False, status_subresource=False
+)
+CSI_DRIVERS: Final = Resource(
+    "CSIDriver", "storage.k8s.io", "v1", "csidrivers", False, status_subresource=False
+)
+CSI_STORAGE_CAPACITIES: Final = Resource(
+    "CSIStorageCapacity",
+    "storage.k8s.io",
+    "v1",
+    "csistoragecapacities",
+    True,
+    status_subresource=False,
+)

@@ -1,20 +1,21 @@
-"""BindingCycle: the binds a cycle decided, with the DRA claims written before them
-(layer 3).
+"""BindingCycle: the binds a cycle decided, with the volume and DRA claim writes made
+before them (layer 3).
 
 Job: take each :class:`~scheduler.framework.effects.Bind` through kube-scheduler's
-binding cycle in the background (PreBind writes the pod's claims, then the binding), and
-leave the cache true to what happened: a refusal forgets the assumed pod (a later cycle
-tries it again) after its ``PodScheduled`` condition says why; a lost reply keeps it
-until its outcome is learnt (the dispatcher's calls read it back); a pod the API server
-says is bound to another node holds its room there; a claim written for a bind that
-failed is withdrawn. Also clears the claims nobody holds any more
+binding cycle in the background (PreBind: the pod's volumes written, then waited for
+until the PV controller has bound their claims, then its DRA claims written; then the
+binding), and leave the cache true to what happened: a refusal forgets the assumed pod
+(a later cycle tries it again) after its ``PodScheduled`` condition says why; a lost
+reply keeps it until its outcome is learnt (the dispatcher's calls read it back); a pod
+the API server says is bound to another node holds its room there; a claim written for
+a bind that failed is withdrawn. Also clears the claims nobody holds any more
 (kube-scheduler's PostFilter for DRA).
 
 Owned by the :class:`~scheduler.loop.scheduler_loop.SchedulingLoop`: called from its task
-only. Each bind's steps run in a task of the loop's ``binds`` pool and make their writes
-through the API dispatcher (:mod:`scheduler.dispatch`), as do the claim withdrawals and
-deallocations (submitted to it). Failures are counted and logged through ``on_failed``
-(the loop's), never raised.
+only. Each bind's steps run in tasks of the loop's ``binds`` pool (the wait for the PV
+controller in its pool of ``waits``) and make their writes through the API dispatcher
+(:mod:`scheduler.dispatch`), as do the claim withdrawals and deallocations (submitted
+to it). Failures are counted and logged through ``on_failed`` (the loop's), never raised.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ from scheduler.logging import get_logger
 from scheduler.loop.queue import JobQueue
 from scheduler.loop.stale_claims import stale_claims, stale_extended_claims
 from scheduler.loop.status import StatusReporter
+from scheduler.loop.volume_waits import VolumeWaits
+from scheduler.loop.volume_writes import VolumeWriteFailed, VolumeWrites
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
 from scheduler.ports import Event, ObjectRef
@@ -70,6 +73,7 @@ class BindingCycle:
         metrics: Metrics,
         *,
         binds: WorkerPool,
+        waits: WorkerPool,
         status: StatusReporter,
         queue: JobQueue,
         on_failed: Callable[[str, Exception], None],
@@ -80,6 +84,10 @@ class BindingCycle:
         """Where binds were assumed, and are forgotten when their call fails."""
         self._metrics = metrics
         self._binds = binds
+        self._waits = waits
+        """Where binds wait for the PV controller to bind their claims."""
+        self._volume_waits = VolumeWaits(cache)
+        self._volume_writes = VolumeWrites(dispatcher)
         self._status = status
         self._queue = queue
         """Told of refused binds (the job backs off) and of binds that landed."""
@@ -98,55 +106,109 @@ class BindingCycle:
         success (an earlier attempt's reply was lost); one naming another node, or a read
         showing it there, is knowledge: the pod holds its room there
         (:meth:`_bound_elsewhere`). A binding never sent (an eviction of the pod took its
-        place in the dispatcher's line) is forgotten."""
+        place in the dispatcher's line) is forgotten.
+
+        A bind with volumes to bind goes in three steps, as kube-scheduler's PreBind:
+        their writes (in the binds pool), the wait until the PV controller has bound the
+        claims (in the pool of waits, holding no bind worker), then the claims and the
+        binding (in the binds pool again)."""
         task = effect.task
         ref = ObjectRef.of_pod(task)
-
-        async def call() -> None:
-            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
-                await bind()
+        label = f"bind {ref.key}"
+        t0 = time.perf_counter()
 
         async def bind() -> None:
-            t0 = time.perf_counter()
-            written = await self._write_claims(effect, ref) if effect.claims else ()
-            if written is None:
-                return
-            call = BindPod(
-                ref,
-                effect.node,
-                effect.annotations,
-                shown=lambda: self._shown_bound(task.uid, effect.node),
-            )
-            try:
-                node = await self._dispatcher.call(call)
-            except NotFoundError:
-                self._ledger.forget(effect)  # the pod is gone; its DELETED event follows
-                self._metrics.binds.labels("gone").inc()
-                self._unreserve(written)
-                return
-            except AmbiguousError as exc:
-                # not known to be there, maybe on another node: nothing said on it
-                await self._bind_failed(effect, ref, exc, say=False)
-                self._unreserve(written)
-                return
-            except ApiError as exc:
-                # refused, or a conflict (the pod changed: nothing said on it)
-                await self._bind_failed(effect, ref, exc, say=not isinstance(exc, ConflictError))
-                self._unreserve(written)
-                return
-            if node is None:
-                # not sent: an eviction of the pod took its place in the pod's line
-                self._ledger.forget(effect)
-                self._metrics.binds.labels("superseded").inc()
-                self._unreserve(written)
-                return
-            if node != effect.node:
-                self._bound_elsewhere(effect, node)
-                self._unreserve(written)
-                return
-            self._bound(effect, ref, t0)
+            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
+                await self._bind_pod(effect, ref, t0)
 
-        self._binds.submit(f"bind {ref.key}", call)
+        volumes = effect.volumes
+        if volumes is None:
+            self._binds.submit(label, bind)
+            return
+
+        async def write() -> None:
+            with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
+                try:
+                    written = await self._volume_writes.write(volumes)
+                except VolumeWriteFailed as failed:
+                    await self._volumes_failed(effect, ref, str(failed), failed.error)
+                    return
+            self._waits.submit(label, lambda: wait(written))
+
+        async def wait(written: dict[str, str]) -> None:
+            status = await self._volume_waits.wait(volumes, task.uid, written)
+            if status.failed:
+                with structlog.contextvars.bound_contextvars(pod=ref.key, job=task.job_id):
+                    await self._volumes_failed(effect, ref, f"binding volumes: {status.failed}")
+                return
+            self._binds.submit(label, bind)
+
+        self._binds.submit(label, write)
+
+    async def _bind_pod(self, effect: Bind, ref: ObjectRef, t0: float) -> None:
+        """The DRA claims of ``effect``, then its binding (see :meth:`bind`)."""
+        task = effect.task
+        written = await self._write_claims(effect, ref) if effect.claims else ()
+        if written is None:
+            return
+        call = BindPod(
+            ref,
+            effect.node,
+            effect.annotations,
+            shown=lambda: self._shown_bound(task.uid, effect.node),
+        )
+        try:
+            node = await self._dispatcher.call(call)
+        except NotFoundError:
+            self._ledger.forget(effect)  # the pod is gone; its DELETED event follows
+            self._metrics.binds.labels("gone").inc()
+            self._unreserve(written)
+            return
+        except AmbiguousError as exc:
+            # not known to be there, maybe on another node: nothing said on it
+            await self._bind_failed(effect, ref, exc, say=False)
+            self._unreserve(written)
+            return
+        except ApiError as exc:
+            # refused, or a conflict (the pod changed: nothing said on it)
+            await self._bind_failed(effect, ref, exc, say=not isinstance(exc, ConflictError))
+            self._unreserve(written)
+            return
+        if node is None:
+            # not sent: an eviction of the pod took its place in the pod's line
+            self._ledger.forget(effect)
+            self._metrics.binds.labels("superseded").inc()
+            self._unreserve(written)
+            return
+        if node != effect.node:
+            self._bound_elsewhere(effect, node)
+            self._unreserve(written)
+            return
+        self._bound(effect, ref, t0)
+
+    async def _volumes_failed(
+        self, effect: Bind, ref: ObjectRef, what: str, exc: Exception | None = None
+    ) -> None:
+        """Binding ``effect``'s volumes failed (a write refused, the wait timed out, the PV
+        controller undid something): the pod says why, its bind is forgotten (the volume
+        writes' assumptions with it; what was written stays, as kube-scheduler leaves it:
+        the next attempt finds the PV pre-bound to the claim, or the claim's node
+        selected) and it is tried again, after its job's backoff unless a write met a
+        conflict (the object changed: tried again at once). A pod gone meanwhile is
+        forgotten without a word."""
+        if effect.task.uid not in self._cache.tasks:
+            self._ledger.forget(effect)  # the pod is gone: nothing to say, nobody to retry
+            self._metrics.binds.labels("gone").inc()
+            return
+        message = f"Binding rejected: {what}"
+        if exc is None or _refused(exc):
+            self._queue.bind_refused(effect.task.job_id, message)
+        await self._status.bind_failed(effect.task, message)
+        self._ledger.forget(effect)
+        self._metrics.binds.labels("error").inc()
+        self._on_failed("volume", exc if exc is not None else TimeoutError(what))
+        self._metrics.schedule_attempts.labels("error", PROFILE).inc()
+        self._dispatcher.record(Event(ref, "Warning", "FailedScheduling", message))
 
     async def _write_claims(self, effect: Bind, ref: ObjectRef) -> Sequence[ClaimBinding] | None:
         """Write the claims of ``effect`` before its binding, one after the other, as

@@ -88,6 +88,10 @@ cycle (at start, the whole backlog's) go out at once, not after a whole budget. 
 action that does not keep its place is given the whole budget (a job it does not reach
 waits for the next cycle)."""
 
+VOLUME_WAITS = 100_000
+"""Binds that may wait at once for the PV controller to bind their claims: a wait is an
+event awaited, no API call, so the bound is only against a runaway."""
+
 SLOW_CYCLE_SECONDS = 2.0
 """A cycle whose decisions take longer is logged (``slow cycle``) with the time of each
 part: the event loop (lease renewals included) waited that long."""
@@ -198,6 +202,8 @@ class SchedulingLoop:
         self.observers: list[CycleObserver] = []
         self.preemption: PreemptionHandler | None = None
         self.binds = WorkerPool("bind", self.config.bind_concurrency, self._background_error)
+        self.volume_waits = WorkerPool("volumes", VOLUME_WAITS, self._background_error)
+        """Binds waiting for the PV controller to bind their claims (no API call each)."""
         self.dispatcher = ApiDispatcher(
             ports,
             self.metrics,
@@ -223,6 +229,7 @@ class SchedulingLoop:
             cache,
             self.metrics,
             binds=self.binds,
+            waits=self.volume_waits,
             status=self.status,
             queue=self.queue,
             on_failed=self._failed_call,
@@ -274,6 +281,7 @@ class SchedulingLoop:
         something will change when they do), and pods still to be told their changed
         reason (after their backoff)."""
         busy = self.binds.in_flight + self.dispatcher.in_flight + self.queue.in_flight
+        busy += self.volume_waits.in_flight
         busy += self.status.owed + (self._wake_at < math.inf) + (not self.whole_view())
         return busy + (self.preemption.in_flight if self.preemption is not None else 0)
 
@@ -316,6 +324,7 @@ class SchedulingLoop:
         """
         async with anyio.create_task_group() as tg:
             self.binds.attach(tg)
+            self.volume_waits.attach(tg)
             self.dispatcher.attach(tg)
             if self.preemption is not None:
                 self.preemption.attach(tg)

@@ -1,7 +1,8 @@
 """The scheduler's ports implemented over the embedded cluster (layer 4).
 
 :class:`SimBackend` is to the embedded cluster what ``scheduler.kube`` is to a real API
-server: it implements ``Binder``, ``Evictor``, ``StatusWriter`` and ``EventRecorder`` of
+server: it implements ``Binder``, ``Evictor``, ``StatusWriter``, ``EventRecorder``, ``ClaimWriter``
+and ``VolumeWriter`` of
 :mod:`scheduler.ports` on an :class:`~scheduler.sim.store.ObjectStore`. Every call but
 ``record`` first goes through the :class:`~scheduler.sim.faults.FaultInjector` for its
 kind (latency on the simulation clock, then maybe an injected ServerError), then applies
@@ -29,6 +30,13 @@ from scheduler.api.dra.convert import (
 )
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import ApiError
+from scheduler.api.volumes.binding import ClaimTarget
+from scheduler.api.volumes.writes import (
+    VolumeState,
+    claim_ref_patch,
+    selected_node_patch,
+    volume_state,
+)
 from scheduler.ports import ClaimState, Clock, Event, EvictionMode, ObjectRef, PodState
 from scheduler.sim.faults import FaultInjector, LostReply
 from scheduler.sim.objects import rfc3339_micro
@@ -320,6 +328,42 @@ class SimBackend:
         """The claim as the store has it (no latency, no faults, as :meth:`read_pod`)."""
         obj = self.store.try_get("ResourceClaim", namespace, name)
         return None if obj is None else ClaimState(*reserved_uids(obj))
+
+    # ----------------------------------------------------------------- VolumeWriter
+
+    async def bind_volume(
+        self, volume: str, claim: ClaimTarget, resource_version: str, *, by_controller: bool
+    ) -> str:
+        """Write ``claim`` into PV ``volume``'s ``claimRef`` at ``resource_version`` (call
+        kind ``patch``): see :class:`~scheduler.ports.VolumeWriter`."""
+        ref = ObjectRef("PersistentVolume", "", volume)
+        body = claim_ref_patch(claim, resource_version, by_controller=by_controller)
+        obj = await self._call(
+            "patch", ref, None, lambda: self.store.patch("PersistentVolume", "", volume, body)
+        )
+        return volume_state(obj).resource_version
+
+    async def select_node(self, claim: ClaimTarget, node: str, resource_version: str) -> str:
+        """Annotate ``claim`` with ``node`` at ``resource_version`` (call kind ``patch``)."""
+        ref = ObjectRef("PersistentVolumeClaim", claim.namespace, claim.name, claim.uid)
+        body = selected_node_patch(claim, node, resource_version)
+        obj = await self._call(
+            "patch",
+            ref,
+            None,
+            lambda: self.store.patch("PersistentVolumeClaim", claim.namespace, claim.name, body),
+        )
+        return volume_state(obj).resource_version
+
+    async def read_volume(self, name: str) -> VolumeState | None:
+        """The PV as the store has it (no latency, no faults, as :meth:`read_pod`)."""
+        obj = self.store.try_get("PersistentVolume", "", name)
+        return None if obj is None else volume_state(obj)
+
+    async def read_volume_claim(self, namespace: str, name: str) -> VolumeState | None:
+        """The claim as the store has it (no latency, no faults, as :meth:`read_pod`)."""
+        obj = self.store.try_get("PersistentVolumeClaim", namespace, name)
+        return None if obj is None else volume_state(obj)
 
     # ----------------------------------------------------------------- other calls
 

@@ -25,6 +25,7 @@ from scheduler.sim import pod_rules
 from scheduler.sim.dra import CLAIM_KINDS, check_claim, default_object
 from scheduler.sim.objects import plural
 from scheduler.sim.patch import clone
+from scheduler.sim.storage import STORAGE_KINDS, check_storage_update, default_storage
 from scheduler.sim.watch_hub import ApiObject
 
 #: Kinds without a namespace, unless the store is told otherwise (by kind key:
@@ -40,6 +41,10 @@ DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
         "APIService",
         "ResourceSlice",
         "DeviceClass",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "CSIDriver",
     }
 )
 #: Kinds whose status is written only through the status subresource (Volcano's
@@ -54,6 +59,8 @@ DEFAULT_STATUS_SUBRESOURCE: Final[frozenset[str]] = frozenset(
         "CustomResourceDefinition",
         "APIService",
         "ResourceClaim",
+        "PersistentVolumeClaim",
+        "PersistentVolume",
     }
 )
 
@@ -105,7 +112,8 @@ def new_object(
     a copy with its namespace (``default`` if missing, none for a cluster-scoped kind), a
     name from ``generateName`` (``suffix()`` gives its end) if there is no name, the
     server's own metadata dropped (but what ``restore`` keeps: :data:`RESTORED`), a
-    Pod's phase ``Pending`` and its pod rules, a DRA claim defaulted and checked.
+    Pod's phase ``Pending`` and its pod rules, a DRA claim or a claim, PV or class of
+    storage defaulted and checked (:mod:`scheduler.sim.storage`).
     ``now``: RFC 3339. Raises InvalidObjectError."""
     new: ApiObject = clone(obj)
     kind = new.get("kind")
@@ -154,6 +162,8 @@ def new_object(
         new = default_object(new)
         if kind == "ResourceClaim":
             check_claim(new)
+    elif kind in STORAGE_KINDS:
+        new = default_storage(new)
     return kind, (namespace, name), new, kept
 
 
@@ -164,7 +174,8 @@ def updated_object(
     the write, changed in place) with the server's metadata, kind and apiVersion of
     ``old``, and ``old``'s status when the kind has a status subresource; its
     ``generation`` bumped when more than metadata and status changed. None when it
-    changes nothing. Raises what :func:`~scheduler.sim.pod_rules.check_update` raises."""
+    changes nothing. Raises what :func:`~scheduler.sim.pod_rules.check_update` and
+    :func:`~scheduler.sim.storage.check_storage_update` raise."""
     old_meta = old["metadata"]
     raw_meta = new.get("metadata")
     meta = dict(raw_meta) if isinstance(raw_meta, Mapping) else {}
@@ -186,6 +197,8 @@ def updated_object(
         return None
     if kind == "Pod":
         pod_rules.check_update(old, new)
+    elif kind in STORAGE_KINDS:
+        check_storage_update(old, new)
     if any(new.get(k) != old.get(k) for k in (new.keys() | old.keys()) - _NOT_SPEC):
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return new

@@ -61,6 +61,7 @@ from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
 from scheduler.sim.store import ObjectStore, WatchEvent
+from scheduler.sim.volumes import SimVolumeController
 
 LoopFactory = Callable[[SchedulerCache, ClusterPorts], SchedulingLoop]
 StopReason = Literal["idle", "cycles", "until"]
@@ -167,11 +168,14 @@ class Simulation:
             self.clock,
             self.backend,
             claims=self.backend,
+            volumes=self.backend,
         )
         self.loop = loop_factory(self.cache, ports)
         self.kubelet = SimKubelet(self.store, self.clock, start_delay=kubelet_delay)
         self.claim_controller = SimClaimController(self.store)
         """Plays the controller manager's resourceclaim controller (DRA)."""
+        self.volume_controller = SimVolumeController(self.store, self.clock)
+        """Plays the controller manager's PV controller, and a provisioner."""
         self.max_cycles = max_cycles
         self.until = until
         """Seconds of clock time from the start after which the run stops (inf: never)."""
@@ -308,6 +312,7 @@ class Simulation:
             or self.loop.woken
             or self.faults.in_flight
             or self.kubelet.pending()
+            or self.volume_controller.pending()
             or self._timed_left
             or self._in_transit
         )
@@ -416,6 +421,7 @@ class Simulation:
         self._timed_left = len(timed)
         async with anyio.create_task_group() as tg:
             await tg.start(self.kubelet.run)
+            await tg.start(self.volume_controller.run)
             tg.start_soon(self._timed, timed)
             if self.watch_delay > 0:
                 tg.start_soon(self._watch)

@@ -4,7 +4,10 @@ A scenario is one or more files (or directories of ``*.yaml``/``*.yml``) of what
 ``kubectl get -o yaml`` prints, lists included: Nodes, Pods, PodGroups, Queues,
 Topologies, PriorityClasses, PodDisruptionBudgets, DeviceClasses, ResourceSlices,
 ResourceClaims, ResourceClaimTemplates (a Node may carry its devices in the annotation of
-:mod:`scheduler.sim.devices` instead), at most one SchedulerConfiguration
+:mod:`scheduler.sim.devices` instead), StorageClasses, PersistentVolumes,
+PersistentVolumeClaims, CSINodes, CSIDrivers, CSIStorageCapacities (the embedded PV
+controller binds and provisions as :mod:`scheduler.sim.volumes` says), at most one
+SchedulerConfiguration
 and at most one Simulation document. Everything is checked before anything runs, and
 every problem is one :class:`ScenarioError` line naming the file, the object and the
 field.
@@ -57,12 +60,22 @@ from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectEr
 from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, api_named, kind_key
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.api.selectors import parse_label_selector
+from scheduler.api.volumes.convert import (
+    capacity_from_object,
+    csi_driver_from_object,
+    csi_node_from_object,
+    storage_class_from_object,
+    volume_from_object,
+)
+from scheduler.api.volumes.convert import claim_from_object as volume_claim_from_object
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
 from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.objects import parse_rfc3339
+from scheduler.sim.storage import STORAGE_KINDS as API_CHECKED_KINDS
+from scheduler.sim.storage import default_storage
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
@@ -80,17 +93,30 @@ CLUSTER_SCOPED = frozenset(
         *QUEUE_KINDS,
         "DeviceClass",
         "ResourceSlice",
+        "StorageClass",
+        "PersistentVolume",
+        "CSINode",
+        "CSIDriver",
     }
 )
 GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
 """The PodGroup kinds of every API (kind keys), Sluice's first."""
 DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+STORAGE_KINDS = (
+    "StorageClass",
+    "CSIDriver",
+    "CSINode",
+    "CSIStorageCapacity",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+)
 OBJECT_KINDS = (
     "PriorityClass",
     *QUEUE_KINDS,
     "Topology",
     "Node",
     *DRA_KINDS,
+    *STORAGE_KINDS,
     WORKLOAD_KIND,
     *GROUP_KINDS,
     "PodDisruptionBudget",
@@ -104,6 +130,7 @@ SUPPORTED = (
     "Topology",
     "Node",
     *DRA_KINDS,
+    *STORAGE_KINDS,
     "PodGroup",
     "Workload",
     "PodDisruptionBudget",
@@ -441,12 +468,23 @@ _API_VERSIONS = {
     "Queue": L.API_VERSION,
     "Topology": L.API_VERSION,
     **dict.fromkeys(DRA_KINDS, "resource.k8s.io/v1"),
+    **dict.fromkeys(STORAGE_KINDS, "storage.k8s.io/v1"),
+    "PersistentVolume": "v1",
+    "PersistentVolumeClaim": "v1",
 }
 _DRA_CONVERTERS = {
     "DeviceClass": device_class_from_object,
     "ResourceSlice": slice_from_object,
     "ResourceClaimTemplate": claim_template_from_object,
     "ResourceClaim": claim_from_object,
+}
+_STORAGE_CONVERTERS = {
+    "StorageClass": storage_class_from_object,
+    "CSIDriver": csi_driver_from_object,
+    "CSINode": csi_node_from_object,
+    "CSIStorageCapacity": capacity_from_object,
+    "PersistentVolume": volume_from_object,
+    "PersistentVolumeClaim": volume_claim_from_object,
 }
 
 
@@ -522,12 +560,16 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
             )
         except InvalidInputError as exc:
             raise ScenarioError(exc.obj, exc.field, exc.message) from exc
-    for kind, convert in _DRA_CONVERTERS.items():
+    for kind, convert in {**_DRA_CONVERTERS, **_STORAGE_CONVERTERS}.items():
         for obj in by_kind[kind].values():
             try:
                 convert(obj)
+                if kind in API_CHECKED_KINDS:
+                    default_storage(dict(obj))  # what the API server refuses
             except InvalidInputError as exc:
                 raise ScenarioError(exc.obj, exc.field, exc.message) from exc
+            except InvalidObjectError as exc:
+                raise ScenarioError(ref(obj), None, str(exc)) from exc
     for pod in by_kind["Pod"].values():
         _resolve_pod(pod, classes, default_priority, by_kind, queues)
 

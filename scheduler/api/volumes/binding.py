@@ -38,14 +38,15 @@ class ClaimTarget:
 @dataclass(frozen=True, slots=True)
 class StaticBinding:
     """Bind ``claim`` to the existing PV ``volume``: write the claim into the PV's
-    ``claimRef`` (with ``bound-by-controller``) against the PV's ``resource_version``,
-    unless ``write`` is False (the PV names the claim already); the PV controller then
-    binds the claim."""
+    ``claimRef`` against the PV's ``resource_version`` (with ``bound-by-controller`` when
+    ``by_controller``: the PV was not pre-bound to the claim by a user), unless ``write``
+    is False (the PV names the claim already); the PV controller then binds the claim."""
 
     claim: ClaimTarget
     volume: str
     resource_version: str
     write: bool = True
+    by_controller: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -394,6 +394,7 @@ class VolumeBindingPlugin:
                 pv.name,
                 pv.resource_version,
                 write=not (pv.claim_ref is not None and pv.claim_ref.uid == claim.uid),
+                by_controller=pv.claim_ref is None,
             )
             for claim, pv in decision.static
         )

@@ -8,9 +8,11 @@ reclaim would evict, node by node, in the order chosen), why each pod still pend
 not placed, node by node (nodes grouped by reason, as kube-scheduler counts them: a node
 is charged to the first filter that refuses it), its gang, its queue (deserved,
 allocated, what the job asks), what it waits for (a nomination and the victims still
-terminating on that node, a reservation, the pod grouper), and each DRA claim of its pods
+terminating on that node, a reservation, the pod grouper), each DRA claim of its pods
 (the devices it holds or would get; the nodes that cannot give them are among the
-reasons, naming the claim). Nothing is written anywhere: the session is thrown away.
+reasons, naming the claim) and each PersistentVolumeClaim (the PV it is bound to, the PV
+or node the next cycle would write for it, or what it waits for). Nothing is written
+anywhere: the session is thrown away.
 
 What only a running scheduler knows (its preemption gates and backoffs, a job parked or
 elected for starvation protection between its cycles) is not in the objects; the
@@ -35,6 +37,8 @@ from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.api.volumes.claims import claims_of_pod as volume_claims_of_pod
+from scheduler.api.volumes.view import VolumeView
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Bind, Dissolution, Evict, Nominate, parts
 from scheduler.framework.fit import Fit
@@ -204,6 +208,9 @@ def _describe(  # noqa: PLR0917
         claims = _claims(session, t, bind_of.get(t.uid))
         if claims:
             entry["claims"] = claims
+        volumes = _volumes(session, t, bind_of.get(t.uid))
+        if volumes:
+            entry["volumes"] = volumes
         pods.append(entry)
     return {
         "kind": kind,
@@ -258,6 +265,36 @@ def _claims(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[st
             entry["nextCycle"] = _devices(planned)
         else:
             entry["devices"] = []
+        out.append(entry)
+    return out
+
+
+def _volumes(session: Session, task: TaskInfo, bind: Bind | None) -> list[dict[str, Any]]:
+    """Each PersistentVolumeClaim of ``task``: the PV it is bound to, or what the next
+    cycle would write for it (a PV's claimRef, the node to provision on), or what it
+    waits for; or why the pod cannot be placed with it (kube's words)."""
+    if not task.spec.volumes or not any(v.disk is None for v in task.spec.volumes):
+        return []
+    view = session.snapshot.volumes or VolumeView()
+    found = volume_claims_of_pod(task.namespace, task.name, task.uid, task.spec.volumes, view)
+    if found.problem:
+        return [{"problem": found.problem}]
+    planned = bind.volumes if bind is not None else None
+    static = {b.claim.key: b.volume for b in planned.static} if planned else {}
+    provisions = {p.claim.key for p in planned.provisions} if planned else set()
+    out: list[dict[str, Any]] = []
+    for claim in found.all:
+        entry: dict[str, Any] = {"claim": claim.key}
+        if claim.fully_bound:
+            entry["volume"] = claim.volume_name
+        elif claim.key in static:
+            entry["nextCycle"] = f"bind PersistentVolume {static[claim.key]}"
+        elif claim.key in provisions and planned is not None:
+            entry["nextCycle"] = f"provision a PersistentVolume on node {planned.node}"
+        elif claim.provisioning:
+            entry["waits"] = f"a PersistentVolume provisioned on node {claim.selected_node}"
+        else:
+            entry["waits"] = "its first consumer (WaitForFirstConsumer)"
         out.append(entry)
     return out
 
@@ -367,6 +404,8 @@ def render(e: dict[str, Any], *, verbose: bool = False) -> str:
             lines.append(f"    {len(names)} node(s): {reason}{shown}")
         for c in p.get("claims") or ():
             lines.append(f"    {_claim_line(c)}")
+        for c in p.get("volumes") or ():
+            lines.append(f"    {_volume_line(c)}")
     g = e["gang"]
     if g["podGroup"]:
         statuses = ", ".join(f"{n} {s}" for s, n in g["byStatus"].items())
@@ -401,6 +440,16 @@ def _claim_line(c: dict[str, Any]) -> str:
         who = ", ".join(c["reservedFor"]) or "nobody"
         return f"claim {c['claim']}: allocated {', '.join(c['devices'])}; reserved for {who}"
     return f"claim {c['claim']}: not allocated"
+
+
+def _volume_line(c: dict[str, Any]) -> str:
+    if "problem" in c:
+        return f"volumes: {c['problem']}"
+    if "volume" in c:
+        return f"volume claim {c['claim']}: bound to PersistentVolume {c['volume']}"
+    if "nextCycle" in c:
+        return f"volume claim {c['claim']}: next cycle would {c['nextCycle']}"
+    return f"volume claim {c['claim']}: waits for {c['waits']}"
 
 
 def _fmt(quantities: dict[str, str]) -> str:

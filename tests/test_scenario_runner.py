@@ -28,6 +28,7 @@ RESULT: dict[str, Any] = {
     "pending": {},
     "pendingCodes": {},
     "podGroups": {},
+    "claims": {},
     "timeline": [],
 }
 

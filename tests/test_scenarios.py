@@ -24,6 +24,8 @@ report (the keys are described in scheduler/sim/runner.py and docs/tools/simulat
       pending: {ns/pod: "substring of the reason"}
       pendingCodes: {ns/pod: GangNotReady}   # the reason's code (scheduler/api/reasons.py)
       podGroups: {ns/name: Phase}
+      claims: {ns/claim: pv}      # bound at the end to that PV ("*": any)
+      claimsBesidePods: true      # every bound pod's bound claims have PVs its node can use
       evictions: [ns/pod]         # exactly, in order: evictions that took effect (the
                                   # delete or evict call succeeded), in the order the
                                   # calls finished, each pod once
@@ -85,6 +87,8 @@ EXPECT_KEYS = frozenset(
         "pending",
         "pendingCodes",
         "podGroups",
+        "claims",
+        "claimsBesidePods",
         "evictions",
         "evictionSet",
         "nominations",
@@ -105,6 +109,7 @@ RESULT_KEYS = {
     "pending",
     "pendingCodes",
     "podGroups",
+    "claims",
     "timeline",
 }
 
@@ -198,6 +203,12 @@ def check(expect: dict[str, Any], outcome: Outcome) -> None:
         assert result["pendingCodes"].get(pod) == code, (pod, result["pendingCodes"].get(pod))
     for pg, phase in (expect.get("podGroups") or {}).items():
         assert result["podGroups"].get(pg) == phase, result["podGroups"]
+    for claim, volume in (expect.get("claims") or {}).items():
+        assert claim in result["claims"], f"{claim} not bound: {result['claims']}"
+        if volume != "*":
+            assert result["claims"][claim]["volume"] == volume, result["claims"][claim]
+    if expect.get("claimsBesidePods"):
+        check_claims_beside_pods(result, outcome.docs)
     if "stoppedBy" in expect:
         assert result["stoppedBy"] == expect["stoppedBy"], (result["stoppedBy"], result["seconds"])
     if "seconds" in expect:
@@ -252,6 +263,30 @@ def bound_per_group(bindings: dict[str, str], docs: list[Any]) -> dict[str, int]
                 key = f"{ns}/{group}"
                 out[key] = out.get(key, 0) + (f"{ns}/{meta['name']}" in bindings)
     return out
+
+
+def check_claims_beside_pods(result: dict[str, Any], docs: list[Any]) -> None:
+    """Every bound pod's claims that are bound have PVs its node can use, and every bound
+    pod has its claims bound."""
+    checked = 0
+    for d in docs:
+        for obj in d.get("items", [d]) if d.get("kind") == "List" else [d]:
+            if obj.get("kind") != "Pod":
+                continue
+            ns = obj["metadata"].get("namespace", "default")
+            key = f"{ns}/{obj['metadata']['name']}"
+            node = result["bindings"].get(key)
+            if node is None:
+                continue
+            for v in obj["spec"].get("volumes") or ():
+                claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim is None:
+                    continue
+                bound = result["claims"].get(f"{ns}/{claim}")
+                assert bound is not None, f"{key} is bound but its claim {claim} is not"
+                assert node in bound["nodes"], (key, node, claim, bound)
+                checked += 1
+    assert checked, "no bound pod with a claim"
 
 
 BOUNDS = {"atLeast", "atMost", "cycle"}

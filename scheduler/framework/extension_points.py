@@ -66,12 +66,16 @@ class Rejection:
     ``nodes[i]`` is True when row ``i`` of the NodeTable is refused. ``resolvable`` is
     True when removing pods from the node could fix it (resources, pod count, host
     ports, anti-affinity; code UNSCHEDULABLE): such nodes are preemption candidates.
-    Otherwise the code is UNRESOLVABLE.
+    Otherwise the code is UNRESOLVABLE. ``whole``: the pod itself is refused, whatever
+    the node (kube-scheduler's PreFilter: a claim missing, say); every row is refused,
+    and the reason is told alone, not counted per node (``0/5 nodes are available:
+    persistentvolumeclaim "data" not found.``).
     """
 
     reason: str
     nodes: BoolVector
     resolvable: bool
+    whole: bool = False
 
 
 class PluginContext(Protocol):

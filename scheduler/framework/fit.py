@@ -58,8 +58,15 @@ class Fit:
         return counts
 
     def explain(self) -> str:
-        """``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint.``"""
+        """``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint.``;
+        for a pod refused whatever the node (a ``whole`` rejection, the first in filter
+        order), ``0/5 nodes are available: <its reason>.``, as kube-scheduler words a
+        PreFilter's refusal."""
         total = len(self.feasible)
+        for _, rejections in self.groups:
+            for r in rejections:
+                if r.whole:
+                    return f"0/{total} nodes are available: {r.reason}."
         available = int(self.feasible.sum())
         counts = self.reasons()
         if not counts:

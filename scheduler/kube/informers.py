@@ -56,8 +56,13 @@ from scheduler.kube.client import KubeClient
 from scheduler.kube.decode import decode_event, decode_list, list_continue
 from scheduler.kube.errors import error_from_status
 from scheduler.kube.resources import (
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
@@ -66,6 +71,7 @@ from scheduler.kube.resources import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    STORAGE_CLASSES,
     TOPOLOGIES,
     Resource,
 )
@@ -102,6 +108,12 @@ SCHEDULER_RESOURCES: Final[tuple[Resource, ...]] = (
     DEVICE_CLASSES,
     RESOURCE_CLAIMS,
     RESOURCE_CLAIM_TEMPLATES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
+    CSI_NODES,
+    CSI_DRIVERS,
+    CSI_STORAGE_CAPACITIES,
 )
 
 _WATCH_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})

@@ -12,7 +12,8 @@ preemptions) and returns plain data:
   with the pods that wait, its reason (the PodGroup's, else its first pod's), the
   scheduling queue's hold on it, and what to ask ``explain`` for it;
 * ``nodes``: each node's allocatable and use (requests of the pods on it, and what is
-  being released or is nominated there), its DRA devices and how many are allocated, the
+  being released or is nominated there), its DRA devices and how many are allocated, its
+  local PersistentVolumes and how many are bound (:mod:`scheduler.live.volumes`), the
   starving job it is reserved for, and the pods nominated to it (those whose job waits
   behind a preemption's gate marked);
 * ``holds``: every job the scheduling queue holds back, with why and until when;
@@ -39,6 +40,7 @@ from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.cache import SchedulerCache
 from scheduler.live.summary import LiveSummary
+from scheduler.live.volumes import local_volumes
 from scheduler.loop.status import WAITING
 
 Json = dict[str, Any]
@@ -228,10 +230,12 @@ def _nodes(cache: SchedulerCache, summary: LiveSummary) -> list[Json]:
                 {"pod": t.key, "job": t.job_id, "gated": t.job_id in gated}
             )
     devices = _device_use(cache)
+    local = local_volumes(cache.volumes.volumes, cache.nodes) if cache.volumes.volumes else {}
     out: list[Json] = []
     for name in sorted(cache.nodes):
         n = cache.nodes[name]
         total, used = devices.get(name, (0, 0))
+        pvs, bound = local.get(name, (0, 0))
         out.append(
             {
                 "name": name,
@@ -248,6 +252,7 @@ def _nodes(cache: SchedulerCache, summary: LiveSummary) -> list[Json]:
                 "nominatedRequests": n.nominated.to_quantities(),
                 "pods": _pods_on(n.tasks.values()),
                 "devices": {"total": total, "allocated": used},
+                "localVolumes": {"total": pvs, "bound": bound},
                 "reservedFor": reservation.job if name in reserved and reservation else "",
                 "nominated": sorted(nominated.get(name, []), key=lambda x: x["pod"]),
             }

@@ -8,23 +8,31 @@ Renamed, consistently wherever the name is used (references, labels that name gr
   protects ``kube-system``), nodes to ``node-0001``..., ResourceSlices to
   ``slice-0001``...;
 * every namespaced object (pods, PodGroups of every API, Workloads, ResourceClaims and
-  their templates, PodDisruptionBudgets) and every owner named by one, to ``n0001``...,
-  one numbering per namespace.
+  their templates, PodDisruptionBudgets, PersistentVolumeClaims, CSIStorageCapacities)
+  and every owner named by one, to ``n0001``..., one numbering per namespace; a pod's
+  volumes to ``v0``... and the claim of a generic ephemeral volume to
+  ``<pod's new name>-v<i>``, as the API names it;
+* PersistentVolumes to ``pv-0001``..., the disks pods name inline to ``disk-0001``...,
+  a CSI volume's handle to its PV's new name (CSINodes take their node's new name).
 
 Each numbering follows the order of the names it replaces (namespaces in the order of
 ``namespace/``, as the scheduler compares ``namespace/name`` keys), so every tie the
 scheduler breaks by name (jobs and pods of one priority and creation second, nodes,
 devices) is broken the same way in the replay; only a renamed namespace and a ``kube-*``
 one may compare otherwise. Queues, PriorityClasses, Topologies and DeviceClasses keep
-their names: they are the configuration, which the replay is about.
+their names: they are the configuration, which the replay is about; so do StorageClasses
+and CSIDrivers (a class's parameters and mount options go: they may name secrets).
 
 Dropped, as the scheduler does not read them: labels and annotations other than the
 schedulers' own (``scheduling.sluice.dev/``, Volcano's, scheduler-plugins', the Workload
 API's, ``sim.sluice.dev/``) and those some selector of the snapshot reads (node labels
 read by node selectors, affinities, topology levels and DRA node selectors; pod labels
 read by PodDisruptionBudgets and pod affinities): their values stay, as selectors match
-them; containers' images, commands, environment, probes and volumes, the pod's volumes
-and service account; the messages of conditions (they name pods and nodes).
+them, and PVs' labels that claims' selectors or VolumeZone read); containers' images,
+commands, environment, probes and volume mounts, the pod's volumes other than claims
+and the inline disks VolumeRestrictions reads, and its service account; a PV's source
+but for a CSI driver (another becomes ``hostPath: /``, which no plugin reads); the
+messages of conditions (they name pods and nodes).
 """
 
 from __future__ import annotations
@@ -33,8 +41,26 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from scheduler.api.group_apis import APIS, KUBERNETES, PodField
+from scheduler.api.volumes.model import (
+    BETA_STORAGE_CLASS,
+    BIND_COMPLETED,
+    BOUND_BY_CONTROLLER,
+    PROVISIONED_BY,
+    SELECTED_NODE,
+    STORAGE_PROVISIONER,
+)
 from scheduler.sim.scenario import CLUSTER_SCOPED
 from scheduler.sim.snapshot import Obj, Snapshot
+
+ZONE_LABELS = frozenset(
+    {
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
+"""The labels of PVs VolumeZone reads (kept, and on the nodes too)."""
 
 SCHEDULER_PREFIXES = (
     "scheduling.sluice.dev/",
@@ -47,6 +73,36 @@ SCHEDULER_PREFIXES = (
 """Label and annotation keys the schedulers read, kept whatever their name."""
 
 HOSTNAME = "kubernetes.io/hostname"
+STORAGE_ANNOTATIONS = frozenset(
+    {
+        BIND_COMPLETED,
+        BOUND_BY_CONTROLLER,
+        SELECTED_NODE,
+        STORAGE_PROVISIONER,
+        BETA_STORAGE_CLASS,
+        PROVISIONED_BY,
+        "volume.beta.kubernetes.io/storage-provisioner",
+    }
+)
+"""Annotations of claims and PVs the PV controller writes and the scheduler reads."""
+PV_SPEC = (
+    "capacity",
+    "accessModes",
+    "volumeMode",
+    "storageClassName",
+    "claimRef",
+    "nodeAffinity",
+    "persistentVolumeReclaimPolicy",
+    "volumeAttributesClassName",
+)
+"""What of a PV's spec a snapshot anonymized keeps (with its CSI source)."""
+INLINE_DISKS = {
+    "gcePersistentDisk": "pdName",
+    "awsElasticBlockStore": "volumeID",
+    "iscsi": "iqn",
+    "rbd": "image",
+}
+"""The inline disks VolumeRestrictions reads, and the field naming each."""
 
 POD_SPEC = (
     "schedulerName",
@@ -138,12 +194,40 @@ class _Names:
         self.slices = _numbering(
             (o["metadata"]["name"] for o in objects.get("ResourceSlice", ())), "slice-"
         )
+        self.volumes = _numbering(
+            (o["metadata"]["name"] for o in objects.get("PersistentVolume", ())), "pv-"
+        )
+        self.disks = _numbering(
+            (
+                f"{kind}/{v[kind].get(field)}"
+                for p in objects.get("Pod", ())
+                for v in (p.get("spec") or {}).get("volumes") or ()
+                for kind, field in INLINE_DISKS.items()
+                if isinstance(v.get(kind), Mapping)
+            ),
+            "disk-",
+        )
+        self.ephemeral: dict[tuple[str, str], str] = {}
+        """(namespace, claim) -> the new name of a generic ephemeral volume's claim."""
+        for p in objects.get("Pod", ()):
+            meta = p["metadata"]
+            for i, v in enumerate((p.get("spec") or {}).get("volumes") or ()):
+                if isinstance(v.get("ephemeral"), Mapping):
+                    ns = meta["namespace"]
+                    new = f"{self.local[ns].get(meta['name'], meta['name'])}-v{i}"
+                    self.ephemeral[(ns, f"{meta['name']}-{v.get('name')}")] = new
 
     def ns(self, namespace: str) -> str:
         return self.namespaces.get(namespace, namespace)
 
     def name(self, namespace: str, name: str) -> str:
+        made = self.ephemeral.get((namespace, name))
+        if made is not None:
+            return made
         return self.local.get(namespace, {}).get(name, name)
+
+    def volume(self, name: str) -> str:
+        return self.volumes.get(name, name)
 
     def node(self, name: str) -> str:
         return self.nodes.get(name, name)
@@ -159,6 +243,10 @@ def _referenced_names(obj: Mapping[str, Any]) -> set[str]:
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if c.get(key):
                 names.add(str(c[key]))
+    for v in spec.get("volumes") or ():
+        claim = v.get("persistentVolumeClaim") if isinstance(v, Mapping) else None
+        if isinstance(claim, Mapping) and claim.get("claimName"):
+            names.add(str(claim["claimName"]))
     for c in status.get("resourceClaimStatuses") or ():
         if c.get("resourceClaimName"):
             names.add(str(c["resourceClaimName"]))
@@ -199,12 +287,29 @@ def anonymize(snap: Snapshot) -> None:
         for obj in objects.get(kind, ()):
             node_keys |= _selector_keys(obj.get("spec", {}).get("nodeSelector"))
             node_keys |= _selector_keys((obj.get("status") or {}).get("allocation"))
+    pv_keys = set(ZONE_LABELS)
+    for obj in objects.get("PersistentVolume", ()):
+        node_keys |= _selector_keys((obj.get("spec") or {}).get("nodeAffinity"))
+        if set(obj["metadata"].get("labels") or {}) & ZONE_LABELS:
+            node_keys |= ZONE_LABELS
+    for obj in objects.get("StorageClass", ()):
+        node_keys |= _selector_keys(obj.get("allowedTopologies"))
+        node_keys |= {
+            str(e.get("key"))
+            for t in obj.get("allowedTopologies") or ()
+            for e in (t.get("matchLabelExpressions") or ())
+        }
+    for obj in objects.get("CSIStorageCapacity", ()):
+        node_keys |= _selector_keys(obj.get("nodeTopology"))
+    for obj in objects.get("PersistentVolumeClaim", ()):
+        pv_keys |= _selector_keys((obj.get("spec") or {}).get("selector"))
     for kind, items in objects.items():
         for obj in items:
             fix = _FIXES.get(kind)
             if fix is not None:  # first: it reads the namespace before it is renamed
                 fix(obj, names)
-            _metadata(obj, names, node_keys if kind == "Node" else pod_keys)
+            needed = {"Node": node_keys, "PersistentVolume": pv_keys}.get(kind, pod_keys)
+            _metadata(obj, names, needed)
             if kind in _GROUP_KINDS or kind == "ResourceClaim":
                 _forget_messages(obj.get("status") or {})
     snap.left_out = [_rename_label(line, names) for line in snap.left_out]
@@ -226,8 +331,10 @@ def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k.startswith(SCHEDULER_PREFIXES) or k in _MEMBER_ANNOTATIONS
+        if k.startswith(SCHEDULER_PREFIXES) or k in _MEMBER_ANNOTATIONS or k in STORAGE_ANNOTATIONS
     }
+    if SELECTED_NODE in annotations:
+        annotations[SELECTED_NODE] = names.node(annotations[SELECTED_NODE])
     if ns is not None:
         for field in MEMBER_FIELDS:
             held = {"label": labels, "annotation": annotations}.get(field.place)
@@ -256,6 +363,7 @@ def _node_terms(terms: Any, names: _Names) -> None:
 
 def _pod(pod: Obj, names: _Names) -> None:
     ns = pod["metadata"]["namespace"]
+    volumes = _pod_volumes(pod, names)
     spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in _KEPT_SPEC}
     pod["spec"] = spec
     for kind in ("containers", "initContainers"):
@@ -284,6 +392,8 @@ def _pod(pod: Obj, names: _Names) -> None:
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if c.get(key):
                 c[key] = names.name(ns, c[key])
+    if volumes:
+        spec["volumes"] = volumes
     status = pod.get("status") or {}
     if status.get("nominatedNodeName"):
         status["nominatedNodeName"] = names.node(status["nominatedNodeName"])
@@ -291,6 +401,93 @@ def _pod(pod: Obj, names: _Names) -> None:
         if c.get("resourceClaimName"):
             c["resourceClaimName"] = names.name(ns, c["resourceClaimName"])
     _forget_messages(status)
+
+
+def _pod_volumes(pod: Obj, names: _Names) -> list[Obj]:
+    """The claims and inline disks of ``pod``'s volumes, renamed (the others go)."""
+    ns = pod["metadata"]["namespace"]
+    out: list[Obj] = []
+    for i, v in enumerate((pod.get("spec") or {}).get("volumes") or ()):
+        if not isinstance(v, Mapping):
+            continue
+        claim = v.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping):
+            kept = {"claimName": names.name(ns, str(claim.get("claimName")))}
+            if "readOnly" in claim:
+                kept["readOnly"] = claim["readOnly"]
+            out.append({"name": f"v{i}", "persistentVolumeClaim": kept})
+            continue
+        ephemeral = v.get("ephemeral")
+        if isinstance(ephemeral, Mapping):
+            template = ephemeral.get("volumeClaimTemplate") or {}
+            out.append(
+                {
+                    "name": f"v{i}",
+                    "ephemeral": {"volumeClaimTemplate": {"spec": template.get("spec")}},
+                }
+            )
+            continue
+        for kind, field in INLINE_DISKS.items():
+            disk = v.get(kind)
+            if isinstance(disk, Mapping):
+                kept = {field: names.disks[f"{kind}/{disk.get(field)}"]}
+                for extra in ("readOnly", "monitors", "pool"):
+                    if extra in disk:
+                        kept[extra] = disk[extra]
+                out.append({"name": f"v{i}", kind: kept})
+    return out
+
+
+def _volume_claim(obj: Obj, names: _Names) -> None:
+    spec = obj.get("spec") or {}
+    if spec.get("volumeName"):
+        spec["volumeName"] = names.volume(spec["volumeName"])
+    spec.pop("dataSource", None)
+    spec.pop("dataSourceRef", None)
+
+
+def _volume(obj: Obj, names: _Names) -> None:
+    obj["metadata"]["name"] = names.volume(obj["metadata"]["name"])
+    spec = obj.get("spec") or {}
+    kept = {k: spec[k] for k in PV_SPEC if k in spec}
+    csi = spec.get("csi")
+    if isinstance(csi, Mapping):
+        kept["csi"] = {"driver": csi.get("driver"), "volumeHandle": obj["metadata"]["name"]}
+    else:
+        kept["hostPath"] = {"path": "/"}
+    ref = kept.get("claimRef")
+    if isinstance(ref, dict) and ref.get("namespace"):
+        ns = str(ref["namespace"])
+        kept["claimRef"] = {k: v for k, v in ref.items() if k in ("apiVersion", "kind", "uid")} | {
+            "namespace": names.ns(ns),
+            "name": names.name(ns, str(ref.get("name"))),
+        }
+    _node_terms(kept.get("nodeAffinity"), names)
+    obj["spec"] = kept
+
+
+def _storage_class(obj: Obj, names: _Names) -> None:
+    obj.pop("parameters", None)
+    obj.pop("mountOptions", None)
+    for term in obj.get("allowedTopologies") or ():
+        for e in term.get("matchLabelExpressions") or ():
+            if e.get("key") == HOSTNAME and isinstance(e.get("values"), list):
+                e["values"] = [names.node(str(v)) for v in e["values"]]
+
+
+def _csi_node(obj: Obj, names: _Names) -> None:
+    obj["metadata"]["name"] = names.node(obj["metadata"]["name"])
+    for d in (obj.get("spec") or {}).get("drivers") or ():
+        if d.get("nodeID"):
+            d["nodeID"] = obj["metadata"]["name"]
+
+
+def _capacity(obj: Obj, names: _Names) -> None:
+    topology = obj.get("nodeTopology") or {}
+    labels = topology.get("matchLabels") or {}
+    if HOSTNAME in labels:
+        labels[HOSTNAME] = names.node(str(labels[HOSTNAME]))
+    _node_terms(topology, names)
 
 
 def _node(node: Obj, names: _Names) -> None:
@@ -357,6 +554,11 @@ _FIXES: dict[str, Callable[[Obj, _Names], None]] = {
     "Node": _node,
     "ResourceSlice": _slice,
     "ResourceClaim": _claim,
+    "PersistentVolumeClaim": _volume_claim,
+    "PersistentVolume": _volume,
+    "StorageClass": _storage_class,
+    "CSINode": _csi_node,
+    "CSIStorageCapacity": _capacity,
     KUBERNETES.pod_group_key: _kubernetes_group,
     f"Workload.{KUBERNETES.group}": _workload,
 }

@@ -56,8 +56,9 @@ class ApiCall:
     """One finished call to the embedded cluster, as observers see it.
 
     ``kind`` is the call kind (``bind``, ``delete``, ``evict``, ``patch``, ``create``, or
-    ``event`` for recorded events); ``ref`` the object; ``node`` the node bound to (bind)
-    or the node the pod was on (delete, evict); ``ok`` and ``error`` (the message of the
+    ``event`` for recorded events); ``ref`` the object; ``node`` the node bound to (bind),
+    the node the pod was on (delete, evict), or the node a claim is annotated with (the
+    patch of a claim's selected node); ``ok`` and ``error`` (the message of the
     ApiError raised) the outcome as the caller saw it; ``applied`` whether the call took
     effect in the store (it differs from ``ok`` when an injected lost reply hid a
     success); ``at`` the clock time the call finished.
@@ -350,7 +351,7 @@ class SimBackend:
         obj = await self._call(
             "patch",
             ref,
-            None,
+            node,
             lambda: self.store.patch("PersistentVolumeClaim", claim.namespace, claim.name, body),
         )
         return volume_state(obj).resource_version

@@ -28,8 +28,14 @@ What the result reports (``sluice simulate --output json`` prints :meth:`to_json
   ``dissolve`` likewise, a dissolution with no pod); ``delete``, ``evict``,
   ``bind`` (and ``-failed`` with ``error``) are the API calls as they finished;
   ``nominate`` and ``nomination-cleared`` the changes of ``status.nominatedNodeName``;
-  ``arrive``, ``depart``, ``phase`` (of a PodGroup) and ``completed`` the rest. Each
-  entry has ``t`` (seconds from the start) and ``cycle`` (the last cycle started).
+  ``arrive``, ``depart``, ``phase`` (of a PodGroup) and ``completed`` the rest; for
+  volumes, ``claim-ref`` (volume) and ``select-node`` (claim, node) are the scheduler's
+  writes before a bind (``-failed`` with ``error``), ``provisioned`` (volume, claim) a
+  PV made by the embedded provisioner and ``claim-bound`` (claim, volume) the PV
+  controller binding a claim. Each entry has ``t`` (seconds from the start) and
+  ``cycle`` (the last cycle started);
+* ``claims`` is each PersistentVolumeClaim bound at the end: its PV (``volume``) and the
+  nodes the PV's node affinity admits (``nodes``).
 """
 
 from __future__ import annotations
@@ -44,10 +50,13 @@ import anyio
 
 from scheduler.api import labels as L
 from scheduler.api import reasons
+from scheduler.api.convert import node_from_object
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
 from scheduler.api.reasons import Reason
 from scheduler.api.shards import Sharding
+from scheduler.api.volumes.convert import volume_from_object
+from scheduler.api.volumes.model import PROVISIONED_BY
 from scheduler.cache import SchedulerCache
 from scheduler.loop.clock import SystemClock
 from scheduler.loop.decisions import decisions_of
@@ -86,6 +95,9 @@ class SimulationResult:
     pending_codes: dict[str, str] = field(default_factory=dict)
     """The code of each pending pod's reason (:class:`~scheduler.api.reasons.ReasonCode`)."""
     pod_groups: dict[str, str] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each PersistentVolumeClaim bound at the end: its PV and the nodes the PV's node
+    affinity admits (every node when it has none)."""
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +112,7 @@ class SimulationResult:
             "pending": self.pending,
             "pendingCodes": self.pending_codes,
             "podGroups": self.pod_groups,
+            "claims": self.claims,
             "timeline": self.timeline,
         }
 
@@ -198,6 +211,8 @@ class Simulation:
         self._settled = False
         """Arrivals, departures and ungatings still to come."""
         self._evicted: set[str] = set()
+        self._bound_claims: set[str] = set()
+        """Claims shown bound (``claim-bound`` told once per binding)."""
         self._api_nominated: dict[str, str] = {}
         """status.nominatedNodeName of each pod, as the API has it now."""
         self.backend.add_observer(self._on_call)
@@ -219,6 +234,8 @@ class Simulation:
             if phase and self.result.pod_groups.get(key) != phase:
                 self.result.pod_groups[key] = phase
                 self._event("phase", podGroup=key, phase=phase)
+        elif ev.kind in ("PersistentVolumeClaim", "PersistentVolume") and ev.type != "DELETED":
+            self._volume_event(ev)
         elif ev.kind == "Pod":
             meta = ev.obj["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
@@ -247,6 +264,28 @@ class Simulation:
             self.result.nominations.pop(key, None)
         self._event("nomination-cleared", pod=key, node=before)
 
+    def _volume_event(self, ev: WatchEvent) -> None:
+        """``claim-bound`` when the PV controller binds a claim, ``provisioned`` when a PV
+        is made for a claim."""
+        meta = ev.obj["metadata"]
+        spec = ev.obj.get("spec") or {}
+        if ev.kind == "PersistentVolume":
+            if ev.type == "ADDED" and PROVISIONED_BY in (meta.get("annotations") or {}):
+                ref = spec.get("claimRef") or {}
+                self._event(
+                    "provisioned",
+                    volume=meta["name"],
+                    claim=f"{ref.get('namespace')}/{ref.get('name')}",
+                )
+            return
+        key = f"{meta['namespace']}/{meta['name']}"
+        bound = (ev.obj.get("status") or {}).get("phase") == "Bound" and spec.get("volumeName")
+        if bound and key not in self._bound_claims:
+            self._bound_claims.add(key)
+            self._event("claim-bound", claim=key, volume=spec["volumeName"])
+        elif not bound:
+            self._bound_claims.discard(key)
+
     def _event(self, kind: str, **fields: Any) -> None:
         entry = {
             "t": round(self.clock.now() - self.origin, 6),
@@ -258,6 +297,16 @@ class Simulation:
         self._fresh.append(entry)
 
     def _on_call(self, call: ApiCall) -> None:
+        if call.kind == "patch" and call.ref.kind in _VOLUME_WRITES:
+            what = _VOLUME_WRITES[call.ref.kind]
+            written: dict[str, Any] = {"claim" if what == "select-node" else "volume": call.ref.key}
+            if call.node:
+                written["node"] = call.node
+            if call.applied:
+                self._event(what, **written)
+            else:
+                self._event(f"{what}-failed", error=call.error, **written)
+            return
         if call.kind not in ("bind", "delete", "evict"):
             return
         fields: dict[str, Any] = {"pod": call.ref.key}
@@ -432,6 +481,26 @@ class Simulation:
         self._finish()
         return self.result
 
+    def _claims_bound(self) -> dict[str, dict[str, Any]]:
+        """:attr:`SimulationResult.claims` as the store has them now."""
+        claims, _ = self.store.list("PersistentVolumeClaim")
+        if not claims:
+            return {}
+        nodes = [(n["metadata"]["name"], n) for n in self.store.list("Node")[0]]
+        out: dict[str, dict[str, Any]] = {}
+        for claim in claims:
+            name = (claim.get("spec") or {}).get("volumeName")
+            if not name or (claim.get("status") or {}).get("phase") != "Bound":
+                continue
+            obj = self.store.try_get("PersistentVolume", "", name)
+            if obj is None:
+                continue
+            pv = volume_from_object(obj)
+            admitted = [n for n, node in nodes if pv.allows(node_from_object(node).labels)]
+            meta = claim["metadata"]
+            out[f"{meta['namespace']}/{meta['name']}"] = {"volume": name, "nodes": admitted}
+        return out
+
     def _finish(self) -> None:
         self.result.cycles = self.loop.cycles
         self.result.seconds = round(self.clock.now() - self.origin, 6)
@@ -453,6 +522,7 @@ class Simulation:
             self.result.pending[key] = told.message if told is not None else "not scheduled yet"
             if told is not None:
                 self.result.pending_codes[key] = told.code.value
+        self.result.claims = self._claims_bound()
         self.result.pod_groups = {}
         for kind, api in _GROUP_APIS.items():
             groups, _ = self.store.list(kind)
@@ -465,6 +535,8 @@ class Simulation:
                     )
 
 
+_VOLUME_WRITES: Final = {"PersistentVolume": "claim-ref", "PersistentVolumeClaim": "select-node"}
+"""The scheduler's volume writes (patches) as timeline events."""
 _EPSILON: Final[float] = 1e-9
 _GROUP_APIS: Final = {api.pod_group_key: api for api in APIS}
 """The PodGroup kinds (kind keys) of every API."""

@@ -12,6 +12,8 @@ import yaml
 
 from scheduler.cli.main import main
 from scheduler.explain import with_namespace
+from tests.builders import HOSTNAME, node, pod
+from tests.volume_builders import claim_volumes, pv, pvc, storage_class
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 NODE = {"apiVersion": "v1", "kind": "Node"}
@@ -440,3 +442,34 @@ def test_a_moment_is_of_a_story_not_of_a_cluster(capsys: pytest.CaptureFixture[s
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == "error: --at: needs scenario files (-f): a cluster is explained as it is now\n"
+
+
+def test_a_pods_claims_say_what_they_are_bound_to_or_would_get(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each PersistentVolumeClaim of the pod: bound (its PV), or the PV the next cycle
+    would write into the claimRef, or the node it would provision on; a claim missing is
+    kube's reason."""
+    klass = storage_class("nvme", provisioner="csi.example.com")
+    objects = [
+        node("n1", labels={HOSTNAME: "n1"}),
+        storage_class(),
+        klass,
+        pv("data", node="n1", claim="default/bound"),
+        pvc("bound", volume="data", bound=True),
+        pv("free", node="n1"),
+        pvc("static"),
+        pvc("scratch", storage_class="nvme"),
+        pod("p", volumes=claim_volumes("bound", "static", "scratch")),
+        pod("q", volumes=claim_volumes("nowhere")),
+    ]
+    code, out, err = explain(tmp_path, objects, "pod", "p", capsys=capsys)
+    assert code == 0, err
+    assert "volume claim default/bound: bound to PersistentVolume data" in out, out
+    assert "volume claim default/static: next cycle would bind PersistentVolume free" in out
+    assert (
+        "volume claim default/scratch: next cycle would provision a PersistentVolume on node n1"
+        in out
+    )
+    code, out, err = explain(tmp_path, objects, "pod", "q", capsys=capsys)
+    assert 'volumes: persistentvolumeclaim "nowhere" not found' in out, out

@@ -19,6 +19,7 @@ from scheduler.api.group_apis import APIS, GroupApi
 from scheduler.config import parse_configuration
 from scheduler.controllers.operator import DEFAULT_CERT_DIR
 from scheduler.controllers.validation import validate_queue
+from scheduler.kube.informers import SCHEDULER_RESOURCES
 from scheduler.kube.resources import pod_groups_of, queues_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -426,6 +427,29 @@ def test_scheduler_role_only_reads_crds_and_api_services() -> None:
     granted = grants(rules("sluice-scheduler"))
     kinds = ("customresourcedefinitions", "apiservices", "workloads")
     assert {g[2] for g in granted if g[1] in kinds} == {"get", "list", "watch"}
+
+
+def test_scheduler_role_watches_every_kind_the_informers_watch() -> None:
+    granted = grants(rules("sluice-scheduler"))
+    for resource in SCHEDULER_RESOURCES:
+        for verb in ("list", "watch"):
+            assert (resource.group, resource.plural, verb) in granted, (resource.plural, verb)
+
+
+def test_scheduler_role_writes_of_volumes_are_patches_of_claims_and_pvs() -> None:
+    """VolumeBinding's PreBind patches a PV's claimRef or a claim's selected-node and
+    reads them back after a lost reply; nothing else of storage is written."""
+    granted = grants(rules("sluice-scheduler"))
+    storage = {
+        g
+        for g in granted
+        if g[1] in ("persistentvolumeclaims", "persistentvolumes") or g[0] == "storage.k8s.io"
+    }
+    writes = {g for g in storage if g[2] not in ("get", "list", "watch")}
+    assert writes == {
+        ("", "persistentvolumeclaims", "patch"),
+        ("", "persistentvolumes", "patch"),
+    }
 
 
 def test_leases_only_in_the_own_namespace() -> None:

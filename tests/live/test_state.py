@@ -30,8 +30,9 @@ from scheduler.live.state import page_state
 from scheduler.live.summary import RECENT, LiveSummary
 from scheduler.loop.decisions import Decision, decisions_of
 from scheduler.loop.scheduler_loop import CycleReport
-from tests.builders import cache_with, node, pod, pod_group, queue
+from tests.builders import HOSTNAME, ZONE, cache_with, node, pod, pod_group, queue
 from tests.live.loops import loop_of, running
+from tests.volume_builders import pv, pvc
 
 pytestmark = pytest.mark.anyio
 
@@ -265,3 +266,39 @@ def test_without_cycles_the_page_is_computed_again_after_a_while(
     assert page.state() is first
     clock[0] += live_service.STALE_AFTER + 0.1
     assert [n["name"] for n in page.state()["nodes"]] == ["n1", "n2"]
+
+
+def test_each_node_shows_its_local_volumes_and_how_many_are_bound() -> None:
+    """A PV only one node can use counts on that node (a hostname term, or any affinity
+    that admits it alone); a zone's PV, admitting both nodes, counts nowhere."""
+    cache = cache_with(
+        node("n1", labels={HOSTNAME: "host-1", ZONE: "a"}),
+        node("n2", labels={HOSTNAME: "host-2", ZONE: "a"}),
+        pv(
+            "local-1",
+            affinity=[
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["host-1"]}]}
+            ],
+            claim="default/c",
+        ),
+        pv(
+            "local-2",
+            affinity=[
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["host-1"]}]}
+            ],
+        ),
+        pv(
+            "by-name",
+            affinity=[
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["host-1"]}]}
+            ],
+        ),
+        pv(
+            "zonal",
+            affinity=[{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["a"]}]}],
+        ),
+        pvc("c", volume="local-1", bound=True),
+    )
+    nodes = {n["name"]: n for n in page_state(cache, _summary(), now=0.0)["nodes"]}
+    assert nodes["n1"]["localVolumes"] == {"total": 2, "bound": 1}
+    assert nodes["n2"]["localVolumes"] == {"total": 1, "bound": 0}

@@ -279,6 +279,163 @@ def test_anonymized_pods_name_their_renamed_group_in_every_api(api: GroupApi) ->
     ] * 2
 
 
+def test_anonymized_volumes_keep_their_references() -> None:
+    """Claims, PVs, classes and CSI objects renamed consistently: a pod's claim, an
+    ephemeral volume's claim (named after its new pod), a PV's claimRef and node affinity,
+    a claim's volumeName and selected node, a CSINode, a capacity's topology; what names
+    the workloads and machines goes."""
+    host = "kubernetes.io/hostname"
+    data = pod(
+        "trainer",
+        "ml",
+        spec={
+            "volumes": [
+                {"name": "config", "configMap": {"name": "secret-config"}},
+                {"name": "dataset", "persistentVolumeClaim": {"claimName": "imagenet"}},
+                {
+                    "name": "scratch",
+                    "ephemeral": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": "nvme",
+                                "resources": {"requests": {"storage": "1Gi"}},
+                            }
+                        }
+                    },
+                },
+                {"name": "legacy", "gcePersistentDisk": {"pdName": "prod-disk", "readOnly": True}},
+            ]
+        },
+    )
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "imagenet",
+            "namespace": "ml",
+            "annotations": {
+                "volume.kubernetes.io/selected-node": "gpu-a",
+                "pv.kubernetes.io/bind-completed": "yes",
+                "owner": "alice",
+            },
+        },
+        "spec": {
+            "volumeName": "pv-imagenet",
+            "storageClassName": "local",
+            "selector": {"matchLabels": {"tier": "fast"}},
+        },
+        "status": {"phase": "Bound"},
+    }
+    scratch = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "trainer-scratch",
+            "namespace": "ml",
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": "trainer",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"storageClassName": "nvme"},
+    }
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": "pv-imagenet",
+            "labels": {"tier": "fast", "topology.kubernetes.io/zone": "z1", "owner": "alice"},
+        },
+        "spec": {
+            "capacity": {"storage": "1Ti"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            "local": {"path": "/mnt/imagenet"},
+            "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "ml", "name": "imagenet"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": host, "operator": "In", "values": ["gpu-a"]}]}
+                    ]
+                }
+            },
+        },
+    }
+    klass = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "nvme"},
+        "provisioner": "csi.example.com",
+        "parameters": {"secret": "x"},
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": host, "values": ["gpu-a"]}]}],
+    }
+    csi_node = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": "gpu-a"},
+        "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "gpu-a"}]},
+    }
+    capacity = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": "cap-gpu-a", "namespace": "kube-system"},
+        "storageClassName": "nvme",
+        "capacity": "1Ti",
+        "nodeTopology": {"matchLabels": {host: "gpu-a"}},
+    }
+    snap = scenario_of(
+        {
+            "Node": [node("gpu-a", **{"topology.kubernetes.io/zone": "z1"})],
+            "StorageClass": [klass],
+            "CSINode": [csi_node],
+            "CSIStorageCapacity": [capacity],
+            "PersistentVolume": [volume],
+            "PersistentVolumeClaim": [claim, scratch],
+            "Pod": [data],
+        },
+        TAKEN,
+    )
+    anonymize(snap)
+    [p] = snap.objects["Pod"]
+    [c, e] = snap.objects["PersistentVolumeClaim"]
+    [v] = snap.objects["PersistentVolume"]
+    [n] = snap.objects["Node"]
+    new_node = n["metadata"]["name"]
+    assert [x["name"] for x in p["spec"]["volumes"]] == ["v1", "v2", "v3"]
+    assert p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == c["metadata"]["name"]
+    assert e["metadata"]["name"] == f"{p['metadata']['name']}-v2"
+    assert p["spec"]["volumes"][2] == {
+        "name": "v3",
+        "gcePersistentDisk": {"pdName": "disk-0001", "readOnly": True},
+    }
+    assert c["spec"]["volumeName"] == v["metadata"]["name"] == "pv-0001"
+    assert c["metadata"]["annotations"] == {
+        "volume.kubernetes.io/selected-node": new_node,
+        "pv.kubernetes.io/bind-completed": "yes",
+    }
+    assert v["spec"]["claimRef"]["name"] == c["metadata"]["name"]
+    assert v["spec"]["claimRef"]["namespace"] == c["metadata"]["namespace"]
+    assert v["spec"]["hostPath"] == {"path": "/"} and "local" not in v["spec"]
+    assert v["metadata"]["labels"] == {"tier": "fast", "topology.kubernetes.io/zone": "z1"}
+    terms = v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == [new_node]
+    assert snap.objects["CSINode"][0]["metadata"]["name"] == new_node
+    [cap] = snap.objects["CSIStorageCapacity"]
+    assert cap["nodeTopology"]["matchLabels"] == {host: new_node}
+    [sc] = snap.objects["StorageClass"]
+    assert "parameters" not in sc
+    assert sc["allowedTopologies"][0]["matchLabelExpressions"][0]["values"] == [new_node]
+    text = yaml.safe_dump_all(list(snap.documents()))
+    for word in ("imagenet", "gpu-a", "alice", "prod-disk", "secret", "trainer", "/mnt"):
+        assert word not in text, word
+
+
 # ------------------------------------------------------------------ the round trip
 
 
@@ -381,6 +538,7 @@ def _renaming(plain: Path, anonymous: Path) -> Callable[[str], str]:
         "preempt_pdb_steers_node",
         "dra_preempt_evicts_the_device_holder",
         "dra_gang_claims_all_or_none",
+        "volumes_gang_next_to_local_pvs",
     ],
 )
 def test_a_snapshot_replays_to_the_decisions_of_its_cluster(name: str, tmp_path: Path) -> None:

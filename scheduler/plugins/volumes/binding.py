@@ -160,7 +160,7 @@ class VolumeBindingPlugin:
         claims = self.claims_of(task)
         n = len(table)
         if claims.problem:
-            return [Rejection(claims.problem, np.ones(n, dtype=np.bool_), False)]
+            return [Rejection(claims.problem, np.ones(n, dtype=np.bool_), False, whole=True)]
         if not claims.bound and not claims.delayed:
             return []
         conflict, missing = self._bound_rows(claims.bound, n)

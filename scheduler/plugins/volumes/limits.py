@@ -184,7 +184,7 @@ class NodeVolumeLimitsPlugin:
         n = len(table)
         volumes = self.volumes_of(task, new=True)
         if isinstance(volumes, str):
-            return [Rejection(volumes, np.ones(n, dtype=np.bool_), False)]
+            return [Rejection(volumes, np.ones(n, dtype=np.bool_), False, whole=True)]
         bad = self._over(task, volumes, n, releasing)
         return [Rejection(MAX_VOLUME_COUNT, bad, True)] if bad is not None and bad.any() else []
 

@@ -148,7 +148,7 @@ class VolumeRestrictionsPlugin:
         n = len(table)
         why, rwop = self._claims(task)
         if why:
-            return [Rejection(why, np.ones(n, dtype=np.bool_), False)]
+            return [Rejection(why, np.ones(n, dtype=np.bool_), False, whole=True)]
         out = []
         bad = np.zeros(n, dtype=np.bool_)
         for v in task.spec.volumes:

@@ -136,7 +136,7 @@ class VolumeZonePlugin:
         n = len(table)
         topologies = self._topologies(task)
         if isinstance(topologies, str):
-            return [Rejection(topologies, np.ones(n, dtype=np.bool_), False)]
+            return [Rejection(topologies, np.ones(n, dtype=np.bool_), False, whole=True)]
         if not topologies:
             return []
         bad = self._bad_rows(topologies, n)

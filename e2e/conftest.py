@@ -180,7 +180,10 @@ async def api_server(
     server = EmulatedApiServer(tmp_path, history=int(options.get("history", 100_000)))
     await server.start()
     try:
-        yield server
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.volume_controller.run)
+            yield server
+            tg.cancel_scope.cancel()
     finally:
         await server.stop()
 

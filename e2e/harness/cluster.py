@@ -379,12 +379,13 @@ class Cluster:
         scheduler_name: str | None = None,
         scheduling_gates: Sequence[str] = (),
         resource_claims: Sequence[Mapping[str, str]] = (),
+        volumes: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, Any]:
         """A pod for this run. ``priority`` is (PriorityClass name, its value): the name is
         written, and the API server's Priority admission (the emulator's too) sets the
         value. ``scheduling_gates`` names its ``spec.schedulingGates`` (as Kueue creates
         the pods of a workload it has not admitted yet); ``resource_claims`` is its
-        ``spec.resourceClaims`` (DRA)."""
+        ``spec.resourceClaims`` (DRA); ``volumes`` its ``spec.volumes``."""
         meta_labels = {RUN_LABEL: self.run_id, **dict(labels)}
         if group:
             meta_labels[POD_GROUP_LABEL] = group
@@ -409,6 +410,8 @@ class Cluster:
             spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
         if resource_claims:
             spec["resourceClaims"] = [dict(c) for c in resource_claims]
+        if volumes:
+            spec["volumes"] = [dict(v) for v in volumes]
         return {
             "apiVersion": "v1",
             "kind": "Pod",

@@ -33,9 +33,11 @@ class EmulatedApiServer:
     def __init__(
         self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
+        from scheduler.loop.clock import SystemClock
         from scheduler.sim.claims import SimClaimController
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
+        from scheduler.sim.volumes import SimVolumeController
 
         catalog = _emulated_catalog()
 
@@ -49,6 +51,9 @@ class EmulatedApiServer:
         # The controller manager's resourceclaim controller, as `up --controller-manager`
         # runs it for the real server (claims from templates, reservations released).
         SimClaimController(self.store).attach()
+        self.volume_controller = SimVolumeController(self.store, SystemClock())
+        """The PV controller and a provisioner (sim/volumes.py), as `up --controller-manager`
+        runs the real PV controller: run by the ``api_server`` fixture's task group."""
         self.kubeconfig_path = workdir / "kubeconfig"
         self.port = 0
 

@@ -154,15 +154,19 @@ def bound_status(
                 failed=f"provisioning failed for PersistentVolumeClaim {p.claim.key} "
                 "(its selected-node annotation was removed)"
             )
-        if claim.volume_name:
-            pv = volumes.get(claim.volume_name)
-            if pv is not None and not pv.allows(node_labels):
-                return BindingStatus(
-                    failed=f"PersistentVolume {pv.name}'s node affinity does not admit node "
-                    f"{bindings.node}"
-                )
         if not claim.fully_bound:
             waiting.append(p.claim.key)
+            continue
+        pv = volumes.get(claim.volume_name)
+        if pv is None:
+            # not seen yet (or deleted: the claim will be unbound then), as kube tolerates
+            waiting.append(p.claim.key)
+            continue
+        if not pv.allows(node_labels):
+            return BindingStatus(
+                failed=f"PersistentVolume {pv.name}'s node affinity does not admit node "
+                f"{bindings.node}"
+            )
     if waiting:
         return BindingStatus(waiting_for=tuple(waiting))
     return BindingStatus(done=True)

@@ -8,7 +8,10 @@ open             per row, the unique CSI volumes (``driver/handle``) of the pods
                  CSINode ``allocatable.count`` per driver (a node without CSINode, or a
                  driver without a count: no limit)
 filter           a pod without claims: ``[]`` at once. A claim it names that does not
-                 exist: every node, unresolvable. Else its volumes not on the node yet,
+                 exist, or an ephemeral volume's claim not made for it: every node,
+                 unresolvable, in kube's Filter words (``looking up PVC ns/name: ...``;
+                 VolumeBinding's PreFilter tells users the reason first, as in kube).
+                 Else its volumes not on the node yet,
                  per driver, added to those there: a node where a driver would go over
                  its limit fails with ``node(s) exceed max volume count``, resolvable
                  (evicting pods detaches their volumes)
@@ -31,7 +34,6 @@ import numpy as np
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
-from scheduler.api.volumes.claims import missing
 from scheduler.api.volumes.view import VolumeView
 from scheduler.framework.extension_points import (
     NODE_FILTER,
@@ -123,9 +125,14 @@ class NodeVolumeLimitsPlugin:
                 continue
             name = v.claim_name(task.name)
             claim = view.claims.get(f"{task.namespace}/{name}")
+            where = f"{task.namespace}/{name}"
             if claim is None:
                 if new:
-                    return missing(name, ephemeral=v.ephemeral)
+                    return f'looking up PVC {where}: persistentvolumeclaims "{name}" not found'
+                continue
+            if v.ephemeral and claim.controller_uid != task.uid:
+                if new:
+                    return f"PVC {where} was not created for pod {task.key} (pod is not owner)"
                 continue
             pv = view.volumes.get(claim.volume_name) if claim.volume_name else None
             if pv is not None:
@@ -184,7 +191,7 @@ class NodeVolumeLimitsPlugin:
         n = len(table)
         volumes = self.volumes_of(task, new=True)
         if isinstance(volumes, str):
-            return [Rejection(volumes, np.ones(n, dtype=np.bool_), False, whole=True)]
+            return [Rejection(volumes, np.ones(n, dtype=np.bool_), False)]
         bad = self._over(task, volumes, n, releasing)
         return [Rejection(MAX_VOLUME_COUNT, bad, True)] if bad is not None and bad.any() else []
 

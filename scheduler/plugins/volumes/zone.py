@@ -107,7 +107,7 @@ class VolumeZonePlugin:
                     break
                 cls = view.classes.get(claim.storage_class)
                 if cls is None:
-                    found = f'storageclass.storage.k8s.io "{claim.storage_class}" not found'
+                    found = f'storageclasses.storage.k8s.io "{claim.storage_class}" not found'
                     break
                 if cls.delays_binding:
                     continue

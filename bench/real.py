@@ -92,6 +92,8 @@ from bench.real_runs import (
     start_process,
     stop_process,
 )
+from bench.real_volumes import LOCAL as LOCAL_PVS
+from bench.real_volumes import volume_figures
 from bench.workloads import source_revision
 from scheduler.api import labels as L
 from scheduler.api.errors import (
@@ -311,6 +313,8 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
         if shape.devices and runner != "raw":
             used, twice = await dra_devices_used_twice(api, run)
             figures.update(dra_devices_allocated=used, dra_devices_used_twice=twice)
+        if shape.volumes and runner != "raw":
+            figures.update(await volume_figures(api, run))
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
         if (
             figures["unbound"]
@@ -691,7 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         state = args.state or Path(tempfile.mkdtemp(prefix="sluice-real-k8s-"))
-        plane = start_control_plane(state)
+        plane = start_control_plane(
+            state, controller_manager=any(s.volumes == LOCAL_PVS for s in _shapes(args))
+        )
         if args.keep:
             plane.started = False
             sys.stderr.write(f"bench real: control plane kept in {state}\n")

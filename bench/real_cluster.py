@@ -26,6 +26,15 @@ import anyio
 import yaml
 
 from bench.http_workload import _cpu_seconds, _free_port, _vm_hwm_kib
+from bench.real_volumes import BOUND as BOUND_PVS
+from bench.real_volumes import LOCAL as LOCAL_PVS
+from bench.real_volumes import (
+    bind_claim,
+    bound_volume,
+    cleanup_volumes,
+    pod_volumes,
+    storage_objects,
+)
 from bench.workloads import NODE_ALLOCATABLE, POD_REQUESTS
 from scheduler.api import labels as L
 from scheduler.api.errors import (
@@ -72,6 +81,9 @@ class Shape:
     """The nodes and running pods are made once for every run of the shape, in a
     namespace of their own (:mod:`bench.real_base`), kubelet-like; each run makes only its
     measured pods, which select the base's nodes."""
+    volumes: str = ""
+    """A volume shape of :mod:`bench.real_volumes` (``bound-pvs``, ``local-pvs``): every
+    measured pod then has a PersistentVolumeClaim, made in the setup with its PVs."""
 
 
 SHAPES: Final[dict[str, Shape]] = {
@@ -140,6 +152,30 @@ SHAPES: Final[dict[str, Shape]] = {
                 "1,000 nodes with 8 DRA devices each (a ResourceSlice per node), 4,000 pods "
                 "of 100m / 500Mi each with a ResourceClaim of 1 or 2 devices (scheduler_perf's "
                 "SchedulingWithResourceClaimTemplate, the claims made in the setup)"
+            ),
+        ),
+        Shape(
+            BOUND_PVS,
+            nodes=1000,
+            running=0,
+            pods=4000,
+            volumes=BOUND_PVS,
+            description=(
+                "1,000 nodes with a CSINode attach limit of 39, 4,000 pods of 100m / 500Mi "
+                "each with a claim bound to a CSI PV of its own (scheduler_perf's "
+                "SchedulingCSIPVs)"
+            ),
+        ),
+        Shape(
+            LOCAL_PVS,
+            nodes=1000,
+            running=0,
+            pods=4000,
+            volumes=LOCAL_PVS,
+            description=(
+                "1,000 nodes with 4 local PVs each (WaitForFirstConsumer), 4,000 pods of "
+                "100m / 500Mi each with an unbound claim: the scheduler picks the PV, the "
+                "PV controller of the controller manager binds the claim, then the pod"
             ),
         ),
     )
@@ -335,6 +371,8 @@ def measured_pods(
         )
         if shape.devices:
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        if shape.volumes:
+            pod["spec"]["volumes"] = pod_volumes(name)
         out.append(pod)
     return out
 
@@ -417,11 +455,13 @@ def _kube_bin(name: str) -> Path:
     return Path(cache) / "bin" / name
 
 
-def start_control_plane(state: Path) -> ControlPlane:
+def start_control_plane(state: Path, *, controller_manager: bool = False) -> ControlPlane:
     """``up --state STATE`` (without kube-scheduler: each kube-scheduler run starts its
-    own, with the same QPS as Sluice's)."""
+    own, with the same QPS as Sluice's); ``controller_manager``: with it (the PV
+    controller of the volume shapes)."""
+    extra = ["--controller-manager"] if controller_manager else []
     subprocess.run(
-        [str(K8S_DIR / "up"), "--state", str(state)],
+        [str(K8S_DIR / "up"), "--state", str(state), *extra],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=sys.stderr,
@@ -691,6 +731,54 @@ async def setup_run(
         objects = dra_objects(shape, run)
         await create(api, *objects[0])  # the class first
         await bounded(concurrency, (dra_job(path, obj) for path, obj in objects[1:]))
+    if shape.volumes:
+        storage = list(storage_objects(shape.volumes, run, shape.nodes, shape.pods))
+
+        def storage_job(path: str, obj: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+            async def job() -> None:
+                await create(api, path, obj)
+
+            return job
+
+        # a claim's class (and the local PVs it may take) before the claim
+        for kinds in (
+            ("StorageClass", "CSINode"),
+            ("PersistentVolume",),
+            ("PersistentVolumeClaim",),
+        ):
+            step = [o for o in storage if o[1]["kind"] in kinds]
+            await bounded(concurrency, (storage_job(*o) for o in step))
+        if shape.volumes == BOUND_PVS:
+            await bind_claims(api, shape, run, concurrency)
+
+
+async def bind_claims(api: KubeClient, shape: Shape, run: str, concurrency: int) -> None:
+    """The bound shape's claims bound as the PV controller leaves them: a PV pre-bound to
+    each (its ``claimRef`` naming the claim's uid: a claimRef without it, or a claim naming
+    a PV not there yet, is Lost for good to the PV controller), then the claim's
+    ``volumeName`` and annotations, then both Bound."""
+    claims = f"/api/v1/namespaces/{run}/persistentvolumeclaims"
+
+    def job(i: int) -> Callable[[], Awaitable[None]]:
+        async def go() -> None:
+            made = await api.request("GET", f"{claims}/pod-{i}", timeout=60)
+            obj = bound_volume(run, i, made["metadata"]["uid"])
+            pv = await create(api, "/api/v1/persistentvolumes", obj)
+            name = pv["metadata"]["name"]
+            bound = {"status": {"phase": "Bound"}}
+            await _patch_status(api, f"/api/v1/persistentvolumes/{name}/status", bound)
+            await api.request(
+                "PATCH",
+                f"{claims}/pod-{i}",
+                body=bind_claim(run, i),
+                content_type=MERGE_PATCH,
+                timeout=60,
+            )
+            await _patch_status(api, f"{claims}/pod-{i}/status", bound)
+
+        return go
+
+    await bounded(concurrency, (job(i) for i in range(shape.pods)))
 
 
 CLEANUP_SECONDS: Final = 900.0
@@ -721,6 +809,8 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
             raise ServerError(f"the pods of {run} still there after {CLEANUP_SECONDS:g} s")
         await anyio.sleep(2)
     selector = [("labelSelector", f"{RUN_LABEL}={run}")]
+    with contextlib.suppress(NotFoundError):
+        await cleanup_volumes(api, run)
     for path, query in (
         ("/apis/resource.k8s.io/v1/namespaces/" + run + "/resourceclaims", ()),
         ("/apis/resource.k8s.io/v1/resourceslices", selector),

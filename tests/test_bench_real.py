@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from bench import real, real_base, real_cluster
+from bench import real, real_base, real_cluster, real_volumes
 from scheduler.api import labels as L
 
 
@@ -348,3 +349,85 @@ def test_compare_averages_the_rounds_and_says_what_work_they_did() -> None:
     assert out["sluice_vs_kube_scheduler"] == 1.5
     assert out["sluice"]["runs"] == 2
     assert out["sluice"]["work"] == sorted([real.WORK_ALL, real.WORK_BINDS_ONLY])
+
+
+@pytest.mark.parametrize("shape", ["bound-pvs", "local-pvs"], ids=["bound", "local"])
+def test_volume_shapes_give_each_pod_a_claim_and_the_pvs_it_needs(shape: str) -> None:
+    """Every measured pod names a claim of its own; the bound shape's claims get a PV
+    pre-bound to their uid and are bound to it, and its nodes have an attach limit; the
+    local shape's nodes each have as many local PVs as pods per node, of a
+    WaitForFirstConsumer class."""
+    s = real_cluster.SHAPES[shape]
+    pods = real_cluster.measured_pods(s, "r", L.SCHEDULER_NAME)
+    claims = {p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] for p in pods}
+    assert len(claims) == s.pods
+    objects = list(real_volumes.storage_objects(s.volumes, "r", s.nodes, s.pods))
+    kinds: dict[str, int] = {}
+    for _, obj in objects:
+        kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+    made = {o["metadata"]["name"] for _, o in objects if o["kind"] == "PersistentVolumeClaim"}
+    assert made == claims
+    if shape == "bound-pvs":
+        assert kinds == {"CSINode": s.nodes, "PersistentVolumeClaim": s.pods}
+        pv = real_volumes.bound_volume("r", 7, "uid-7")  # made once the claim's uid is known
+        ref = pv["spec"]["claimRef"]
+        assert (ref["namespace"], ref["name"], ref["uid"]) == ("r", "pod-7", "uid-7")
+        patch = real_volumes.bind_claim("r", 7)
+        assert patch["spec"]["volumeName"] == pv["metadata"]["name"]
+        assert patch["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    else:
+        assert kinds == {
+            "StorageClass": 1,
+            "PersistentVolume": s.pods,
+            "PersistentVolumeClaim": s.pods,
+        }
+        [klass] = [o for _, o in objects if o["kind"] == "StorageClass"]
+        assert klass["volumeBindingMode"] == "WaitForFirstConsumer"
+        pinned = [o["spec"]["nodeAffinity"] for _, o in objects if o["kind"] == "PersistentVolume"]
+        assert len(pinned) == s.pods
+
+
+def test_the_local_shape_starts_the_controller_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(real_cluster.subprocess, "run", lambda argv, **kw: calls.append(argv))
+    real_cluster.start_control_plane(Path("/tmp/x"), controller_manager=True)
+    real_cluster.start_control_plane(Path("/tmp/y"))
+    assert "--controller-manager" in calls[0] and "--controller-manager" not in calls[1]
+
+
+class _RecordingApi:
+    """Answers the bound shape's claim binding as the API server would, and records it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        self.calls.append((method, path, kw.get("body")))
+        if method == "GET":
+            return {"metadata": {"uid": "uid-of-" + path.rsplit("/", 1)[1]}}
+        return kw.get("body") or {}
+
+
+def test_the_bound_shape_binds_each_claim_as_the_pv_controller_would() -> None:
+    """Per claim, in order: its uid read, its PV made naming that uid, the PV Bound, then
+    the claim's volumeName and Bound: the PV controller marks Lost a claim whose PV is not
+    there yet, and takes back a PV whose claimRef has no uid (seen on the real server)."""
+    api = _RecordingApi()
+    shape = real_cluster.Shape("b", nodes=1, running=0, pods=2, description="", volumes="bound-pvs")
+    anyio.run(real_cluster.bind_claims, api, shape, "r", 1)
+    claims = "/api/v1/namespaces/r/persistentvolumeclaims"
+    assert [(m, p) for m, p, _ in api.calls] == [
+        step
+        for i in range(2)
+        for step in (
+            ("GET", f"{claims}/pod-{i}"),
+            ("POST", "/api/v1/persistentvolumes"),
+            ("PATCH", f"/api/v1/persistentvolumes/r-pv-{i}/status"),
+            ("PATCH", f"{claims}/pod-{i}"),
+            ("PATCH", f"{claims}/pod-{i}/status"),
+        )
+    ]
+    made = [body for m, _, body in api.calls if m == "POST"]
+    assert [pv["spec"]["claimRef"]["uid"] for pv in made] == ["uid-of-pod-0", "uid-of-pod-1"]
+    statuses = [body for m, p, body in api.calls if p.endswith("/status")]
+    assert statuses == [{"status": {"phase": "Bound"}}] * 4

@@ -37,30 +37,26 @@ messages of conditions (they name pods and nodes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.api.group_apis import APIS, KUBERNETES, PodField
-from scheduler.api.volumes.model import (
-    BETA_STORAGE_CLASS,
-    BIND_COMPLETED,
-    BOUND_BY_CONTROLLER,
-    PROVISIONED_BY,
-    SELECTED_NODE,
-    STORAGE_PROVISIONER,
+from scheduler.api.volumes.model import SELECTED_NODE
+from scheduler.sim.anonymize_storage import (
+    STORAGE_ANNOTATIONS,
+    ZONE_LABELS,
+    capacity,
+    csi_node,
+    disk_numbering,
+    ephemeral_names,
+    pod_volumes,
+    storage_class,
+    volume,
+    volume_claim,
 )
+from scheduler.sim.renaming import HOSTNAME, node_terms, numbering, selector_keys, walk
 from scheduler.sim.scenario import CLUSTER_SCOPED
 from scheduler.sim.snapshot import Obj, Snapshot
-
-ZONE_LABELS = frozenset(
-    {
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-        "failure-domain.beta.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/region",
-    }
-)
-"""The labels of PVs VolumeZone reads (kept, and on the nodes too)."""
 
 SCHEDULER_PREFIXES = (
     "scheduling.sluice.dev/",
@@ -71,38 +67,6 @@ SCHEDULER_PREFIXES = (
     "scheduling.k8s.io/",
 )
 """Label and annotation keys the schedulers read, kept whatever their name."""
-
-HOSTNAME = "kubernetes.io/hostname"
-STORAGE_ANNOTATIONS = frozenset(
-    {
-        BIND_COMPLETED,
-        BOUND_BY_CONTROLLER,
-        SELECTED_NODE,
-        STORAGE_PROVISIONER,
-        BETA_STORAGE_CLASS,
-        PROVISIONED_BY,
-        "volume.beta.kubernetes.io/storage-provisioner",
-    }
-)
-"""Annotations of claims and PVs the PV controller writes and the scheduler reads."""
-PV_SPEC = (
-    "capacity",
-    "accessModes",
-    "volumeMode",
-    "storageClassName",
-    "claimRef",
-    "nodeAffinity",
-    "persistentVolumeReclaimPolicy",
-    "volumeAttributesClassName",
-)
-"""What of a PV's spec a snapshot anonymized keeps (with its CSI source)."""
-INLINE_DISKS = {
-    "gcePersistentDisk": "pdName",
-    "awsElasticBlockStore": "volumeID",
-    "iscsi": "iqn",
-    "rbd": "image",
-}
-"""The inline disks VolumeRestrictions reads, and the field naming each."""
 
 POD_SPEC = (
     "schedulerName",
@@ -136,43 +100,6 @@ CONTAINER = ("resources", "ports", "restartPolicy")
 """What of a container it keeps (and a name of its own)."""
 
 
-def _width(n: int) -> int:
-    return max(4, len(str(n)))
-
-
-def _numbering(
-    names: Iterable[str], prefix: str, order: Callable[[str], str] = str
-) -> dict[str, str]:
-    ordered = sorted(set(names), key=order)
-    w = _width(len(ordered))
-    return {name: f"{prefix}{i:0{w}d}" for i, name in enumerate(ordered, 1)}
-
-
-def _walk(value: Any) -> Iterator[Mapping[str, Any]]:
-    """Every mapping inside ``value``, depth first."""
-    if isinstance(value, Mapping):
-        yield value
-        for v in value.values():
-            yield from _walk(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _walk(v)
-
-
-def _selector_keys(selector: Any) -> set[str]:
-    """The label keys a label selector or node selector term reads."""
-    keys: set[str] = set()
-    for m in _walk(selector):
-        if isinstance(m.get("matchLabels"), Mapping):
-            keys.update(m["matchLabels"])
-        for e in m.get("matchExpressions") or ():
-            if isinstance(e, Mapping) and "key" in e:
-                keys.add(str(e["key"]))
-        for k in m.get("matchLabelKeys") or ():
-            keys.add(str(k))
-    return keys
-
-
 class _Names:
     """The renamings of one snapshot."""
 
@@ -188,34 +115,18 @@ class _Names:
                 names.add(obj["metadata"]["name"])
                 names.update(_referenced_names(obj))
         renamed = [ns for ns in namespaced if not ns.startswith("kube-")]
-        self.namespaces = _numbering(renamed, "ns-", order=lambda ns: f"{ns}/")
-        self.local = {ns: _numbering(names, "n") for ns, names in namespaced.items()}
-        self.nodes = _numbering((o["metadata"]["name"] for o in objects.get("Node", ())), "node-")
-        self.slices = _numbering(
+        self.namespaces = numbering(renamed, "ns-", order=lambda ns: f"{ns}/")
+        self.local = {ns: numbering(names, "n") for ns, names in namespaced.items()}
+        self.nodes = numbering((o["metadata"]["name"] for o in objects.get("Node", ())), "node-")
+        self.slices = numbering(
             (o["metadata"]["name"] for o in objects.get("ResourceSlice", ())), "slice-"
         )
-        self.volumes = _numbering(
+        self.volumes = numbering(
             (o["metadata"]["name"] for o in objects.get("PersistentVolume", ())), "pv-"
         )
-        self.disks = _numbering(
-            (
-                f"{kind}/{v[kind].get(field)}"
-                for p in objects.get("Pod", ())
-                for v in (p.get("spec") or {}).get("volumes") or ()
-                for kind, field in INLINE_DISKS.items()
-                if isinstance(v.get(kind), Mapping)
-            ),
-            "disk-",
-        )
-        self.ephemeral: dict[tuple[str, str], str] = {}
+        self.disks = disk_numbering(objects.get("Pod", ()))
+        self.ephemeral = ephemeral_names(objects.get("Pod", ()), self.local)
         """(namespace, claim) -> the new name of a generic ephemeral volume's claim."""
-        for p in objects.get("Pod", ()):
-            meta = p["metadata"]
-            for i, v in enumerate((p.get("spec") or {}).get("volumes") or ()):
-                if isinstance(v.get("ephemeral"), Mapping):
-                    ns = meta["namespace"]
-                    new = f"{self.local[ns].get(meta['name'], meta['name'])}-v{i}"
-                    self.ephemeral[(ns, f"{meta['name']}-{v.get('name')}")] = new
 
     def ns(self, namespace: str) -> str:
         return self.namespaces.get(namespace, namespace)
@@ -272,37 +183,37 @@ def anonymize(snap: Snapshot) -> None:
             str(lv.get("nodeLabel")) for lv in (t.get("spec") or {}).get("levels") or ()
         )
     for pdb in objects.get("PodDisruptionBudget", ()):
-        pod_keys |= _selector_keys((pdb.get("spec") or {}).get("selector"))
+        pod_keys |= selector_keys((pdb.get("spec") or {}).get("selector"))
     for pod in objects.get("Pod", ()):
         spec = pod.get("spec") or {}
         node_keys.update(spec.get("nodeSelector") or {})
         affinity = spec.get("affinity") or {}
-        node_keys |= _selector_keys(affinity.get("nodeAffinity"))
+        node_keys |= selector_keys(affinity.get("nodeAffinity"))
         for kind in ("podAffinity", "podAntiAffinity"):
-            pod_keys |= _selector_keys(affinity.get(kind))
-            for term in _walk(affinity.get(kind)):
+            pod_keys |= selector_keys(affinity.get(kind))
+            for term in walk(affinity.get(kind)):
                 if term.get("topologyKey"):
                     node_keys.add(str(term["topologyKey"]))
     for kind in ("ResourceSlice", "ResourceClaim"):
         for obj in objects.get(kind, ()):
-            node_keys |= _selector_keys(obj.get("spec", {}).get("nodeSelector"))
-            node_keys |= _selector_keys((obj.get("status") or {}).get("allocation"))
+            node_keys |= selector_keys(obj.get("spec", {}).get("nodeSelector"))
+            node_keys |= selector_keys((obj.get("status") or {}).get("allocation"))
     pv_keys = set(ZONE_LABELS)
     for obj in objects.get("PersistentVolume", ()):
-        node_keys |= _selector_keys((obj.get("spec") or {}).get("nodeAffinity"))
+        node_keys |= selector_keys((obj.get("spec") or {}).get("nodeAffinity"))
         if set(obj["metadata"].get("labels") or {}) & ZONE_LABELS:
             node_keys |= ZONE_LABELS
     for obj in objects.get("StorageClass", ()):
-        node_keys |= _selector_keys(obj.get("allowedTopologies"))
+        node_keys |= selector_keys(obj.get("allowedTopologies"))
         node_keys |= {
             str(e.get("key"))
             for t in obj.get("allowedTopologies") or ()
             for e in (t.get("matchLabelExpressions") or ())
         }
     for obj in objects.get("CSIStorageCapacity", ()):
-        node_keys |= _selector_keys(obj.get("nodeTopology"))
+        node_keys |= selector_keys(obj.get("nodeTopology"))
     for obj in objects.get("PersistentVolumeClaim", ()):
-        pv_keys |= _selector_keys((obj.get("spec") or {}).get("selector"))
+        pv_keys |= selector_keys((obj.get("spec") or {}).get("selector"))
     for kind, items in objects.items():
         for obj in items:
             fix = _FIXES.get(kind)
@@ -349,21 +260,9 @@ def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
             meta.pop(key, None)
 
 
-def _node_terms(terms: Any, names: _Names) -> None:
-    """Rename the node names that node selector terms match (``metadata.name`` fields,
-    ``kubernetes.io/hostname`` labels)."""
-    for m in _walk(terms):
-        for field in ("matchFields", "matchExpressions"):
-            for e in m.get(field) or ():
-                if e.get("key") in ("metadata.name", HOSTNAME) and isinstance(
-                    e.get("values"), list
-                ):
-                    e["values"] = [names.node(str(v)) for v in e["values"]]
-
-
 def _pod(pod: Obj, names: _Names) -> None:
     ns = pod["metadata"]["namespace"]
-    volumes = _pod_volumes(pod, names)
+    volumes = pod_volumes(pod, names)
     spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in _KEPT_SPEC}
     pod["spec"] = spec
     for kind in ("containers", "initContainers"):
@@ -379,7 +278,7 @@ def _pod(pod: Obj, names: _Names) -> None:
     selector = spec.get("nodeSelector") or {}
     if HOSTNAME in selector:
         selector[HOSTNAME] = names.node(selector[HOSTNAME])
-    _node_terms((spec.get("affinity") or {}).get("nodeAffinity"), names)
+    node_terms((spec.get("affinity") or {}).get("nodeAffinity"), names.node)
     for field in MEMBER_FIELDS:
         if field.place == "spec":
             *path, last = field.key.split(".")
@@ -403,93 +302,6 @@ def _pod(pod: Obj, names: _Names) -> None:
     _forget_messages(status)
 
 
-def _pod_volumes(pod: Obj, names: _Names) -> list[Obj]:
-    """The claims and inline disks of ``pod``'s volumes, renamed (the others go)."""
-    ns = pod["metadata"]["namespace"]
-    out: list[Obj] = []
-    for i, v in enumerate((pod.get("spec") or {}).get("volumes") or ()):
-        if not isinstance(v, Mapping):
-            continue
-        claim = v.get("persistentVolumeClaim")
-        if isinstance(claim, Mapping):
-            kept = {"claimName": names.name(ns, str(claim.get("claimName")))}
-            if "readOnly" in claim:
-                kept["readOnly"] = claim["readOnly"]
-            out.append({"name": f"v{i}", "persistentVolumeClaim": kept})
-            continue
-        ephemeral = v.get("ephemeral")
-        if isinstance(ephemeral, Mapping):
-            template = ephemeral.get("volumeClaimTemplate") or {}
-            out.append(
-                {
-                    "name": f"v{i}",
-                    "ephemeral": {"volumeClaimTemplate": {"spec": template.get("spec")}},
-                }
-            )
-            continue
-        for kind, field in INLINE_DISKS.items():
-            disk = v.get(kind)
-            if isinstance(disk, Mapping):
-                kept = {field: names.disks[f"{kind}/{disk.get(field)}"]}
-                for extra in ("readOnly", "monitors", "pool"):
-                    if extra in disk:
-                        kept[extra] = disk[extra]
-                out.append({"name": f"v{i}", kind: kept})
-    return out
-
-
-def _volume_claim(obj: Obj, names: _Names) -> None:
-    spec = obj.get("spec") or {}
-    if spec.get("volumeName"):
-        spec["volumeName"] = names.volume(spec["volumeName"])
-    spec.pop("dataSource", None)
-    spec.pop("dataSourceRef", None)
-
-
-def _volume(obj: Obj, names: _Names) -> None:
-    obj["metadata"]["name"] = names.volume(obj["metadata"]["name"])
-    spec = obj.get("spec") or {}
-    kept = {k: spec[k] for k in PV_SPEC if k in spec}
-    csi = spec.get("csi")
-    if isinstance(csi, Mapping):
-        kept["csi"] = {"driver": csi.get("driver"), "volumeHandle": obj["metadata"]["name"]}
-    else:
-        kept["hostPath"] = {"path": "/"}
-    ref = kept.get("claimRef")
-    if isinstance(ref, dict) and ref.get("namespace"):
-        ns = str(ref["namespace"])
-        kept["claimRef"] = {k: v for k, v in ref.items() if k in ("apiVersion", "kind", "uid")} | {
-            "namespace": names.ns(ns),
-            "name": names.name(ns, str(ref.get("name"))),
-        }
-    _node_terms(kept.get("nodeAffinity"), names)
-    obj["spec"] = kept
-
-
-def _storage_class(obj: Obj, names: _Names) -> None:
-    obj.pop("parameters", None)
-    obj.pop("mountOptions", None)
-    for term in obj.get("allowedTopologies") or ():
-        for e in term.get("matchLabelExpressions") or ():
-            if e.get("key") == HOSTNAME and isinstance(e.get("values"), list):
-                e["values"] = [names.node(str(v)) for v in e["values"]]
-
-
-def _csi_node(obj: Obj, names: _Names) -> None:
-    obj["metadata"]["name"] = names.node(obj["metadata"]["name"])
-    for d in (obj.get("spec") or {}).get("drivers") or ():
-        if d.get("nodeID"):
-            d["nodeID"] = obj["metadata"]["name"]
-
-
-def _capacity(obj: Obj, names: _Names) -> None:
-    topology = obj.get("nodeTopology") or {}
-    labels = topology.get("matchLabels") or {}
-    if HOSTNAME in labels:
-        labels[HOSTNAME] = names.node(str(labels[HOSTNAME]))
-    _node_terms(topology, names)
-
-
 def _node(node: Obj, names: _Names) -> None:
     node["metadata"]["name"] = names.node(node["metadata"]["name"])
     spec = node.get("spec") or {}
@@ -505,7 +317,7 @@ def _slice(obj: Obj, names: _Names) -> None:
     pool = spec.get("pool") or {}
     if pool.get("name") in names.nodes:
         pool["name"] = names.node(pool["name"])
-    _node_terms(spec.get("nodeSelector"), names)
+    node_terms(spec.get("nodeSelector"), names.node)
 
 
 def _claim(obj: Obj, names: _Names) -> None:
@@ -514,7 +326,7 @@ def _claim(obj: Obj, names: _Names) -> None:
     for r in (allocation.get("devices") or {}).get("results") or ():
         if r.get("pool") in names.nodes:
             r["pool"] = names.node(r["pool"])
-    _node_terms(allocation.get("nodeSelector"), names)
+    node_terms(allocation.get("nodeSelector"), names.node)
     for c in (obj.get("status") or {}).get("reservedFor") or ():
         if c.get("name"):
             c["name"] = names.name(ns, c["name"])
@@ -554,11 +366,11 @@ _FIXES: dict[str, Callable[[Obj, _Names], None]] = {
     "Node": _node,
     "ResourceSlice": _slice,
     "ResourceClaim": _claim,
-    "PersistentVolumeClaim": _volume_claim,
-    "PersistentVolume": _volume,
-    "StorageClass": _storage_class,
-    "CSINode": _csi_node,
-    "CSIStorageCapacity": _capacity,
+    "PersistentVolumeClaim": volume_claim,
+    "PersistentVolume": volume,
+    "StorageClass": storage_class,
+    "CSINode": csi_node,
+    "CSIStorageCapacity": capacity,
     KUBERNETES.pod_group_key: _kubernetes_group,
     f"Workload.{KUBERNETES.group}": _workload,
 }

@@ -50,32 +50,17 @@ import yaml
 
 from scheduler.api import labels as L
 from scheduler.api.convert import node_from_object, ref, task_from_pod
-from scheduler.api.dra.convert import (
-    claim_from_object,
-    claim_template_from_object,
-    device_class_from_object,
-    slice_from_object,
-)
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
 from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, api_named, kind_key
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.api.selectors import parse_label_selector
-from scheduler.api.volumes.convert import (
-    capacity_from_object,
-    csi_driver_from_object,
-    csi_node_from_object,
-    storage_class_from_object,
-    volume_from_object,
-)
-from scheduler.api.volumes.convert import claim_from_object as volume_claim_from_object
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
 from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.objects import parse_rfc3339
-from scheduler.sim.storage import STORAGE_KINDS as API_CHECKED_KINDS
-from scheduler.sim.storage import default_storage
+from scheduler.sim.scenario_kinds import API_VERSIONS, DRA_KINDS, STORAGE_KINDS, check_kinds
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"
 DEPARTURE_ANNOTATION = "sim.sluice.dev/departure"
@@ -101,15 +86,6 @@ CLUSTER_SCOPED = frozenset(
 )
 GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
 """The PodGroup kinds of every API (kind keys), Sluice's first."""
-DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
-STORAGE_KINDS = (
-    "StorageClass",
-    "CSIDriver",
-    "CSINode",
-    "CSIStorageCapacity",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-)
 OBJECT_KINDS = (
     "PriorityClass",
     *QUEUE_KINDS,
@@ -346,7 +322,7 @@ def load_scenario(paths: list[str]) -> Scenario:
                 scenario.behaviour, scenario.until = _simulation(doc, where)
                 scenario.start = _start(doc, where)
                 continue
-            api_version = str(doc.get("apiVersion") or _API_VERSIONS.get(str(kind), ""))
+            api_version = str(doc.get("apiVersion") or API_VERSIONS.get(str(kind), ""))
             kind = kind_key(api_version, str(kind))
             if kind not in OBJECT_KINDS:
                 raise ScenarioError(
@@ -445,7 +421,7 @@ def _normalise(doc: Mapping[str, Any], where: str, kind: str) -> dict[str, Any]:
     else:
         meta.setdefault("namespace", "default")
     obj["metadata"] = meta
-    obj.setdefault("apiVersion", _API_VERSIONS.get(kind, ""))
+    obj.setdefault("apiVersion", API_VERSIONS.get(kind, ""))
     return obj
 
 
@@ -457,35 +433,6 @@ def _kind_of(obj: Mapping[str, Any]) -> str:
 def _label(obj: Mapping[str, Any], kind: str) -> str:
     """``Kind ns/name``, with the API of another scheduler's kind."""
     return ref(obj) if "." not in kind else f"{ref(obj)} ({obj['apiVersion']})"
-
-
-_API_VERSIONS = {
-    "Pod": "v1",
-    "Node": "v1",
-    "PriorityClass": "scheduling.k8s.io/v1",
-    "PodDisruptionBudget": "policy/v1",
-    "PodGroup": L.API_VERSION,
-    "Queue": L.API_VERSION,
-    "Topology": L.API_VERSION,
-    **dict.fromkeys(DRA_KINDS, "resource.k8s.io/v1"),
-    **dict.fromkeys(STORAGE_KINDS, "storage.k8s.io/v1"),
-    "PersistentVolume": "v1",
-    "PersistentVolumeClaim": "v1",
-}
-_DRA_CONVERTERS = {
-    "DeviceClass": device_class_from_object,
-    "ResourceSlice": slice_from_object,
-    "ResourceClaimTemplate": claim_template_from_object,
-    "ResourceClaim": claim_from_object,
-}
-_STORAGE_CONVERTERS = {
-    "StorageClass": storage_class_from_object,
-    "CSIDriver": csi_driver_from_object,
-    "CSINode": csi_node_from_object,
-    "CSIStorageCapacity": capacity_from_object,
-    "PersistentVolume": volume_from_object,
-    "PersistentVolumeClaim": volume_claim_from_object,
-}
 
 
 def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
@@ -560,16 +507,7 @@ def _check_references(objects: list[tuple[float, str, dict[str, Any]]]) -> None:
             )
         except InvalidInputError as exc:
             raise ScenarioError(exc.obj, exc.field, exc.message) from exc
-    for kind, convert in {**_DRA_CONVERTERS, **_STORAGE_CONVERTERS}.items():
-        for obj in by_kind[kind].values():
-            try:
-                convert(obj)
-                if kind in API_CHECKED_KINDS:
-                    default_storage(dict(obj))  # what the API server refuses
-            except InvalidInputError as exc:
-                raise ScenarioError(exc.obj, exc.field, exc.message) from exc
-            except InvalidObjectError as exc:
-                raise ScenarioError(ref(obj), None, str(exc)) from exc
+    check_kinds(by_kind)
     for pod in by_kind["Pod"].values():
         _resolve_pod(pod, classes, default_priority, by_kind, queues)
 

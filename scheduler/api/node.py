@@ -6,7 +6,10 @@ Accounting, all exact integers:
 - ``used``: the sum of the requests of tasks in USES_NODE statuses;
 - ``releasing``: the part of ``used`` held by tasks being evicted (RELEASING);
 - ``nominated``: the requests of PIPELINED tasks, waiting for room on this node;
-- ``idle = allocatable - used``; ``future_idle = idle + releasing - nominated``.
+- ``idle = allocatable - used``; ``future_idle = idle + releasing - nominated``;
+- ``nonzero_pad``: what kube's scores add to ``used`` for containers that name no CPU or
+  memory request (100m, 200Mi each): ``used + nonzero_pad`` is kube's *non-zero
+  requested* (:mod:`scheduler.api.pod_resources`).
 
 :meth:`add_task` with ``strict=True`` refuses to over-allocate (the session's decisions);
 the cache adds what the cluster reports with ``strict=False``, because reality may be
@@ -36,6 +39,8 @@ class NodeInfo:
     used: Resource = ZERO
     releasing: Resource = ZERO
     nominated: Resource = ZERO
+    nonzero_pad: Resource = ZERO
+    """The ``spec.nonzero_pad`` of the tasks counted in ``used``, summed."""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     """Tasks on (or nominated to) this node, by uid."""
     held: dict[str, TaskStatus] = field(default_factory=dict)
@@ -71,6 +76,9 @@ class NodeInfo:
                     f"insufficient {', '.join(req.insufficient(self.idle))}"
                 )
             self.used = self.used + req
+            pad = task.spec.nonzero_pad
+            if pad:
+                self.nonzero_pad = self.nonzero_pad + pad
             if task.status is TaskStatus.RELEASING:
                 self.releasing = self.releasing + req
         self.tasks[task.uid] = task
@@ -87,6 +95,9 @@ class NodeInfo:
             self.nominated = self.nominated - req
         elif status in USES_NODE:
             self.used = self.used - req
+            pad = held.spec.nonzero_pad
+            if pad:
+                self.nonzero_pad = self.nonzero_pad - pad
             if status is TaskStatus.RELEASING:
                 self.releasing = self.releasing - req
 
@@ -103,6 +114,7 @@ class NodeInfo:
             self.used,
             self.releasing,
             self.nominated,
+            self.nonzero_pad,
             own,
             dict(self.held),
         )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, canonical_amount, over_max
+from scheduler.api.pod_resources import container_amounts, pod_requests
+from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, over_max
 from scheduler.api.selectors import (
     LabelSelector,
     Requirement,
@@ -152,6 +153,12 @@ class PodSpecView:
     volumes: tuple[PodVolume, ...] = ()
     """The claims and inline disks of ``spec.volumes`` (:mod:`scheduler.api.volumes.refs`);
     empty for a pod that uses none: the volume plugins skip it at once."""
+    nonzero_pad: Resource = ZERO
+    """What a node's *non-zero requested* sum counts for the pod beyond ``request`` (CPU
+    and memory of containers that name none: :mod:`scheduler.api.pod_resources`); what
+    kube's scores read of the pods on a node."""
+    score_pad: Resource = ZERO
+    """What kube's scores count for the pod being placed beyond ``request`` (likewise)."""
 
     @property
     def best_effort(self) -> bool:
@@ -183,24 +190,6 @@ def _int(value: object, *, obj: str, field: str) -> int:
     return value
 
 
-def _container_requests(c: Mapping[str, Any], *, obj: str, field: str) -> Resource:
-    return Resource(_container_amounts(c, obj=obj, field=field))
-
-
-def _container_amounts(c: Mapping[str, Any], *, obj: str, field: str) -> dict[str, int]:
-    res = _map(c.get("resources"), obj=obj, field=f"{field}.resources")
-    raw_requests = _map(res.get("requests"), obj=obj, field=f"{field}.resources.requests")
-    raw_limits = _map(res.get("limits"), obj=obj, field=f"{field}.resources.limits")
-    requests = {n: (v, "requests") for n, v in raw_requests.items()}
-    # The API server defaults a missing request to the limit.
-    for name, value in raw_limits.items():
-        requests.setdefault(name, (value, "limits"))
-    return {
-        str(n): canonical_amount(n, v, obj=obj, field=f"{field}.resources.{where}.{n}")
-        for n, (v, where) in requests.items()
-    }
-
-
 def _containers_with_domains(
     spec: Mapping[str, Any], request: Resource, *, obj: str
 ) -> tuple[ContainerRequests, ...]:
@@ -212,7 +201,7 @@ def _containers_with_domains(
     inits = _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers")
     regular = _maps(spec.get("containers"), obj=obj, field="spec.containers")
     for index, (where, c) in enumerate([*inits, *regular]):
-        amounts = _container_amounts(c, obj=obj, field=where)
+        amounts = container_amounts(c, obj=obj, field=where)
         out.append(
             ContainerRequests(
                 name=str(c.get("name") or ""),
@@ -226,29 +215,9 @@ def _containers_with_domains(
 
 
 def pod_request(spec: Mapping[str, Any], *, obj: str) -> Resource:
-    """The pod's effective request, as Kubernetes computes it.
-
-    Sum of the containers; restartable (sidecar) init containers run beside them and are
-    added; each ordinary init container runs alone beside the sidecars started before it,
-    so the request is the max of the two; then the pod overhead, and one ``pods`` slot.
-    """
-    total = ZERO
-    for where, c in _maps(spec.get("containers"), obj=obj, field="spec.containers"):
-        total = total + _container_requests(c, obj=obj, field=where)
-    sidecars = ZERO
-    init_max = ZERO
-    for where, c in _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers"):
-        req = _container_requests(c, obj=obj, field=where)
-        if c.get("restartPolicy") == "Always":
-            sidecars = sidecars + req
-            init_max = init_max.max(sidecars)
-        else:
-            init_max = init_max.max(req + sidecars)
-    total = (total + sidecars).max(init_max)
-    overhead = spec.get("overhead")
-    if overhead:
-        total = total + Resource.parse(overhead, obj=obj, field="spec.overhead")
-    return total + Resource({PODS: 1})
+    """The pod's effective request, as Kubernetes computes it
+    (:func:`~scheduler.api.pod_resources.pod_requests`)."""
+    return pod_requests(spec, obj=obj).request
 
 
 def _node_selector_term(raw: Mapping[str, Any], *, obj: str, field: str) -> NodeSelectorTerm:
@@ -326,7 +295,8 @@ def parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
 
 
 def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
-    request = pod_request(spec, obj=obj)
+    requests = pod_requests(spec, obj=obj)
+    request = requests.request
     problem = ""
     huge = over_max(request)
     if huge:
@@ -408,4 +378,6 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         resource_claims=_pod_claims(spec.get("resourceClaims"), obj=obj),
         containers=_containers_with_domains(spec, request, obj=obj),
         volumes=parse_volumes(spec.get("volumes"), obj=obj),
+        nonzero_pad=requests.nonzero_pad,
+        score_pad=requests.score_pad,
     )

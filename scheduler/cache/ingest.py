@@ -317,6 +317,7 @@ class Ingest:
         if old is not None:
             node.tasks, node.held = old.tasks, old.held
             node.used, node.releasing, node.nominated = old.used, old.releasing, old.nominated
+            node.nonzero_pad = old.nonzero_pad
         else:
             for uid in sorted(state.off_node.pop(name, ())):
                 waiting = state.tasks.get(uid)

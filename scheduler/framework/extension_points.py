@@ -226,8 +226,14 @@ class Shortfall(Protocol):
 
 
 class NodeScorer(Protocol):
-    def __call__(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
-        """Scores in [0, 100] of placing ``task`` on each of ``rows`` (higher is better)."""
+    def __call__(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool, /
+    ) -> FloatVector:
+        """Scores in [0, 100] of placing ``task`` on each of ``rows`` (higher is better).
+
+        ``releasing``: the rows were found feasible counting the room of pods being evicted
+        as free (a preemptor's view): score the nodes as they will be once those pods are
+        gone."""
         ...
 
 

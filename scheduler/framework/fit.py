@@ -18,22 +18,27 @@ class Fit:
 
     ``feasible[i]`` is True when row ``i`` passes every filter. ``groups`` keeps each
     plugin's rejections, in filter order, for :meth:`explain` and :meth:`candidates`.
+    ``releasing``: the filters counted the room of pods being evicted as free (the nodes
+    are then scored as they will be once those pods are gone).
     """
 
     feasible: BoolVector
     groups: Sequence[tuple[str, Sequence[Rejection]]]
+    releasing: bool = False
 
     @staticmethod
-    def of(n: int, groups: Sequence[tuple[str, Sequence[Rejection]]]) -> Fit:
+    def of(
+        n: int, groups: Sequence[tuple[str, Sequence[Rejection]]], *, releasing: bool = False
+    ) -> Fit:
         feasible: BoolVector = np.ones(n, dtype=np.bool_)
         for _, rejections in groups:
             for r in rejections:
                 feasible &= ~r.nodes
-        return Fit(feasible, groups)
+        return Fit(feasible, groups, releasing)
 
     def restricted(self, rows: BoolVector) -> Fit:
         """The same verdict with only ``rows`` feasible (a node set)."""
-        return Fit(self.feasible & rows, self.groups)
+        return Fit(self.feasible & rows, self.groups, self.releasing)
 
     @property
     def any(self) -> bool:

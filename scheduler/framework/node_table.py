@@ -49,6 +49,17 @@ class TableView(Protocol):
     @property
     def idle(self) -> IntMatrix: ...
 
+    @property
+    def releasing(self) -> IntMatrix:
+        """Per row, the room held by pods being evicted (part of ``idle``'s used room)."""
+        ...
+
+    @property
+    def nonzero_pad(self) -> IntMatrix:
+        """Per row, what kube's scores add to the node's used room for containers that
+        name no CPU or memory request (``NodeInfo.nonzero_pad``)."""
+        ...
+
     def __len__(self) -> int: ...
 
     def vector(self, res: Mapping[str, int]) -> IntVector: ...
@@ -113,6 +124,7 @@ class NodeTable:
             self.idle: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.nominated: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.releasing: IntMatrix = np.zeros(shape, dtype=np.int64)
+            self.nonzero_pad: IntMatrix = np.zeros(shape, dtype=np.int64)
             self.idle_total: IntVector = np.zeros(len(self.columns), dtype=np.int64)
             return
         # Nodes of a cluster share a few shapes: vectors are built once per distinct value.
@@ -122,6 +134,8 @@ class NodeTable:
         """The sum of ``idle`` over every row (kept in step by the session)."""
         self.nominated = np.array([self.request(n.nominated) for n in self.nodes])
         self.releasing = np.array([self.request(n.releasing) for n in self.nodes])
+        self.nonzero_pad = np.array([self.request(n.nonzero_pad) for n in self.nodes])
+        """Per row, ``NodeInfo.nonzero_pad`` (kept in step by the session)."""
         for i, n in enumerate(self.nodes):
             if not n.nominated.is_zero():
                 self.nominations[i] = {

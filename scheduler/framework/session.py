@@ -248,6 +248,8 @@ class Session:
         as the ``elect`` and ``reserve`` actions leave it (the loop's queue keeps it for
         the next cycle). Plugins read it through their context."""
         self._next_start = 0
+        self._last_pick = -1
+        """The row the last selection by scores took (where ties go next)."""
         self._score_count = nodes_to_score(
             len(self.table), self.config.percentage_of_nodes_to_score
         )
@@ -656,7 +658,7 @@ class Session:
         """Every node filter's verdict on ``task`` against the session's current state;
         with ``releasing``, the room of pods being evicted counts as free."""
         groups = self.ask(NODE_FILTER, task, self.table, releasing)
-        return Fit.of(len(self.table), groups)
+        return Fit.of(len(self.table), groups, releasing=releasing)
 
     def fits_on(self, task: TaskInfo, node: str, *, releasing: bool = False) -> bool:
         """Does ``task`` pass every filter on ``node``?"""
@@ -691,8 +693,11 @@ class Session:
         """The best feasible node for ``task``, scoring a sample as kube-scheduler does.
 
         Feasible rows are taken in order from a start index that moves on after each
-        selection, up to the number of nodes to score; the highest weighted score wins,
-        the first of them in that order on a tie. Deterministic for the same session.
+        selection, up to the number of nodes to score; the highest weighted score wins.
+        Among rows tied for it, the first after the row the last scored selection took (in
+        row order, wrapping round): ties are shared round-robin, as kube-scheduler's random choice
+        among them shares them, and a series of pods that every score finds equal does not
+        pile onto one node. Deterministic for the same session.
         """
         rows = np.flatnonzero(fit.feasible)
         if len(rows) == 0:
@@ -704,8 +709,15 @@ class Session:
         self._next_start = (int(rows[-1]) + 1) % len(self.table)
         if len(rows) == 1 or not self._scorers:
             return self.table.nodes[int(rows[0])]
-        scores = self.ask(NODE_SCORER, task, self.table, rows)
-        return self.table.nodes[int(rows[int(np.argmax(scores))])]
+        scores = self.ask(NODE_SCORER, task, self.table, rows, fit.releasing)
+        tied = rows[scores == scores.max()]
+        if len(tied) > 1:
+            after = (tied - self._last_pick - 1) % len(self.table)
+            row = int(tied[int(np.argmin(after))])
+        else:
+            row = int(tied[0])
+        self._last_pick = row
+        return self.table.nodes[row]
 
     def statement(self) -> Statement:
         return Statement(self)
@@ -813,14 +825,19 @@ class Session:
         if status not in USES_NODE:
             return
         row = table.row[node]
+        pad = task.spec.nonzero_pad
         if sign > 0:
             table.idle[row] += vec
             table.idle_total += vec
+            if pad:
+                table.nonzero_pad[row] -= table.request(pad)
             if status is TaskStatus.RELEASING:
                 table.releasing[row] -= vec
         else:
             table.idle[row] -= vec
             table.idle_total -= vec
+            if pad:
+                table.nonzero_pad[row] += table.request(pad)
             if status is TaskStatus.RELEASING:
                 table.releasing[row] += vec
 

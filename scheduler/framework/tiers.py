@@ -218,13 +218,17 @@ def largest(
 
 
 def weighted_score(
-    regs: Sequence[Registration[NodeScorer]], task: TaskInfo, table: TableView, rows: IndexVector
+    regs: Sequence[Registration[NodeScorer]],
+    task: TaskInfo,
+    table: TableView,
+    rows: IndexVector,
+    releasing: bool,
 ) -> FloatVector:
     total: FloatVector = np.zeros(len(rows), dtype=np.float64)
     for reg in regs:
         if reg.weight:
             try:
-                total += reg.weight * reg.hook(task, table, rows)
+                total += reg.weight * reg.hook(task, table, rows, releasing)
             except Exception as exc:
                 raise blame(reg, exc) from exc
     return total

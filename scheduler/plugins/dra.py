@@ -392,9 +392,13 @@ class DraPlugin:
             return True
         return self._outcome(row, todo, self._free(task, releasing)).ok
 
-    def score(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
+    def score(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool, /
+    ) -> FloatVector:
         """Nodes that give a pod the earlier alternatives of its ``firstAvailable``
-        requests score higher (module docstring)."""
+        requests score higher (module docstring). The same whether or not pods are being
+        evicted (``releasing``): devices are counted as the allocation plans them."""
+        del releasing
         out: FloatVector = np.zeros(len(rows), dtype=np.float64)
         if not task.spec.resource_claims or self._view is None:
             return out

@@ -418,8 +418,12 @@ class GpuSharePlugin:
 
     # The scorer -------------------------------------------------------------------------------
 
-    def score(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
-        """Binpack, in [0, 100]: prefer nodes whose devices are already partly used."""
+    def score(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool, /
+    ) -> FloatVector:
+        """Binpack, in [0, 100]: prefer nodes whose devices are already partly used
+        (whether or not pods are being evicted: ``releasing`` changes nothing here)."""
+        del releasing
         out: FloatVector = np.zeros(len(rows), dtype=np.float64)
         demand = self.demand(task)
         if demand is None or demand.invalid:

@@ -1,28 +1,37 @@
 """nodeorder: kube-scheduler's node scores, vectorised over the rows being scored (layer 2).
 
-Up to four :class:`~scheduler.framework.extension_points.NodeScorer` hooks, one per
-non-zero weight of :class:`NodeOrderArguments`, each returning scores in [0, 100]:
+Up to five :class:`~scheduler.framework.extension_points.NodeScorer` hooks, one per
+non-zero weight of :class:`NodeOrderArguments`, each returning scores in [0, 100] computed
+with kube-scheduler's integer arithmetic (so that its ties are Sluice's ties):
 
 ====================  ==========================================================================
-scorer                score of a node, from ``requested = used + request`` per resource
+scorer                score of a node (kube-scheduler's plugin)
 ====================  ==========================================================================
-least allocated       weighted mean of ``(allocatable - requested) / allocatable * 100``
-                      (0 when over-requested): spreads pods (kube's LeastAllocated)
-most allocated        weighted mean of ``requested / allocatable * 100``, capped at 100:
-                      packs pods (kube's MostAllocated, Volcano's binpack)
-balanced allocation   ``(1 - std) * 100`` of the fractions ``requested / allocatable`` (capped
-                      at 1): prefers nodes whose resources are used evenly
-preferred affinity    sum of the weights of the matching preferred node affinity terms,
-                      normalised to 0..100 by the maximum among the rows scored
-taint toleration      fewer ``PreferNoSchedule`` taints the pod does not tolerate is better:
-                      ``(1 - count / max count) * 100`` among the rows scored (kube's
-                      TaintToleration score)
+least allocated       weighted mean of ``(allocatable - requested) * 100 // allocatable`` (0 when
+                      over-requested): spreads pods (NodeResourcesFit, LeastAllocated)
+most allocated        weighted mean of ``requested * 100 // allocatable``, requested capped at
+                      allocatable: packs pods (MostAllocated, Volcano's binpack)
+balanced allocation   ``50 + (50 + balance with the pod - balance without it) // 2``, where a
+                      balance is ``int((1 - std) * 100)`` of the fractions ``requested /
+                      allocatable`` (capped at 1): prefers placements that even out a node's
+                      use of its resources (NodeResourcesBalancedAllocation); a pod that asks
+                      none of the resources is not scored by it
+preferred affinity    sum of the weights of the matching preferred node affinity terms, ``* 100
+                      //`` the largest among the rows scored (NodeAffinity)
+taint toleration      ``100 - count * 100 //`` the largest count among the rows scored, of the
+                      ``PreferNoSchedule`` taints the pod does not tolerate (TaintToleration)
 ====================  ==========================================================================
+
+The least and most allocated scores count *non-zero* requests, as kube does: the pods on
+a node and the pod placed count 100m CPU and 200Mi memory for each container that names
+no request (``NodeInfo.nonzero_pad``, ``PodSpecView.score_pad``), so pods that ask for
+nothing still spread. Balanced allocation counts the requests as they are.
 
 The resources and their weights are ``NodeOrderArguments.resources``. As in
-kube-scheduler, a resource a node does not offer (allocatable 0) scores 0 and is left out
-of that node's mean, so a GPU weight does not push CPU-only pods onto GPU nodes; a node
-offering none of the resources scores 0.
+kube-scheduler, a resource a node does not offer (allocatable 0) is left out of that
+node's mean, and so is an extended resource (any but cpu, memory and
+ephemeral-storage) the pod does not ask for, so a GPU weight does not push CPU-only pods
+onto or away from GPU nodes; a node left with no resource scores 0.
 """
 
 from __future__ import annotations
@@ -30,17 +39,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from scheduler.api.pod import PreferredTerm, Taint, Toleration
+from scheduler.api.resource import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import NODE_SCORER, HookSet, PluginContext
 from scheduler.framework.node_labels import NodeLabelIndex
-from scheduler.framework.node_table import FloatVector, IndexVector, TableView
-
-FloatMatrix = npt.NDArray[np.float64]
+from scheduler.framework.node_table import (
+    BoolVector,
+    FloatVector,
+    IndexVector,
+    IntMatrix,
+    IntVector,
+    TableView,
+)
 
 MAX_SCORE = 100.0
+
+NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
+"""Resources kube scores for every pod; any other is scored only for pods that ask it."""
 
 
 def _default_resources() -> dict[str, int]:
@@ -63,8 +80,9 @@ class NodeOrderArguments:
     """Weight of the balanced allocation score."""
     nodeAffinityWeight: int = 2
     """Weight of the preferred node affinity score."""
-    taintTolerationWeight: int = 1
-    """Weight of the taint toleration score (untolerated ``PreferNoSchedule`` taints)."""
+    taintTolerationWeight: int = 3
+    """Weight of the taint toleration score (untolerated ``PreferNoSchedule`` taints); 3,
+    kube-scheduler's default weight of TaintToleration."""
     resources: dict[str, int] = field(default_factory=_default_resources)
     """Resource name to weight, for the three allocation scores. Balanced allocation takes
     the names with a non-zero weight and weighs them equally."""
@@ -86,11 +104,12 @@ class NodeOrderArguments:
 
 
 class NodeOrderPlugin:
-    """Node scores by allocation and preferred node affinity. One instance per session.
+    """Node scores by allocation, preferred node affinity and soft taints. One instance
+    per session.
 
-    What depends only on allocatable (which does not change within a session) is computed
-    at ``open``: per row, the inverse of each resource's allocatable, the weights of the
-    resources it offers and their inverse sum. A call reads only ``idle`` for its rows.
+    What depends only on allocatable (which does not change within a session) is taken at
+    ``open``: the columns of the weighted resources, their allocatable per row, which are
+    extended resources. A call reads ``idle`` and ``nonzero_pad`` for its rows.
     """
 
     name = "nodeorder"
@@ -99,39 +118,29 @@ class NodeOrderPlugin:
         self.arguments = arguments if arguments is not None else NodeOrderArguments()
         self._labels = NodeLabelIndex(())
         self._cols: IndexVector = np.zeros(0, dtype=np.intp)
-        self._alloc: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
-        self._inverse: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
-        self._weight_vector: FloatVector = np.zeros(0, dtype=np.float64)
-        self._weight_share: FloatVector = np.zeros(0, dtype=np.float64)
-        self._any_weight: FloatVector = np.zeros(0, dtype=np.float64)
-        self._ones: FloatVector = np.zeros(0, dtype=np.float64)
-        self._offered: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
-        self._count_share: FloatVector = np.zeros(0, dtype=np.float64)
-        self._preferred: dict[tuple[PreferredTerm, ...], FloatVector] = {}
+        self._alloc: IntMatrix = np.zeros((0, 0), dtype=np.int64)
+        self._weights: IntVector = np.zeros(0, dtype=np.int64)
+        self._scalar: BoolVector = np.zeros(0, dtype=np.bool_)
+        self._preferred: dict[tuple[PreferredTerm, ...], IntVector] = {}
         self._soft_taints: list[tuple[Taint, ...]] = []
         """Per row, the node's ``PreferNoSchedule`` taints."""
-        self._untolerated: dict[tuple[Toleration, ...], FloatVector] = {}
+        self._untolerated: dict[tuple[Toleration, ...], IntVector] = {}
 
     def open(self, context: PluginContext, hooks: HookSet, /) -> None:
         table = context.table
         args = self.arguments
         self._labels = NodeLabelIndex(table.nodes)
-        # Resources no column holds are offered by no node: left out of every mean.
+        # Resources no column holds are offered by no node: left out of every mean; and a
+        # pod slot is no resource kube scores.
         used = [
-            (table.col[r], w) for r, w in sorted(args.resources.items()) if w and r in table.col
+            (table.col[r], w, r)
+            for r, w in sorted(args.resources.items())
+            if w and r in table.col and r != PODS
         ]
-        self._cols = np.array([j for j, _ in used], dtype=np.intp)
-        alloc = table.allocatable.take(self._cols, axis=1).astype(np.float64)
-        offered = alloc > 0
-        self._alloc = alloc
-        self._offered = offered.astype(np.float64)
-        self._inverse = np.divide(1.0, alloc, out=np.zeros_like(alloc), where=offered)
-        self._weight_vector = np.array([w for _, w in used], dtype=np.float64)
-        total = np.where(offered, self._weight_vector, 0.0).sum(axis=1)
-        self._weight_share = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
-        self._any_weight = (total > 0).astype(np.float64)
-        self._ones = np.ones(len(used), dtype=np.float64)
-        self._count_share = 1.0 / np.maximum(offered.sum(axis=1), 1)
+        self._cols = np.array([j for j, _, _ in used], dtype=np.intp)
+        self._alloc = table.allocatable.take(self._cols, axis=1)
+        self._weights = np.array([w for _, w, _ in used], dtype=np.int64)
+        self._scalar = np.array([r not in NATIVE for _, _, r in used], dtype=np.bool_)
         if args.leastAllocatedWeight:
             hooks.add(NODE_SCORER, self.least_allocated, args.leastAllocatedWeight)
         if args.mostAllocatedWeight:
@@ -154,88 +163,123 @@ class NodeOrderPlugin:
 
     # Allocation ----------------------------------------------------------------------------
 
-    def _fractions(self, task: TaskInfo, table: TableView, rows: IndexVector) -> FloatMatrix:
-        """``requested / allocatable`` per (row, resource), within [0, 1]; 0 where a resource
-        is not offered. A fresh array the caller may change."""
-        fractions: FloatMatrix = self._alloc.take(rows, axis=0)
-        fractions -= table.idle.take(rows, axis=0).take(self._cols, axis=1)
-        fractions += table.request(task.request).take(self._cols)
-        fractions *= self._inverse.take(rows, axis=0)
-        np.minimum(fractions, 1.0, out=fractions)
-        np.maximum(fractions, 0.0, out=fractions)
-        return fractions
+    def _allocation(
+        self,
+        table: TableView,
+        rows: IndexVector,
+        request: IntVector,
+        *,
+        nonzero: bool,
+        releasing: bool,
+    ) -> tuple[IntMatrix, IntMatrix, BoolVector]:
+        """(allocatable, requested before the pod, which resources count) per (row,
+        resource): requested is the node's non-zero requested with ``nonzero``, less the
+        room of pods being evicted with ``releasing`` (their non-zero pads stay counted). A
+        resource counts where the node offers it, unless it is an extended resource the pod
+        does not ask for (``request``: the pod's, per resource)."""
+        alloc: IntMatrix = self._alloc.take(rows, axis=0)
+        cols = self._cols
+        used: IntMatrix = alloc - table.idle.take(rows, axis=0).take(cols, axis=1)
+        if releasing:
+            used -= table.releasing.take(rows, axis=0).take(cols, axis=1)
+        if nonzero:
+            used += table.nonzero_pad.take(rows, axis=0).take(cols, axis=1)
+        counted = (alloc > 0) & ~(self._scalar & (request == 0))
+        return alloc, used, counted
 
-    def _weighted_mean(self, fractions: FloatMatrix, rows: IndexVector) -> FloatVector:
-        """Per row, the mean of ``fractions`` weighted over the resources the node offers
-        (fractions are 0 where it offers none, so a plain dot product sums the right terms)."""
-        mean: FloatVector = fractions.dot(self._weight_vector)
-        mean *= self._weight_share.take(rows)
-        return mean
+    def _weighted_mean(self, scores: IntMatrix, counted: BoolVector) -> FloatVector:
+        """Per row, ``sum(score * weight) // sum(weight)`` over the counted resources; 0 where
+        none counts (kube's integer mean)."""
+        weights = np.where(counted, self._weights, 0)
+        total = weights.sum(axis=1)
+        mean = (scores * weights).sum(axis=1) // np.maximum(total, 1)
+        out: FloatVector = np.where(total > 0, mean, 0).astype(np.float64)
+        return out
+
+    def _scored_request(self, task: TaskInfo, table: TableView) -> IntVector:
+        """The pod's request as kube's least and most allocated scores count it (non-zero
+        CPU and memory), per scored resource."""
+        request: IntVector = table.request(task.request).take(self._cols)
+        pad = task.spec.score_pad
+        if pad:
+            request = request + table.vector(pad).take(self._cols)
+        return request
 
     def least_allocated(
-        self, task: TaskInfo, table: TableView, rows: IndexVector, /
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
     ) -> FloatVector:
-        """Higher for emptier nodes: ``(allocatable - requested) / allocatable * 100``."""
-        mean = self._weighted_mean(self._fractions(task, table, rows), rows)
-        # The weighted mean of 1 - f is 1 - mean(f) where some resource is offered, else 0.
-        out: FloatVector = self._any_weight.take(rows) - mean
-        out *= MAX_SCORE
-        return out
+        """Higher for emptier nodes: ``(allocatable - requested) * 100 // allocatable``."""
+        request = self._scored_request(task, table)
+        alloc, used, counted = self._allocation(
+            table, rows, request, nonzero=True, releasing=releasing
+        )
+        requested = used + request
+        free = np.maximum(alloc - requested, 0)
+        scores = free * int(MAX_SCORE) // np.maximum(alloc, 1)
+        return self._weighted_mean(scores, counted)
 
-    def most_allocated(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
-        """Higher for fuller nodes: ``requested / allocatable * 100``, capped at 100."""
-        out = self._weighted_mean(self._fractions(task, table, rows), rows)
-        out *= MAX_SCORE
-        return out
+    def most_allocated(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
+    ) -> FloatVector:
+        """Higher for fuller nodes: ``requested * 100 // allocatable``, requested capped."""
+        request = self._scored_request(task, table)
+        alloc, used, counted = self._allocation(
+            table, rows, request, nonzero=True, releasing=releasing
+        )
+        requested = np.minimum(used + request, alloc)
+        scores = requested * int(MAX_SCORE) // np.maximum(alloc, 1)
+        return self._weighted_mean(scores, counted)
 
     def balanced_allocation(
-        self, task: TaskInfo, table: TableView, rows: IndexVector, /
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
     ) -> FloatVector:
-        """``(1 - std) * 100`` of the fractions of the offered resources (std 0 for one)."""
-        fractions = self._fractions(task, table, rows)
-        share = self._count_share.take(rows)
-        ones = self._ones
-        # Fractions are 0 where not offered: the mean over the offered ones is sum * share.
-        # Deviations are taken directly (not E[f^2] - mean^2) so equal fractions give
-        # exactly 100 and ties between nodes stay ties.
-        mean = fractions.dot(ones) * share
-        fractions -= mean[:, None]
-        fractions *= self._offered.take(rows, axis=0)
-        fractions *= fractions
-        std = np.sqrt(fractions.dot(ones) * share)
-        # Fractions lie in [0, 1], so std <= 0.5 and the score in [50, 100].
-        out: FloatVector = (1.0 - std) * MAX_SCORE
+        """``50 + (50 + balance with the pod - balance without it) // 2`` (module docstring);
+        0 everywhere for a pod that asks none of the resources (kube skips it)."""
+        request: IntVector = table.request(task.request).take(self._cols)
+        if not request.any():
+            return np.zeros(len(rows), dtype=np.float64)
+        alloc, used, counted = self._allocation(
+            table, rows, request, nonzero=False, releasing=releasing
+        )
+        with_pod = _balance(used + request, alloc, counted)
+        without = _balance(used, alloc, counted)
+        out: FloatVector = (50 + (50 + with_pod - without) // 2).astype(np.float64)
         return out
 
     # Preferred node affinity ---------------------------------------------------------------
 
-    def node_affinity(self, task: TaskInfo, table: TableView, rows: IndexVector, /) -> FloatVector:
-        """Matching preferred terms' weights, scaled so the best of ``rows`` scores 100."""
+    def node_affinity(
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
+    ) -> FloatVector:
+        """Matching preferred terms' weights, scaled so the best of ``rows`` scores 100
+        (node labels only: ``releasing`` changes nothing)."""
+        del releasing
         terms = task.spec.preferred_terms
         if not terms:
             return np.zeros(len(rows), dtype=np.float64)
         raw = self._preferred.get(terms)
         if raw is None:
-            raw = np.zeros(len(table), dtype=np.float64)
+            raw = np.zeros(len(table), dtype=np.int64)
             for term in terms:
                 raw += term.weight * self._labels.term(term.term)
             raw.flags.writeable = False
             self._preferred[terms] = raw
         sums = raw[rows]
-        top = float(sums.max()) if len(sums) else 0.0
-        if top <= 0.0:
+        top = int(sums.max()) if len(sums) else 0
+        if top <= 0:
             return np.zeros(len(rows), dtype=np.float64)
-        out: FloatVector = np.clip(sums * (MAX_SCORE / top), 0.0, MAX_SCORE)
+        out: FloatVector = (np.maximum(sums, 0) * int(MAX_SCORE) // top).astype(np.float64)
         return out
 
     # Taint toleration ------------------------------------------------------------------------
 
     def taint_toleration(
-        self, task: TaskInfo, table: TableView, rows: IndexVector, /
+        self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
     ) -> FloatVector:
         """100 where the pod tolerates every ``PreferNoSchedule`` taint, down to 0 on the row
-        of ``rows`` with the most it does not tolerate. Registered only when some node has
-        such a taint."""
+        of ``rows`` with the most it does not tolerate (``releasing`` changes nothing).
+        Registered only when some node has such a taint."""
+        del releasing
         tolerations = task.spec.tolerations
         raw = self._untolerated.get(tolerations)
         if raw is None:
@@ -244,13 +288,38 @@ class NodeOrderPlugin:
                     sum(1 for t in taints if not any(x.tolerates(t) for x in tolerations))
                     for taints in self._soft_taints
                 ],
-                dtype=np.float64,
+                dtype=np.int64,
             )
             raw.flags.writeable = False
             self._untolerated[tolerations] = raw
         counts = raw[rows]
-        top = float(counts.max()) if len(counts) else 0.0
-        if top <= 0.0:
+        top = int(counts.max()) if len(counts) else 0
+        if top <= 0:
             return np.full(len(rows), MAX_SCORE, dtype=np.float64)
-        out: FloatVector = (1.0 - counts / top) * MAX_SCORE
+        out: FloatVector = (int(MAX_SCORE) - counts * int(MAX_SCORE) // top).astype(np.float64)
         return out
+
+
+def _balance(requested: IntMatrix, alloc: IntMatrix, counted: BoolVector) -> IntVector:
+    """Per row, ``int((1 - std) * 100)`` of the fractions ``requested / allocatable`` (capped
+    at 1) of the counted resources, as kube's ``balancedResourceScore``: for two resources
+    the std is ``|f1 - f2| / 2``, for one or none 0."""
+    fractions = np.minimum(requested / np.maximum(alloc, 1), 1.0)
+    fractions = np.where(counted, fractions, 0.0)
+    count = np.asarray(counted).sum(axis=1)
+    std = np.zeros(len(requested), dtype=np.float64)
+    two = count == 2
+    if two.any():
+        # The two counted fractions, in column order.
+        order = np.argsort(~np.asarray(counted, dtype=np.bool_), axis=1, kind="stable")
+        first = np.take_along_axis(fractions, order[:, :1], axis=1)[:, 0]
+        second = np.take_along_axis(fractions, order[:, 1:2], axis=1)[:, 0]
+        std = np.where(two, np.abs((first - second) / 2), std)
+    more = count > 2
+    if more.any():
+        n = np.maximum(count, 1)
+        mean = fractions.sum(axis=1) / n
+        deviations = np.where(counted, (fractions - mean[:, None]) ** 2, 0.0)
+        std = np.where(more, np.sqrt(deviations.sum(axis=1) / n), std)
+    out: IntVector = np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
+    return out

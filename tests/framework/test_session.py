@@ -80,7 +80,7 @@ class Answers:
     overused: bool | None = None
     victims: Callable[[list[TaskInfo]], list[TaskInfo]] | None = None
     job_key: Callable[[JobInfo], tuple[Any, ...]] | None = None
-    score: Callable[[TaskInfo, Any, Any], Any] | None = None
+    score: Callable[[TaskInfo, Any, Any, bool], Any] | None = None
 
 
 def fake(name: str, answers: Answers) -> PluginSpec:
@@ -283,7 +283,7 @@ def test_order_keys_are_lexicographic_with_identity_last() -> None:
 
 
 def test_select_node_takes_the_best_score_first_on_tie() -> None:
-    def prefer_n3(task: TaskInfo, table: Any, rows: Any) -> Any:
+    def prefer_n3(task: TaskInfo, table: Any, rows: Any, releasing: bool) -> Any:
         return np.array([100.0 if table.nodes[r].name == "n3" else 0.0 for r in rows])
 
     session = session_of([Answers(score=prefer_n3)], nodes=4)

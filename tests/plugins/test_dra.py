@@ -360,7 +360,7 @@ def test_nodes_giving_earlier_alternatives_score_higher(
     ]
     session = open_(objects)
     task = task_of(session, "p")
-    got = plugin(session).score(task, session.table, np.arange(len(session.table)))
+    got = plugin(session).score(task, session.table, np.arange(len(session.table)), False)
     assert got.tolist() == scores
     picked = session.select_node(task, session.fit(task))
     assert picked is not None and picked.name == chosen

@@ -430,10 +430,10 @@ def test_scorer_prefers_partly_used_devices() -> None:
     session = open_(nodes, pods)
     p = plugin(session)
     rows = np.arange(3)
-    assert p.score(task_of(session, "s"), session.table, rows).tolist() == [0.0, 50.0, 0.0]
-    assert p.score(task_of(session, "x"), session.table, rows).tolist() == [0.0, 50.0, 25.0]
-    assert p.score(task_of(session, "a"), session.table, rows).tolist() == [0.0, 50.0, 0.0]
-    assert p.score(task_of(session, "s"), session.table, rows[:0]).tolist() == []
+    assert p.score(task_of(session, "s"), session.table, rows, False).tolist() == [0.0, 50.0, 0.0]
+    assert p.score(task_of(session, "x"), session.table, rows, False).tolist() == [0.0, 50.0, 25.0]
+    assert p.score(task_of(session, "a"), session.table, rows, False).tolist() == [0.0, 50.0, 0.0]
+    assert p.score(task_of(session, "s"), session.table, rows[:0], False).tolist() == []
 
 
 # --------------------------------------------------------------------------------------------

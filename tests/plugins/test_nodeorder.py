@@ -1,4 +1,5 @@
-"""Tests of scheduler.plugins.nodeorder: the four scores, their weights, their arguments."""
+"""Tests of scheduler.plugins.nodeorder: kube-scheduler's scores with its integer arithmetic
+and non-zero requests, their weights, their arguments."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ def chosen(session: Session, name: str) -> str:
 
 BUSY_AND_IDLE = [node("busy", cpu="4", memory="8Gi"), node("idle", cpu="4", memory="8Gi")]
 HOG = pod("hog", node="busy", cpu="2", memory="4Gi")
+GPU_CONTAINER = {
+    "name": "c",
+    "resources": {"requests": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}},
+}
 
 
 @pytest.mark.parametrize(
@@ -83,7 +88,8 @@ def test_least_and_most_allocated_pick_opposite_nodes(
         # requested after placing p (1 cpu, 2Gi): busy 3/4 cpu, 6/8 mem; idle 1/4 cpu, 2/8 mem
         pytest.param("least_allocated", {"busy": 25.0, "idle": 75.0}, id="least"),
         pytest.param("most_allocated", {"busy": 75.0, "idle": 25.0}, id="most"),
-        pytest.param("balanced_allocation", {"busy": 100.0, "idle": 100.0}, id="balanced"),
+        # balance unchanged by p on either node (fractions stay equal): 50 + 50 // 2
+        pytest.param("balanced_allocation", {"busy": 75.0, "idle": 75.0}, id="balanced"),
     ],
 )
 def test_allocation_scores(scorer: str, expected: dict[str, float]) -> None:
@@ -94,30 +100,37 @@ def test_allocation_scores(scorer: str, expected: dict[str, float]) -> None:
 def test_resource_weights_weigh_the_mean() -> None:
     arguments = {"resources": {"cpu": 3, "memory": 1}}
     session = open_(BUSY_AND_IDLE, [HOG, pod("p", cpu="1", memory="0")], arguments)
-    # busy: cpu (4-3)/4 = 25, memory (8-4)/8 = 50 -> (3*25 + 50) / 4
-    assert scores(session, "p", "least_allocated") == {"busy": 31.25, "idle": 81.25}
+    # busy: cpu (4-3)/4 = 25, memory (8-4)/8 = 50 -> (3*25 + 50) // 4 (kube's integer mean)
+    assert scores(session, "p", "least_allocated") == {"busy": 31.0, "idle": 81.0}
 
 
 def test_over_requested_nodes_are_capped() -> None:
     session = open_([node("small", cpu="1", memory="1Gi")], [pod("p", cpu="2", memory="2Gi")], {})
     assert scores(session, "p", "least_allocated") == {"small": 0.0}
     assert scores(session, "p", "most_allocated") == {"small": 100.0}
-    assert scores(session, "p", "balanced_allocation") == {"small": 100.0}
+    assert scores(session, "p", "balanced_allocation") == {"small": 75.0}
 
 
 def test_a_resource_a_node_does_not_offer_is_left_out() -> None:
     arguments = {"resources": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 5}}
     nodes = [node("cpu-only", cpu="4", memory="8Gi"), node("gpu", cpu="4", memory="8Gi", gpus=4)]
     session = open_(nodes, [pod("p", cpu="1", memory="2Gi")], arguments)
-    # gpu: 100 for 0/4 gpus used, weighted 5; cpu-only: cpu and memory only.
-    least = scores(session, "p", "least_allocated")
-    assert least == {"cpu-only": 75.0, "gpu": pytest.approx((75 + 75 + 5 * 100) / 7)}
-    most = scores(session, "p", "most_allocated")
-    assert most == {"cpu-only": 25.0, "gpu": pytest.approx((25 + 25 + 5 * 0) / 7)}
-    # balanced: std of (0.25, 0.25) is 0; of (0.25, 0.25, 0) is 0.1178...
-    balanced = scores(session, "p", "balanced_allocation")
-    assert balanced["cpu-only"] == 100.0
-    assert balanced["gpu"] == pytest.approx((1 - np.std([0.25, 0.25, 0.0])) * 100, abs=1e-5)
+    # p asks no GPU: the GPU is left out of its scores on every node (kube skips an
+    # extended resource the pod does not ask for).
+    assert scores(session, "p", "least_allocated") == {"cpu-only": 75.0, "gpu": 75.0}
+    assert scores(session, "p", "most_allocated") == {"cpu-only": 25.0, "gpu": 25.0}
+    assert scores(session, "p", "balanced_allocation") == {"cpu-only": 75.0, "gpu": 75.0}
+
+
+def test_an_extended_resource_the_pod_asks_is_scored_where_offered() -> None:
+    arguments = {"resources": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 5}}
+    nodes = [node("cpu-only", cpu="4", memory="8Gi"), node("gpu", cpu="4", memory="8Gi", gpus=2)]
+    gpu_pod = pod("p", cpu="1", memory="2Gi", containers=[GPU_CONTAINER])
+    session = open_(nodes, [gpu_pod], arguments)
+    # gpu: cpu 75, memory 75, gpu (2-1)/2 = 50 weighted 5: (75 + 75 + 250) // 7; cpu-only
+    # offers no GPU: cpu and memory only.
+    assert scores(session, "p", "least_allocated") == {"cpu-only": 75.0, "gpu": 57.0}
+    assert scores(session, "p", "most_allocated") == {"cpu-only": 25.0, "gpu": 42.0}
 
 
 def test_a_node_offering_none_of_the_resources_scores_zero() -> None:
@@ -125,20 +138,38 @@ def test_a_node_offering_none_of_the_resources_scores_zero() -> None:
     session = open_([node("n1")], [pod("p")], arguments)
     assert scores(session, "p", "least_allocated") == {"n1": 0.0}
     assert scores(session, "p", "most_allocated") == {"n1": 0.0}
-    assert scores(session, "p", "balanced_allocation") == {"n1": 100.0}
+    # p asks none of the resources: balanced allocation does not score it.
+    assert scores(session, "p", "balanced_allocation") == {"n1": 0.0}
 
 
-def test_balanced_allocation_prefers_the_balanced_node() -> None:
+def test_balanced_allocation_prefers_the_placement_that_evens_a_node_out() -> None:
     nodes = [node("cpu-heavy", cpu="4", memory="8Gi"), node("even", cpu="4", memory="8Gi")]
     pods = [
         pod("cpu-hog", node="cpu-heavy", cpu="3", memory="1Gi"),
         pod("even-pod", node="even", cpu="1", memory="2Gi"),
-        pod("p", cpu="1", memory="2Gi"),
+        pod("p", cpu="0", memory="4Gi"),
     ]
     session = open_(nodes, pods, ONLY_BALANCED)
-    # cpu-heavy: fractions 1.0 and 3/8 -> std 0.3125; even: 0.5 and 0.5 -> std 0
-    assert scores(session, "p", "balanced_allocation") == {"cpu-heavy": 68.75, "even": 100.0}
-    assert chosen(session, "p") == "even"
+    # cpu-heavy: (0.75, 0.125) std 0.3125 -> 68 without p; (0.75, 0.625) std 0.0625 -> 93
+    # with it: 50 + (50 + 25) // 2 = 87. even: (0.25, 0.25) -> 100 without, (0.25, 0.75)
+    # -> 75 with: 50 + (50 - 25) // 2 = 62.
+    assert scores(session, "p", "balanced_allocation") == {"cpu-heavy": 87.0, "even": 62.0}
+    assert chosen(session, "p") == "cpu-heavy"
+
+
+def test_a_pod_that_asks_nothing_counts_kubes_non_zero_defaults() -> None:
+    # Two pods that ask for nothing on "first": kube counts 100m and 200Mi each there.
+    nodes = [node("first", cpu="1", memory="1Gi"), node("second", cpu="1", memory="1Gi")]
+    pods = [
+        pod("a", node="first", cpu=None, memory=None),
+        pod("b", node="first", cpu=None, memory=None),
+        pod("p", cpu=None, memory=None),
+    ]
+    session = open_(nodes, pods, ONLY_LEAST)
+    # first: cpu (1000 - 300) * 100 // 1000 = 70, memory (1024 - 600) * 100 // 1024 = 41;
+    # second: 90 and 80.
+    assert scores(session, "p", "least_allocated") == {"first": 55.0, "second": 85.0}
+    assert chosen(session, "p") == "second"
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,7 +213,7 @@ def test_preferred_affinity_is_normalised_by_the_best_node() -> None:
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [
-        pytest.param(["gen", "ssd", "none"], [100.0, 100 / 3, 0.0], id="max-among-given-rows"),
+        pytest.param(["gen", "ssd", "none"], [100.0, 33.0, 0.0], id="max-among-given-rows"),
         pytest.param(["ssd", "none"], [100.0, 0.0], id="smaller-max"),
         pytest.param(["none"], [0.0], id="all-zero"),
         pytest.param([], [], id="no-rows"),
@@ -328,58 +359,95 @@ def test_scores_are_within_bounds(
         assert all(0.0 <= v <= 100.0 for v in values), (scorer, values)
 
 
-def test_equal_fractions_score_exactly_100() -> None:
+def test_equal_fractions_before_and_after_score_75() -> None:
     nodes = [node("a", cpu="10", memory="10Gi"), node("b", cpu="3", memory="3Gi")]
     session = open_(
         nodes, [pod("x", node="a", cpu="2", memory="2Gi"), pod("p", cpu="1", memory="1Gi")], {}
     )
-    assert scores(session, "p", "balanced_allocation") == {"a": 100.0, "b": 100.0}
+    assert scores(session, "p", "balanced_allocation") == {"a": 75.0, "b": 75.0}
 
 
 # --------------------------------------------------------------------------------------------
 # Property: the vectorised scores agree with kube-scheduler's formulas written per node
 
+NATIVE = ("cpu", "memory", "ephemeral-storage")
+
 
 def reference_scores(
-    allocatable: Mapping[str, int], requested: Mapping[str, int], weights: Mapping[str, int]
-) -> tuple[float, float, float]:
-    """(least, most, balanced) for one node, as kube-scheduler's resource allocation scorers."""
-    least = most = total = 0.0
-    fractions = []
-    for name, weight in weights.items():
+    allocatable: Mapping[str, int],
+    *,
+    requested: Mapping[str, int],
+    nonzero: Mapping[str, int],
+    pod_request: Mapping[str, int],
+    pod_nonzero: Mapping[str, int],
+    weights: Mapping[str, int],
+) -> tuple[int, int, int]:
+    """(least, most, balanced) for one node, as kube-scheduler's resource allocation
+    scorers compute them, one resource at a time, in integers: ``requested`` is what the
+    node's pods ask, ``nonzero`` the same counting kube's defaults for containers that ask
+    no CPU or memory; likewise ``pod_request`` and ``pod_nonzero`` for the pod placed."""
+    least = most = total = 0
+    with_pod, without = [], []
+    for name, weight in sorted(weights.items()):
         alloc = allocatable.get(name, 0)
-        if weight == 0 or alloc == 0:
+        asked = pod_request.get(name, 0)
+        if weight == 0 or alloc == 0 or name == "pods" or (name not in NATIVE and asked == 0):
             continue
-        req = requested.get(name, 0)
-        least += weight * (0.0 if req > alloc else (alloc - req) / alloc * 100)
-        most += weight * min(req, alloc) / alloc * 100
+        req = nonzero.get(name, 0) + pod_nonzero.get(name, 0)
+        least += weight * (0 if req > alloc else (alloc - req) * 100 // alloc)
+        most += weight * (min(req, alloc) * 100 // alloc)
         total += weight
-        fractions.append(min(req / alloc, 1.0))
-    balanced = (1 - float(np.std(fractions))) * 100 if fractions else 100.0
-    return (least / total, most / total, balanced) if total else (0.0, 0.0, balanced)
+        with_pod.append(min((requested.get(name, 0) + asked) / alloc, 1.0))
+        without.append(min(requested.get(name, 0) / alloc, 1.0))
+
+    def balance(fractions: list[float]) -> int:
+        if len(fractions) == 2:
+            return int((1 - abs((fractions[0] - fractions[1]) / 2)) * 100)
+        if len(fractions) > 2:
+            mean = sum(fractions) / len(fractions)
+            std = (sum((f - mean) ** 2 for f in fractions) / len(fractions)) ** 0.5
+            return int((1 - std) * 100)
+        return 100
+
+    best_effort = all(pod_request.get(n, 0) == 0 for n, w in weights.items() if w)
+    balanced = 0 if best_effort else 50 + (50 + balance(with_pod) - balance(without)) // 2
+    return (least // total, most // total, balanced) if total else (0, 0, balanced)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.lists(
         st.tuples(st.integers(1, 16), st.integers(1, 64), st.sampled_from([None, 0, 2, 8])),
         min_size=1,
         max_size=4,
     ),
-    st.lists(st.tuples(st.integers(0, 8000), st.integers(0, 32), st.integers(0, 4)), max_size=6),
-    st.tuples(st.integers(0, 8000), st.integers(0, 32), st.integers(0, 8)),
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, 0, 300, 8000]),
+            st.sampled_from([None, 0, 1, 32]),
+            st.integers(0, 4),
+        ),
+        max_size=6,
+    ),
+    st.tuples(
+        st.sampled_from([None, 0, 250, 8000]), st.sampled_from([None, 0, 1, 32]), st.integers(0, 8)
+    ),
     st.dictionaries(
         st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(0, 5), min_size=1
     ),
 )
 def test_allocation_scores_match_a_per_node_reference(
     shapes: list[tuple[int, int, int | None]],
-    running: list[tuple[int, int, int]],
-    incoming: tuple[int, int, int],
+    running: list[tuple[int | None, int | None, int]],
+    incoming: tuple[int | None, int | None, int],
     weights: dict[str, int],
 ) -> None:
-    def containers(cpu: int, mem: int, gpu: int) -> list[Obj]:
-        requests = {"cpu": f"{cpu}m", "memory": f"{mem}Gi", "nvidia.com/gpu": str(gpu)}
+    def containers(cpu: int | None, mem: int | None, gpu: int) -> list[Obj]:
+        requests: Obj = {"nvidia.com/gpu": str(gpu)}
+        if cpu is not None:
+            requests["cpu"] = f"{cpu}m"
+        if mem is not None:
+            requests["memory"] = f"{mem}Gi"
         return [{"name": "c", "resources": {"requests": requests}}]
 
     nodes = [
@@ -398,8 +466,15 @@ def test_allocation_scores_match_a_per_node_reference(
         for s in ("least_allocated", "most_allocated", "balanced_allocation")
     }
     for n in session.table.nodes:
-        want = reference_scores(n.allocatable, n.used + task.request, weights)
+        want = reference_scores(
+            n.allocatable,
+            requested=n.used,
+            nonzero=n.used + n.nonzero_pad,
+            pod_request=task.request,
+            pod_nonzero=task.request + task.spec.score_pad,
+            weights=weights,
+        )
         have = tuple(
             got[s][n.name] for s in ("least_allocated", "most_allocated", "balanced_allocation")
         )
-        assert have == pytest.approx(want, abs=1e-4), n.name
+        assert have == want, n.name

@@ -634,9 +634,26 @@ class GangSearch:
     def _place(self, run: _Search) -> bool:
         """Nominate every pending task to a node of the domain (releasing room counted),
         within its queue's share, in ``run.stmt``: True when all were; else what was
-        nominated stays for the caller to roll back."""
+        nominated stays for the caller to roll back.
+
+        The tasks go in task order, each to its best-scored node; when that leaves one
+        without a node, once more largest first (by its largest share of the domain's
+        room in any resource): the scores spread the first tasks over the emptiest nodes,
+        which may be the only ones a larger task behind them fits on."""
         session = run.session
-        for task in run.job.minimums_first(session.order_tasks(list(run.pending))):
+        ordered = run.job.minimums_first(session.order_tasks(list(run.pending)))
+        cp = run.stmt.checkpoint()
+        if self._place_in_order(run, ordered):
+            return True
+        largest = sorted(ordered, key=lambda t: _share(session, t, run.domain), reverse=True)
+        if [t.uid for t in largest] == [t.uid for t in ordered]:
+            return False
+        run.stmt.rollback(cp)
+        return self._place_in_order(run, largest)
+
+    def _place_in_order(self, run: _Search, tasks: Sequence[TaskInfo]) -> bool:
+        session = run.session
+        for task in tasks:
             if not self.policy.queue_allows(session, task):
                 return False
             fit = session.fit(task, releasing=True).restricted(run.domain.rows)
@@ -648,6 +665,15 @@ class GangSearch:
 
 
 # Free functions of one search ------------------------------------------------------------
+
+
+def _share(session: Session, task: TaskInfo, domain: NodeSet) -> float:
+    """``task``'s largest share of ``domain``'s allocatable room in any resource it asks."""
+    table = session.table
+    total = table.allocatable[domain.rows].sum(axis=0)
+    ask = table.request(task.request)
+    shares = np.divide(ask, total, out=np.zeros(len(ask), dtype=np.float64), where=total > 0)
+    return float(shares.max()) if len(shares) else 0.0
 
 
 def _need(session: Session, pending: Sequence[TaskInfo], domain: NodeSet) -> IntVector:

@@ -23,6 +23,7 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
 from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
+from scheduler.cache.placement_objects import PlacementObjects
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.session import Session, open_session
@@ -134,8 +135,12 @@ def snapshot_of(
     pod_groups: Sequence[Obj] = (),
     queues: Sequence[Obj] = (),
     priority_classes: Mapping[str, int] | None = None,
+    objects: Sequence[Obj] = (),
 ) -> Snapshot:
     """A Snapshot as the cache would build it (nodes by name, jobs by uid).
+
+    ``objects``: Namespaces, Services and controllers, as placement reads them
+    (:mod:`scheduler.cache.placement_objects`).
 
     Pods with ``spec.nodeName`` are added to their nodes (non-strict, as the cache does).
     A pod naming a group joins that PodGroup's job: the one given in ``pod_groups``, or
@@ -145,6 +150,11 @@ def snapshot_of(
     classes = dict(priority_classes or {})
     infos = sorted((node_from_object(n) for n in nodes), key=lambda n: n.name)
     snap = Snapshot(nodes={n.name: n for n in infos}, priority_classes=classes)
+    placement = PlacementObjects()
+    for obj in objects:
+        placement.handle(obj["kind"], "ADDED", obj)
+    snap.namespaces = placement.namespaces
+    snap.spread_selectors = placement.selectors
     for q in queues:
         info = queue_from_object(q)
         snap.queues[info.name] = info

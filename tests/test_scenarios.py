@@ -38,6 +38,11 @@ report (the keys are described in scheduler/sim/runner.py and docs/tools/simulat
         - {event: bind, pod: ns/pod, atMost: 5, cycle: 4}
       never:                      # events that never occur: no event has all the
         - {event: dissolve}       # fields of an entry
+      plugin:                     # one plugin's filter verdicts and scores for one pod on
+        name: podtopologyspread   # the cluster at time 0 (tests/plugin_tables.py)
+        pod: ns/pod
+        filter: {node: Success}
+        scores: {node: 100}
 
 A conformance scenario's ``metadata`` also names the case it ports (``source: {file,
 test, case}``) and, for a deliberate departure from the peer's expectation, says why
@@ -69,6 +74,7 @@ import pytest
 import yaml
 
 from scheduler.cli.main import main
+from tests.plugin_tables import check_plugin
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted((HERE / "scenarios").glob("*.yaml"))
@@ -94,6 +100,7 @@ EXPECT_KEYS = frozenset(
         "nominations",
         "timeline",
         "never",
+        "plugin",
     }
 )
 """Every key an ``expect`` (or a departure's ``peerExpect``) may have."""
@@ -223,6 +230,8 @@ def check(expect: dict[str, Any], outcome: Outcome) -> None:
     for fields in expect.get("never") or ():
         seen = [e for e in result["timeline"] if all(e.get(k) == v for k, v in fields.items())]
         assert not seen, f"{fields} occurred: {seen}"
+    if "plugin" in expect:
+        check_plugin(expect["plugin"], outcome.docs)
 
 
 def _id(path: Path) -> str:

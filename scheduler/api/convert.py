@@ -18,6 +18,7 @@ from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.membership import pod_group_ref, pod_preemptable, pod_role, resolve_job_id
 from scheduler.api.node import NodeInfo
+from scheduler.api.owners import controller_ref
 from scheduler.api.pod import PodSpecView, Taint, parse_pod_spec
 from scheduler.api.resource import MAX_AMOUNT, Resource, over_max
 from scheduler.api.selectors import parse_label_selector
@@ -142,6 +143,7 @@ def task_from_pod(
         sluice=spec.get("schedulerName", "default-scheduler") == scheduler_name,
         scheduling_gates=scheduling_gates(pod),
         claim_statuses=claim_statuses(status),
+        controller=controller_ref(pod),
     )
 
 

@@ -21,6 +21,7 @@ from scheduler.api.selectors import (
     parse_label_selector,
     parse_requirement,
 )
+from scheduler.api.spread import SpreadConstraint, parse_spread
 from scheduler.api.volumes.refs import PodVolume, parse_volumes
 
 
@@ -72,12 +73,22 @@ class PreferredTerm:
 
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
-    """Pods matching ``selector`` in ``namespaces`` (empty: the pod's own namespace),
-    counted per domain of ``topology_key``."""
+    """Pods matching ``selector`` in ``namespaces`` or in the namespaces whose labels
+    ``namespace_selector`` matches (neither given: the pod's own namespace; an empty
+    namespace selector: every namespace), counted per domain of ``topology_key``."""
 
     selector: LabelSelector
     namespaces: tuple[str, ...]
     topology_key: str
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedAffinityTerm:
+    """A preferred pod (anti-)affinity term and its weight (1..100)."""
+
+    weight: int
+    term: PodAffinityTerm
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +170,20 @@ class PodSpecView:
     kube's scores read of the pods on a node."""
     score_pad: Resource = ZERO
     """What kube's scores count for the pod being placed beyond ``request`` (likewise)."""
+    preferred_pod_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    """``spec.topologySpreadConstraints`` (:mod:`scheduler.api.spread`)."""
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        """Does the pod have any pod (anti-)affinity term, required or preferred?"""
+        return bool(
+            self.pod_affinity
+            or self.pod_anti_affinity
+            or self.preferred_pod_affinity
+            or self.preferred_pod_anti_affinity
+        )
 
     @property
     def best_effort(self) -> bool:
@@ -261,20 +286,40 @@ def _pod_claims(raw: object, *, obj: str) -> tuple[PodClaim, ...]:
     return tuple(out)
 
 
-def _pod_affinity_terms(
-    raw: list[Any] | None, *, obj: str, field: str, weighted: bool = False
-) -> tuple[PodAffinityTerm, ...]:
-    out: list[PodAffinityTerm] = []
-    for i, item in enumerate(raw or ()):
-        term = item.get("podAffinityTerm", {}) if weighted else item
-        f = f"{field}[{i}]"
-        key = term.get("topologyKey")
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(obj, f"{f}.topologyKey", "a non-empty string is required")
-        selector = parse_label_selector(
-            term.get("labelSelector"), obj=obj, field=f"{f}.labelSelector", null_matches=False
+def _pod_affinity_term(term: Mapping[str, Any], *, obj: str, field: str) -> PodAffinityTerm:
+    key = term.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(obj, f"{field}.topologyKey", "a non-empty string is required")
+    selector = parse_label_selector(
+        term.get("labelSelector"), obj=obj, field=f"{field}.labelSelector", null_matches=False
+    )
+    raw_ns = term.get("namespaceSelector")
+    namespace_selector = (
+        None
+        if raw_ns is None
+        else parse_label_selector(raw_ns, obj=obj, field=f"{field}.namespaceSelector")
+    )
+    namespaces = tuple(str(n) for n in term.get("namespaces") or ())
+    return PodAffinityTerm(selector, namespaces, key, namespace_selector)
+
+
+def _pod_affinity_terms(raw: object, *, obj: str, field: str) -> tuple[PodAffinityTerm, ...]:
+    return tuple(
+        _pod_affinity_term(term, obj=obj, field=where)
+        for where, term in _maps(raw, obj=obj, field=field)
+    )
+
+
+def _weighted_terms(raw: object, *, obj: str, field: str) -> tuple[WeightedAffinityTerm, ...]:
+    out = []
+    for where, item in _maps(raw, obj=obj, field=field):
+        weight = _int(item.get("weight", 1), obj=obj, field=f"{where}.weight")
+        term = _map(item.get("podAffinityTerm"), obj=obj, field=f"{where}.podAffinityTerm")
+        out.append(
+            WeightedAffinityTerm(
+                weight, _pod_affinity_term(term, obj=obj, field=f"{where}.podAffinityTerm")
+            )
         )
-        out.append(PodAffinityTerm(selector, tuple(term.get("namespaces") or ()), key))
     return tuple(out)
 
 
@@ -356,9 +401,10 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
                 ports.append(
                     HostPort(str(p.get("protocol", "TCP")), str(p.get("hostIP", "")), port)
                 )
-    pa = affinity.get("podAffinity") or {}
-    paa = affinity.get("podAntiAffinity") or {}
+    pa = _map(affinity.get("podAffinity"), obj=obj, field="spec.affinity.podAffinity")
+    paa = _map(affinity.get("podAntiAffinity"), obj=obj, field="spec.affinity.podAntiAffinity")
     key = "requiredDuringSchedulingIgnoredDuringExecution"
+    preferred_key = "preferredDuringSchedulingIgnoredDuringExecution"
     shape = StaticShape(tuple(sorted(node_selector.items())), required_terms, tolerations)
     return PodSpecView(
         request=request,
@@ -373,6 +419,15 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         pod_anti_affinity=_pod_affinity_terms(
             paa.get(key), obj=obj, field=f"spec.affinity.podAntiAffinity.{key}"
         ),
+        preferred_pod_affinity=_weighted_terms(
+            pa.get(preferred_key), obj=obj, field=f"spec.affinity.podAffinity.{preferred_key}"
+        ),
+        preferred_pod_anti_affinity=_weighted_terms(
+            paa.get(preferred_key),
+            obj=obj,
+            field=f"spec.affinity.podAntiAffinity.{preferred_key}",
+        ),
+        spread=parse_spread(spec.get("topologySpreadConstraints"), obj=obj),
         shape=shape,
         problem=problem,
         resource_claims=_pod_claims(spec.get("resourceClaims"), obj=obj),

@@ -15,6 +15,7 @@ scheduling queue keeps it, and the loop attaches its read-only view
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.api.dra.view import DraView
@@ -23,6 +24,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.selectors import LabelSelector
+from scheduler.api.spread_selectors import EMPTY_SELECTORS, SpreadSelectors
 from scheduler.api.volumes.view import VolumeView
 
 
@@ -83,3 +85,9 @@ class Snapshot:
     of every job (:meth:`~scheduler.framework.session.Session.jobs_to_place`)."""
     volumes: VolumeView | None = None
     """Claims, PVs, StorageClasses and CSI objects (None when the cluster has none)."""
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The labels of each namespace, by name: what pod affinity terms' namespace
+    selectors match."""
+    spread_selectors: SpreadSelectors = EMPTY_SELECTORS
+    """The selectors of Services and controllers: what pods without spread constraints
+    of their own are spread by (kube's default constraints)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from scheduler.api.owners import OwnerRef
 from scheduler.api.pod import PodSpecView
 from scheduler.api.resource import Resource
 
@@ -86,6 +87,8 @@ class TaskInfo:
     claim_statuses: tuple[tuple[str, str], ...] = ()
     """``status.resourceClaimStatuses`` (DRA): (pod claim name, claim name made from its
     template; "" when no claim is needed)."""
+    controller: OwnerRef | None = None
+    """The pod's controller (its owner reference marked ``controller``), if any."""
 
     @property
     def key(self) -> str:
@@ -127,6 +130,7 @@ class TaskInfo:
             self.scheduling_gates,
             self.awaits_grouper,
             self.claim_statuses,
+            self.controller,
         )
 
     def __repr__(self) -> str:

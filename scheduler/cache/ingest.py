@@ -45,6 +45,7 @@ from scheduler.cache.dra_store import KINDS as DRA_KINDS
 from scheduler.cache.group_ingest import GroupIngest, object_key
 from scheduler.cache.ingest_news import IngestNews
 from scheduler.cache.ledger import Ledger
+from scheduler.cache.placement_objects import KINDS as PLACEMENT_KINDS
 from scheduler.cache.specs import SpecMemo
 from scheduler.cache.volume_store import KINDS as VOLUME_KINDS
 
@@ -111,6 +112,8 @@ class Ingest:
             self.handlers[kind] = self._dra_handler(kind)
         for kind in VOLUME_KINDS:
             self.handlers[kind] = functools.partial(state.volumes.handle, kind)
+        for kind in PLACEMENT_KINDS:
+            self.handlers[kind] = functools.partial(state.placement.handle, kind)
 
     # Events ---------------------------------------------------------------------------
 
@@ -174,6 +177,8 @@ class Ingest:
             return self._state.dra.keys(kind)
         if kind in VOLUME_KINDS:
             return self._state.volumes.keys(kind)
+        if kind in PLACEMENT_KINDS:
+            return self._state.placement.keys(kind)
         state = self._state
         table: dict[str, Iterable[str]] = {
             "Node": state.nodes,

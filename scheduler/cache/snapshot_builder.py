@@ -178,6 +178,8 @@ class SnapshotBuilder:
             topologies=dict(state.topologies),
             priority_classes=dict(state.priority_classes),
             to_place=jobs_to_place(tasks),
+            namespaces=state.placement.namespaces,
+            spread_selectors=state.placement.selectors,
         )
 
 

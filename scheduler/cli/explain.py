@@ -166,6 +166,14 @@ def _simulated_until(
     return {kind: list(sim.store.list(kind)[0]) for kind in OBJECT_KINDS}
 
 
+def from_scenario(files: list[str]) -> tuple[Listed, SchedulerConfiguration | None]:
+    """The objects of the scenario ``files`` present at time 0, by kind, as the embedded
+    cluster holds them (validated, defaulted, claims made from templates), and the
+    scenario's configuration if it has one."""
+    scenario = load_scenario(files)
+    return _from_scenario(scenario), scenario.config
+
+
 def _from_scenario(scenario: Scenario) -> Listed:
     catalog = load_crds()
 

@@ -66,11 +66,13 @@ DEFAULT_TIERS: tuple[TierConfig, ...] = (
             PluginConfig("nodevolumelimits"),
             PluginConfig("volumebinding"),
             PluginConfig("volumezone"),
+            PluginConfig("podtopologyspread"),
             PluginConfig("gpushare"),
             PluginConfig("dra"),
             PluginConfig("proportion"),
             PluginConfig("topology"),
             PluginConfig("reservation"),
+            PluginConfig("interpodaffinity"),
             PluginConfig("nodeorder"),
         )
     ),

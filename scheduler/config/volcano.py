@@ -12,11 +12,13 @@ instead. The mapping, entry by entry:
   ``reserve`` as they are; ``gangpreempt`` and ``gangreclaim`` are ``preempt`` and
   ``reclaim`` (Sluice's are gang-aware); ``shuffle`` is refused;
 * plugins: ``priority``, ``gang``, ``conformance``, ``predicates``, ``proportion``,
-  ``nodeorder``, ``overcommit``, ``drf`` as they are; ``capacity`` is ``proportion``
-  (deserved, capability, guarantee, hierarchy); ``binpack`` is ``nodeorder``'s
-  most-allocated score; ``network-topology-aware`` is ``topology``; ``pdb`` is built in
-  (the victim search counts PodDisruptionBudgets); the others are refused
-  (:data:`REFUSED` says why);
+  ``nodeorder``, ``overcommit``, ``drf`` as they are; ``predicates`` brings
+  ``podtopologyspread`` (Volcano's predicates run kube's PodTopologySpread filter) and
+  ``nodeorder`` brings ``interpodaffinity`` (its InterPodAffinity score); ``capacity`` is
+  ``proportion`` (deserved, capability, guarantee, hierarchy); ``binpack`` is
+  ``nodeorder``'s most-allocated score; ``network-topology-aware`` is ``topology``;
+  ``pdb`` is built in (the victim search counts PodDisruptionBudgets); the others are
+  refused (:data:`REFUSED` says why);
 * switches: ``true`` changes nothing (a Sluice plugin always does what it does), but
   drf's ``enableHierarchy`` is its ``hierarchy`` argument; ``false`` is refused, except
   gang's ``enablePreemptable: false`` (what Sluice does: a running gang can be
@@ -24,11 +26,14 @@ instead. The mapping, entry by entry:
   ``preemptable`` argument); drf with ``enableHierarchy`` and ``proportion`` in one tier
   are refused, as Volcano refuses them;
 * arguments: nodeorder's ``leastrequested.weight``, ``mostrequested.weight``,
-  ``balancedresource.weight``, ``nodeaffinity.weight`` and binpack's ``binpack.weight``,
-  ``binpack.cpu``, ``binpack.memory``, ``binpack.resources`` map onto ``nodeorder``'s
-  arguments; a score Sluice lacks is accepted only with weight 0; overcommit's
-  ``overcommit-factor`` is its ``overcommitFactor``; preempt's (and reclaim's)
-  candidate-node arguments map onto ``actionArguments``. Anything else is refused.
+  ``balancedresource.weight``, ``nodeaffinity.weight``, ``tainttoleration.weight`` and
+  binpack's ``binpack.weight``, ``binpack.cpu``, ``binpack.memory``,
+  ``binpack.resources`` map onto ``nodeorder``'s arguments, ``podaffinity.weight`` onto
+  ``interpodaffinity``'s weight and ``podtopologyspread.weight`` onto
+  ``podtopologyspread``'s; a score Sluice lacks is accepted only with weight 0;
+  overcommit's ``overcommit-factor`` is its ``overcommitFactor``; preempt's (and
+  reclaim's) candidate-node arguments map onto ``actionArguments``. Anything else is
+  refused.
 """
 
 from __future__ import annotations
@@ -98,13 +103,19 @@ NODEORDER_ARGUMENTS: Final[Mapping[str, str]] = {
     "mostrequested.weight": "mostAllocatedWeight",
     "balancedresource.weight": "balancedAllocationWeight",
     "nodeaffinity.weight": "nodeAffinityWeight",
+    "tainttoleration.weight": "taintTolerationWeight",
 }
-NODEORDER_MISSING: Final = (
-    "podaffinity.weight",
-    "tainttoleration.weight",
-    "imagelocality.weight",
-    "podtopologyspread.weight",
-)
+NODEORDER_OTHER_PLUGINS: Final[Mapping[str, str]] = {
+    "podaffinity.weight": "interpodaffinity",
+    "podtopologyspread.weight": "podtopologyspread",
+}
+"""Weights of nodeorder's scores that are plugins of their own in Sluice."""
+NODEORDER_MISSING: Final = ("imagelocality.weight",)
+BROUGHT: Final[Mapping[str, str]] = {
+    "predicates": "podtopologyspread",
+    "nodeorder": "interpodaffinity",
+}
+"""The Sluice plugin each Volcano plugin brings with it (placed right after it)."""
 SEARCH_ARGUMENTS: Final[Mapping[str, str]] = {
     "minCandidateNodesPercentage": "minCandidateNodesPercentage",
     "minCandidateNodesAbsolute": "minCandidateNodesAbsolute",
@@ -197,6 +208,8 @@ def _nodeorder_arguments(name: str, raw: Mapping[str, Any], where: str) -> dict[
         field = f"{where}.arguments.{key}"
         if key in NODEORDER_ARGUMENTS:
             out[NODEORDER_ARGUMENTS[key]] = _number(value, field)
+        elif key in NODEORDER_OTHER_PLUGINS:
+            out[f"{NODEORDER_OTHER_PLUGINS[key]}.weight"] = _number(value, field)
         elif key in NODEORDER_MISSING:
             if _number(value, field) != 0:
                 scores = ", ".join(NODEORDER_ARGUMENTS)
@@ -303,7 +316,36 @@ def _tiers(raw: object) -> tuple[TierConfig, ...]:
             placed[plugin.name] = (i, len(out))
             out.append(plugin)
         tiers.append(out)
-    return tuple(TierConfig(tuple(t)) for t in tiers if t)
+    return tuple(TierConfig(tuple(t)) for t in _brought(tiers) if t)
+
+
+def _brought(tiers: list[list[PluginConfig]]) -> list[list[PluginConfig]]:
+    """Each plugin of :data:`BROUGHT` added after the plugin that brings it (unless already
+    there), with the weight nodeorder's arguments gave it."""
+    weights: dict[str, int] = {}
+    for tier in tiers:
+        for k, plugin in enumerate(tier):
+            if plugin.name == "nodeorder":
+                args = dict(plugin.arguments)
+                for name in NODEORDER_OTHER_PLUGINS.values():
+                    if f"{name}.weight" in args:
+                        weights[name] = args.pop(f"{name}.weight")
+                tier[k] = PluginConfig("nodeorder", args)
+    present = {p.name for tier in tiers for p in tier}
+    out = []
+    for tier in tiers:
+        new: list[PluginConfig] = []
+        for plugin in tier:
+            new.append(plugin)
+            brought = BROUGHT.get(plugin.name)
+            if brought is not None and brought not in present:
+                new.append(
+                    PluginConfig(
+                        brought, {"weight": weights[brought]} if brought in weights else {}
+                    )
+                )
+        out.append(new)
+    return out
 
 
 def _action_arguments(raw: object) -> dict[str, dict[str, Any]]:

@@ -34,6 +34,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.resource import Resource
+from scheduler.api.selectors import LabelSelector
 from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.volumes.binding import VolumeBindings
@@ -123,6 +124,14 @@ class PluginContext(Protocol):
     def volumes(self) -> VolumeView | None:
         """PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSI objects of the
         snapshot (None: the cluster has none)."""
+
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of each namespace, by name (what namespace selectors match)."""
+        ...
+
+    def spread_selector(self, task: TaskInfo) -> LabelSelector | None:
+        """What ``task``'s Services and controller select it by (kube's default spreading),
+        or None when nothing does."""
         ...
 
 

@@ -45,6 +45,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.reasons import Reason
+from scheduler.api.selectors import LabelSelector
 from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, TO_PLACE, USES_NODE
@@ -162,6 +163,14 @@ class SessionContext:
     @property
     def volumes(self) -> VolumeView | None:
         return self._session.snapshot.volumes
+
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        return self._session.snapshot.namespaces
+
+    def spread_selector(self, task: TaskInfo) -> LabelSelector | None:
+        return self._session.snapshot.spread_selectors.of(
+            task.namespace, task.labels or {}, task.controller
+        )
 
 
 class Session:

@@ -183,3 +183,13 @@ CSI_STORAGE_CAPACITIES: Final = Resource(
     True,
     status_subresource=False,
 )
+NAMESPACES: Final = Resource("Namespace", "", "v1", "namespaces", False)
+"""Namespaces' labels: what pod affinity terms' namespace selectors match."""
+SERVICES: Final = Resource("Service", "", "v1", "services", True)
+REPLICATION_CONTROLLERS: Final = Resource(
+    "ReplicationController", "", "v1", "replicationcontrollers", True
+)
+REPLICA_SETS: Final = Resource("ReplicaSet", "apps", "v1", "replicasets", True)
+STATEFUL_SETS: Final = Resource("StatefulSet", "apps", "v1", "statefulsets", True)
+"""Services and these controllers: their selectors spread the pods they select (kube's
+default topology spread constraints)."""

@@ -11,12 +11,14 @@ from scheduler.plugins.dra import DraPlugin
 from scheduler.plugins.drf import DrfArguments, DrfPlugin
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.gpushare import GpuSharePlugin
+from scheduler.plugins.interpodaffinity import InterPodAffinityArguments, InterPodAffinityPlugin
 from scheduler.plugins.nodeorder import NodeOrderArguments, NodeOrderPlugin
 from scheduler.plugins.overcommit import OvercommitArguments, OvercommitPlugin
 from scheduler.plugins.predicates import PredicatesPlugin
 from scheduler.plugins.priority import PriorityPlugin
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.plugins.reservation import ReservationPlugin
+from scheduler.plugins.spread import PodTopologySpreadArguments, PodTopologySpreadPlugin
 from scheduler.plugins.topology import TopologyPlugin
 from scheduler.plugins.volumes import (
     NodeVolumeLimitsPlugin,
@@ -33,6 +35,12 @@ def register_builtin(registry: Registry) -> None:
     registry.add_plugin(PluginSpec("gang", GangPlugin))
     registry.add_plugin(PluginSpec("conformance", ConformancePlugin))
     registry.add_plugin(PluginSpec("predicates", PredicatesPlugin))
+    registry.add_plugin(
+        PluginSpec("podtopologyspread", PodTopologySpreadPlugin, PodTopologySpreadArguments)
+    )
+    registry.add_plugin(
+        PluginSpec("interpodaffinity", InterPodAffinityPlugin, InterPodAffinityArguments)
+    )
     registry.add_plugin(PluginSpec("proportion", ProportionPlugin))
     registry.add_plugin(PluginSpec("nodeorder", NodeOrderPlugin, NodeOrderArguments))
     registry.add_plugin(PluginSpec("gpushare", GpuSharePlugin))

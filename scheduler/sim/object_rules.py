@@ -45,6 +45,7 @@ DEFAULT_CLUSTER_SCOPED: Final[frozenset[str]] = frozenset(
         "StorageClass",
         "CSINode",
         "CSIDriver",
+        "Namespace",
     }
 )
 #: Kinds whose status is written only through the status subresource (Volcano's

@@ -5,6 +5,11 @@ Found by running the same writes against kube-apiserver v1.36.2:
 * **At creation**, a pod with ``spec.schedulingGates`` gets the condition
   ``PodScheduled=False`` with reason ``SchedulingGated`` (the server writes it, not a
   scheduler). It stays after the last gate is removed, until a scheduler writes its own.
+  A pod (anti-)affinity term's ``matchLabelKeys`` and ``mismatchLabelKeys``, and a spread
+  constraint's ``matchLabelKeys``, are merged into its ``labelSelector`` with the pod's
+  own values (``key In (value)``, ``key NotIn (value)``; a key the pod does not have,
+  or a null selector, adds nothing), as the server's MatchLabelKeysInPodAffinity and
+  MatchLabelKeysInPodTopologySpreadSelectorMerge (on in v1.36) do.
 * **On update**, a pod's spec is immutable but for a few fields (``ValidatePodUpdate``):
   container and init-container images, ``activeDeadlineSeconds``, additions to
   ``tolerations``, ``terminationGracePeriodSeconds``, and scheduling gates, which may only
@@ -84,9 +89,11 @@ _EMPTY: Final[Mapping[Any, Any]] = {}
 
 
 def on_create(pod: dict[str, Any], now: str) -> None:
-    """Add ``SchedulingGated`` to a new gated pod's conditions (``now``: RFC 3339), in
-    place, unless it has a PodScheduled condition already."""
+    """Add ``SchedulingGated`` to a new gated pod's conditions (``now``: RFC 3339), unless
+    it has a PodScheduled condition already, and merge its label keys into its selectors
+    (module docstring); in place."""
     spec = pod.get("spec") or {}
+    _merge_label_keys(spec, (pod.get("metadata") or {}).get("labels") or {})
     if not spec.get("schedulingGates") or spec.get("nodeName"):
         return
     status = pod.setdefault("status", {})
@@ -94,6 +101,34 @@ def on_create(pod: dict[str, Any], now: str) -> None:
     if any(c.get("type") == "PodScheduled" for c in conditions):
         return
     conditions.append({**GATED_CONDITION, "lastProbeTime": None, "lastTransitionTime": now})
+
+
+def _merge_label_keys(spec: Obj, labels: Obj) -> None:
+    def merge(term: Any, keys: object, operator: str) -> None:
+        selector = term.get("labelSelector") if isinstance(term, dict) else None
+        if not isinstance(selector, dict) or not isinstance(keys, list):
+            return
+        for key in keys:
+            if isinstance(key, str) and key in labels:
+                expressions = selector.setdefault("matchExpressions", [])
+                expressions.append({"key": key, "operator": operator, "values": [labels[key]]})
+
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = affinity.get(kind) or {}
+        terms = list(section.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+        terms += [
+            w.get("podAffinityTerm")
+            for w in section.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+            if isinstance(w, dict)
+        ]
+        for term in terms:
+            if isinstance(term, dict):
+                merge(term, term.get("matchLabelKeys"), "In")
+                merge(term, term.get("mismatchLabelKeys"), "NotIn")
+    for constraint in spec.get("topologySpreadConstraints") or ():
+        if isinstance(constraint, dict):
+            merge(constraint, constraint.get("matchLabelKeys"), "In")
 
 
 def check_update(old: Obj, new: Obj) -> None:

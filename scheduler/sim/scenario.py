@@ -82,11 +82,16 @@ CLUSTER_SCOPED = frozenset(
         "PersistentVolume",
         "CSINode",
         "CSIDriver",
+        "Namespace",
     }
 )
+PLACEMENT_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+"""Objects placement reads besides pods and nodes: namespaces' labels (affinity namespace
+selectors), the selectors of Services and controllers (default topology spreading)."""
 GROUP_KINDS = tuple(api.pod_group_key for api in APIS)
 """The PodGroup kinds of every API (kind keys), Sluice's first."""
 OBJECT_KINDS = (
+    "Namespace",
     "PriorityClass",
     *QUEUE_KINDS,
     "Topology",
@@ -96,6 +101,7 @@ OBJECT_KINDS = (
     WORKLOAD_KIND,
     *GROUP_KINDS,
     "PodDisruptionBudget",
+    *PLACEMENT_KINDS[1:],
     "Pod",
 )
 """Kinds a scenario may hold (kind keys: :func:`~scheduler.api.group_apis.kind_key`), in
@@ -110,6 +116,7 @@ SUPPORTED = (
     "PodGroup",
     "Workload",
     "PodDisruptionBudget",
+    *PLACEMENT_KINDS,
     "Pod",
     "SchedulerConfiguration",
     SIMULATION_KIND,

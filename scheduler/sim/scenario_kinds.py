@@ -55,6 +55,11 @@ API_VERSIONS: Final[Mapping[str, str]] = {
     **dict.fromkeys(STORAGE_KINDS, "storage.k8s.io/v1"),
     "PersistentVolume": "v1",
     "PersistentVolumeClaim": "v1",
+    "Namespace": "v1",
+    "Service": "v1",
+    "ReplicationController": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
 }
 """The apiVersion of a kind a scenario may leave out."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from scheduler.api.pod import parse_pod_spec
 from scheduler.cache.specs import SpecMemo
 from tests.builders import cache_with, pod
@@ -52,3 +54,32 @@ def test_a_spec_json_cannot_hold_is_parsed_each_time() -> None:
         key, lambda: parse_pod_spec(spec, obj="p")
     )
     assert memo.key(spec) == key  # still tells whether the spec changed
+
+
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("resources", {"requests": {"cpu": "2"}}, id="pod-level-resources"),
+        pytest.param("topologySpreadConstraints", SPREAD, id="topology-spread"),
+    ],
+)
+def test_pods_differing_only_in_a_field_the_parse_reads_do_not_share_it(
+    field: str, value: object
+) -> None:
+    plain = pod("plain", cpu="1")
+    other = pod("other", cpu="1")
+    other["spec"][field] = value
+    cache = cache_with(plain, other)
+    tasks = {t.name: t for t in cache.tasks.values()}
+    assert tasks["plain"].spec is not tasks["other"].spec
+    assert tasks["other"].spec == parse_pod_spec(other["spec"], obj="Pod default/other")

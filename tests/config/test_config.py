@@ -52,11 +52,13 @@ def test_empty_document_gives_the_defaults() -> None:
         "nodevolumelimits",
         "volumebinding",
         "volumezone",
+        "podtopologyspread",
         "gpushare",
         "dra",
         "proportion",
         "topology",
         "reservation",
+        "interpodaffinity",
         "nodeorder",
     ]
 

@@ -61,7 +61,13 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
             TIERS,
             [
                 [("priority", {}), ("gang", {}), ("conformance", {})],
-                [("predicates", {}), ("proportion", {}), ("nodeorder", {})],
+                [
+                    ("predicates", {}),
+                    ("podtopologyspread", {}),
+                    ("proportion", {}),
+                    ("nodeorder", {}),
+                    ("interpodaffinity", {}),
+                ],
             ],
         ),
         (_tier({"name": "capacity", "enableHierarchy": True}), [[("proportion", {})]]),
@@ -93,6 +99,7 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
                         "balancedresource.weight": 0,
                         "nodeaffinity.weight": 3,
                         "tainttoleration.weight": 0,
+                        "podaffinity.weight": 4,
                     },
                 }
             ),
@@ -104,14 +111,35 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
                             "leastAllocatedWeight": 2,
                             "balancedAllocationWeight": 0,
                             "nodeAffinityWeight": 3,
+                            "taintTolerationWeight": 0,
                         },
-                    )
+                    ),
+                    ("interpodaffinity", {"weight": 4}),
+                ]
+            ],
+        ),
+        (
+            _tier(
+                {"name": "predicates"},
+                {"name": "nodeorder", "arguments": {"podtopologyspread.weight": 5}},
+            ),
+            [
+                [
+                    ("predicates", {}),
+                    ("podtopologyspread", {"weight": 5}),
+                    ("nodeorder", {}),
+                    ("interpodaffinity", {}),
                 ]
             ],
         ),
         (
             _tier({"name": "binpack"}),
-            [[("nodeorder", {"mostAllocatedWeight": 1, "leastAllocatedWeight": 0})]],
+            [
+                [
+                    ("nodeorder", {"mostAllocatedWeight": 1, "leastAllocatedWeight": 0}),
+                    ("interpodaffinity", {}),
+                ]
+            ],
         ),
         (
             _tier(
@@ -134,7 +162,8 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
                             "leastAllocatedWeight": 0,
                             "resources": {"cpu": 1, "memory": 1, "nvidia.com/gpu": 8},
                         },
-                    )
+                    ),
+                    ("interpodaffinity", {}),
                 ]
             ],
         ),
@@ -153,6 +182,7 @@ def _tier(*entries: dict[str, Any]) -> list[dict[str, Any]]:
         "drf-enable-preemptable-false-is-an-argument",
         "drf-enable-hierarchy-is-an-argument",
         "nodeorder-weights",
+        "predicates-brings-the-spread-filter-and-its-weight",
         "binpack-is-most-allocated",
         "binpack-merges-into-nodeorder",
     ],
@@ -200,8 +230,8 @@ def test_plugins_mapped(tiers: list[dict[str, Any]], expected: list[Any]) -> Non
             "cannot turn off one of their hooks",
         ),
         (
-            conf(tiers=_tier({"name": "nodeorder", "arguments": {"podaffinity.weight": 1}})),
-            "tiers[0].plugins[0] (nodeorder).arguments.podaffinity.weight",
+            conf(tiers=_tier({"name": "nodeorder", "arguments": {"imagelocality.weight": 1}})),
+            "tiers[0].plugins[0] (nodeorder).arguments.imagelocality.weight",
             "Sluice's nodeorder has no such score",
         ),
         (
@@ -299,6 +329,7 @@ def test_convert_prints_a_configuration_that_reads_back(
     assert back.actions == ("enqueue", "allocate", "preempt")
     assert back.tiers[0].plugins == (
         PluginConfig("nodeorder", {"mostAllocatedWeight": 1, "leastAllocatedWeight": 0}),
+        PluginConfig("interpodaffinity"),
     )
 
 
@@ -332,8 +363,10 @@ def test_the_helm_charts_default_converts_unchanged(
             ("overcommit", {}),
             ("drf", {"preemptable": False}),
             ("predicates", {}),
+            ("podtopologyspread", {}),  # brought by predicates, as Volcano's runs it
             ("proportion", {}),
             ("nodeorder", {"mostAllocatedWeight": 1, "leastAllocatedWeight": 0}),
+            ("interpodaffinity", {}),  # brought by nodeorder, as Volcano's scores it
         ],
     ]
     app.resolve(load_configuration_file(HELM / name))  # what sluice run --config does

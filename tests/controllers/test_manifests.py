@@ -261,11 +261,13 @@ def test_configmap_holds_the_default_configuration() -> None:
         "nodevolumelimits",
         "volumebinding",
         "volumezone",
+        "podtopologyspread",
         "gpushare",
         "dra",
         "proportion",
         "topology",
         "reservation",
+        "interpodaffinity",
         "nodeorder",
     ]
     assert config.gate("SchedulerAsyncPreemption") is True

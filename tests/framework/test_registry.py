@@ -22,7 +22,16 @@ from scheduler.framework.registry import ActionSpec, NoArguments, PluginSpec, Re
 from scheduler.plugins.gang import GangPlugin
 from scheduler.plugins.nodeorder import NodeOrderArguments
 
-CORE_PLUGINS = {"conformance", "gang", "nodeorder", "predicates", "priority", "proportion"}
+CORE_PLUGINS = {
+    "conformance",
+    "gang",
+    "interpodaffinity",
+    "nodeorder",
+    "podtopologyspread",
+    "predicates",
+    "priority",
+    "proportion",
+}
 KNOWN_PLUGINS = ", ".join(builtin_registry().plugin_names)
 
 
@@ -88,11 +97,13 @@ def test_resolve_the_defaults() -> None:
         ("nodevolumelimits", 1),
         ("volumebinding", 1),
         ("volumezone", 1),
+        ("podtopologyspread", 1),
         ("gpushare", 1),
         ("dra", 1),
         ("proportion", 1),
         ("topology", 1),
         ("reservation", 1),
+        ("interpodaffinity", 1),
         ("nodeorder", 1),
     ]
     nodeorder = resolved.plugins[-1]

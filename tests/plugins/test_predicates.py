@@ -660,6 +660,32 @@ POD_AFFINITY_CASES = [
         ["n1", "n2", "n3", "n4"],
         id="existing-anti-affinity-on-a-node-without-the-key",
     ),
+    pytest.param(
+        [DB, pod("tier", node="n1", labels={"tier": "x"})],
+        pod_affinity(term({"app": "db"}, ZONE), term({"tier": "x"}, ZONE)),
+        [],
+        id="affinity-terms-must-select-the-same-pod",
+    ),
+    pytest.param(
+        [pod("web-0", node="n4", labels={"app": "web"})],
+        pod_affinity(term({"app": "web"}, ZONE)),
+        ["n1", "n2", "n3"],
+        id="affinity-to-itself-when-its-pods-are-in-no-domain",
+    ),
+    pytest.param(
+        [pod("db", ns="other", node="n3", labels={"app": "db"})],
+        pod_affinity({**term({"app": "db"}, ZONE), "namespaceSelector": {}}),
+        ["n3"],
+        id="affinity-empty-namespace-selector-selects-every-namespace",
+    ),
+    pytest.param(
+        [pod("db", ns="other", node="n3", labels={"app": "db"})],
+        pod_affinity(
+            {**term({"app": "db"}, ZONE), "namespaceSelector": {"matchLabels": {"team": "x"}}}
+        ),
+        [],
+        id="affinity-namespace-selector-of-unlabelled-namespaces",
+    ),
 ]
 
 

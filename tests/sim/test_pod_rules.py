@@ -89,3 +89,39 @@ def test_a_patch_through_the_main_resource_obeys_the_same_rules() -> None:
     with pytest.raises(InvalidObjectError, match="spec: Forbidden"):
         store.patch("Pod", "default", "a", {"spec": {"nodeSelector": {"pool": "x"}}})
     assert store.patch("Pod", "default", "a", {"metadata": {"labels": {"x": "1"}}})
+
+
+def test_label_keys_are_merged_into_the_selectors_at_creation() -> None:
+    """As kube-apiserver v1.36.2 does (MatchLabelKeysInPodAffinity and
+    MatchLabelKeysInPodTopologySpreadSelectorMerge): the pod's own values join its
+    selectors; a key it does not have adds nothing."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "matchLabelKeys": ["version", "absent"],
+        "mismatchLabelKeys": ["team"],
+    }
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "matchLabelKeys": ["version"],
+    }
+    raw = pod("a")
+    raw["metadata"]["labels"] = {"app": "web", "version": "v2", "team": "x"}
+    raw["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    raw["spec"]["topologySpreadConstraints"] = [spread]
+    created = _store().create(raw)
+    anti = created["spec"]["affinity"]["podAntiAffinity"]
+    [merged] = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert merged["labelSelector"]["matchExpressions"] == [
+        {"key": "version", "operator": "In", "values": ["v2"]},
+        {"key": "team", "operator": "NotIn", "values": ["x"]},
+    ]
+    [constraint] = created["spec"]["topologySpreadConstraints"]
+    assert constraint["labelSelector"]["matchExpressions"] == [
+        {"key": "version", "operator": "In", "values": ["v2"]}
+    ]

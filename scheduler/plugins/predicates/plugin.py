@@ -55,7 +55,7 @@ class PredicatesPlugin:
         table = context.table
         self._table = table
         self._static = StaticChecks(table.nodes)
-        self._pods = PodIndex(table, self._static.labels)
+        self._pods = PodIndex(table, self._static.labels, context.namespaces)
         for node in table.nodes:
             for task in node.tasks.values():
                 if task.status in COUNTED_FOR_PLUGINS:

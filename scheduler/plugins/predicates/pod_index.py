@@ -1,6 +1,17 @@
 """What the predicates know of the pods held on nodes (layer 2): host ports in use and
 the pods matching inter-pod (anti-)affinity terms, per row, kept in step by the placement
-handlers; and the checks that read them."""
+handlers; and the checks that read them, as kube-scheduler's InterPodAffinity filter:
+
+- required affinity: the pods that count are those every one of the pod's terms selects;
+  a node passes when, for each term, it has the term's key and a counted pod is in its
+  domain; or, when no such pod is in any domain of any term, the pod selects itself by
+  every term and the node has every key (the first pod of a series);
+- required anti-affinity: a node fails when the domain of one of its terms holds a pod
+  the term selects;
+- existing pods' required anti-affinity: a node fails when it is in the domain of a held
+  pod's term that selects the pod.
+
+Terms select pods in namespaces as :mod:`scheduler.framework.affinity_terms` says."""
 
 from __future__ import annotations
 
@@ -10,11 +21,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.api.pod import PodAffinityTerm
-from scheduler.api.selectors import LabelSelector
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
+from scheduler.framework.affinity_terms import NamespaceLabels, scope_of, selects
 from scheduler.framework.node_labels import NodeLabelIndex
 from scheduler.framework.node_table import BoolVector, IntVector, TableView
+from scheduler.framework.pod_counts import MatchKey, PodCounts
 
 WILDCARD_IPS = frozenset({"", "0.0.0.0"})
 
@@ -28,16 +40,8 @@ class PortUse:
     by_ip: dict[str, IntVector] = field(default_factory=dict)
 
 
-AffinityKey = tuple[LabelSelector, frozenset[str]]
-AntiKey = tuple[LabelSelector, frozenset[str], str]
-
-
-def _namespaces(term: PodAffinityTerm, owner_namespace: str) -> frozenset[str]:
-    return frozenset(term.namespaces) if term.namespaces else frozenset((owner_namespace,))
-
-
-def _matches(selector: LabelSelector, namespaces: frozenset[str], task: TaskInfo) -> bool:
-    return task.namespace in namespaces and selector.matches(task.labels or {})
+AntiKey = tuple[PodAffinityTerm, str]
+"""A held pod's required anti-affinity term and the namespace of that pod."""
 
 
 class PodIndex:
@@ -47,12 +51,15 @@ class PodIndex:
     matchers of a (selector, namespaces) are built on first use by one scan of the nodes.
     """
 
-    def __init__(self, table: TableView, labels: NodeLabelIndex) -> None:
+    def __init__(
+        self, table: TableView, labels: NodeLabelIndex, namespaces: NamespaceLabels
+    ) -> None:
         self._table = table
         self._labels = labels
+        self._namespaces = namespaces
         self._ports: dict[tuple[str, int], PortUse] = {}
-        self._matchers: dict[AffinityKey, IntVector] = {}
-        """Held tasks matching a (selector, namespaces), counted per row; built on demand."""
+        self._counts = PodCounts(table)
+        """Held tasks matching terms, counted per row; built on demand."""
         self._anti: dict[AntiKey, IntVector] = {}
         """Held tasks' required anti-affinity terms, counted per domain code of the key."""
         self._anti_rows: dict[str, int] = {}
@@ -89,12 +96,11 @@ class PodIndex:
                 if by_ip is None:
                     by_ip = use.by_ip[port.host_ip] = np.zeros(n, dtype=np.int64)
                 by_ip[row] += sign
-        for (selector, namespaces), counts in self._matchers.items():
-            if _matches(selector, namespaces, task):
-                counts[row] += sign
+        if self._counts:
+            self._counts.account(task, row, sign)
         if spec.pod_anti_affinity:
             for term in spec.pod_anti_affinity:
-                key = (term.selector, _namespaces(term, task.namespace), term.topology_key)
+                key = (term, task.namespace)
                 col = self._labels.column(term.topology_key)
                 per_domain = self._anti.get(key)
                 if per_domain is None:
@@ -105,19 +111,12 @@ class PodIndex:
             else:
                 self._anti_rows.pop(task.uid, None)
 
-    def _matcher(self, key: AffinityKey) -> IntVector:
-        """Held tasks matching ``key`` per row; the first use scans every node once."""
-        counts = self._matchers.get(key)
-        if counts is None:
-            selector, namespaces = key
-            counts = np.zeros(len(self._table), dtype=np.int64)
-            for row, node in enumerate(self._table.nodes):
-                for other in node.tasks.values():
-                    held = other.status in COUNTED_FOR_PLUGINS
-                    if held and _matches(selector, namespaces, other):
-                        counts[row] += 1
-            self._matchers[key] = counts
-        return counts
+    def _key(self, terms: tuple[PodAffinityTerm, ...], namespace: str) -> MatchKey:
+        """The pods every one of ``terms`` (of a pod in ``namespace``) selects."""
+        return tuple((t.selector, scope_of(t, namespace, self._namespaces)) for t in terms)
+
+    def _selects(self, term: PodAffinityTerm, owner: str, task: TaskInfo) -> bool:
+        return selects(term, owner, task, self._namespaces)
 
     # Checks -------------------------------------------------------------------------------
 
@@ -141,33 +140,38 @@ class PodIndex:
         return bad
 
     def affinity_rejected(self, task: TaskInfo, own_row: int | None) -> BoolVector:
-        """Rows failing a required pod affinity term of ``task`` (raw, before charging)."""
-        bad = np.zeros(len(self._labels), dtype=np.bool_)
-        for term in task.spec.pod_affinity:
-            namespaces = _namespaces(term, task.namespace)
-            counts = self._matcher((term.selector, namespaces))
-            itself = _matches(term.selector, namespaces, task)
-            if own_row is not None and itself:
-                counts = counts.copy()
-                counts[own_row] -= 1
+        """Rows failing ``task``'s required pod affinity (raw, before charging): the module
+        docstring's rule."""
+        terms = task.spec.pod_affinity
+        counts = self._counts.rows(self._key(terms, task.namespace))
+        itself = all(self._selects(t, task.namespace, task) for t in terms)
+        if own_row is not None and itself:
+            counts = counts.copy()
+            counts[own_row] -= 1
+        holders = counts > 0
+        n = len(self._labels)
+        has_keys = np.ones(n, dtype=np.bool_)
+        near = np.ones(n, dtype=np.bool_)
+        counted_somewhere = False
+        for term in terms:
             col = self._labels.column(term.topology_key)
-            holders = counts > 0
-            if holders.any():
-                bad |= ~col.rows_in_domains_of(holders)
-            elif itself:
-                # The first pod of a series with affinity to itself: any node with the key.
-                bad |= ~col.present()
-            else:
-                bad[:] = True
-        return bad
+            present = col.present()
+            has_keys &= present
+            near &= col.rows_in_domains_of(holders)
+            counted_somewhere |= bool((holders & present).any())
+        ok = has_keys & near
+        if itself and not counted_somewhere:
+            # The first pod of a series with affinity to itself: any node with the keys.
+            ok = has_keys
+        out: BoolVector = ~ok
+        return out
 
     def anti_affinity_rejected(self, task: TaskInfo, own_row: int | None) -> BoolVector:
         """Rows whose domain holds a pod matching a required anti-affinity term of ``task``."""
         bad = np.zeros(len(self._labels), dtype=np.bool_)
         for term in task.spec.pod_anti_affinity:
-            namespaces = _namespaces(term, task.namespace)
-            counts = self._matcher((term.selector, namespaces))
-            if own_row is not None and _matches(term.selector, namespaces, task):
+            counts = self._counts.rows(self._key((term,), task.namespace))
+            if own_row is not None and self._selects(term, task.namespace, task):
                 counts = counts.copy()
                 counts[own_row] -= 1
             holders = counts > 0
@@ -180,16 +184,13 @@ class PodIndex:
         own_row = self._anti_rows.get(task.uid)
         own_keys: Counter[AntiKey] = Counter()
         if own_row is not None:
-            own_keys.update(
-                (t.selector, _namespaces(t, task.namespace), t.topology_key)
-                for t in task.spec.pod_anti_affinity
-            )
+            own_keys.update((t, task.namespace) for t in task.spec.pod_anti_affinity)
         bad: BoolVector | None = None
         for key, per_domain in self._anti.items():
-            selector, namespaces, topology_key = key
-            if not _matches(selector, namespaces, task):
+            term, owner = key
+            if not self._selects(term, owner, task):
                 continue
-            col = self._labels.column(topology_key)
+            col = self._labels.column(term.topology_key)
             held = per_domain > 0
             if own_row is not None and key in own_keys:
                 code = col.codes[own_row]

@@ -7,7 +7,10 @@ as do those created through the API until deleted. :func:`namespace_names` lists
 its name, ``resourceVersion`` 1, created when the emulator started, Active), and
 :func:`delete_namespaced_objects` empties one when it is deleted (every namespaced
 object in it, without grace). The emulator keeps the objects it has served
-(:mod:`.emulator`); namespaces are not watched.
+(:mod:`.emulator`). :func:`watch_namespaces` serves a watch of them: it looks every
+:data:`POLL` seconds and tells the namespaces that came (ADDED) and went (DELETED) since
+the watch began, with bookmarks when asked; a namespace that came and went between two
+looks is not told.
 """
 
 from __future__ import annotations
@@ -15,13 +18,26 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import anyio
+from aiohttp import web
 
 from scheduler.api.errors import ApiError
+from scheduler.sim.emulator.responses import dumps
 from scheduler.sim.store import ApiObject, ObjectStore
 
-__all__ = ["DEFAULT_NAMESPACES", "delete_namespaced_objects", "namespace_names", "new_namespace"]
+__all__ = [
+    "DEFAULT_NAMESPACES",
+    "delete_namespaced_objects",
+    "namespace_names",
+    "new_namespace",
+    "watch_namespaces",
+]
+
+POLL: Final = 0.2
+"""Seconds between two looks of a namespace watch."""
 
 #: The namespaces every cluster has; they cannot be deleted.
 DEFAULT_NAMESPACES: Final = ("default", "kube-node-lease", "kube-public", "kube-system")
@@ -64,3 +80,40 @@ def delete_namespaced_objects(store: ObjectStore, namespace: str) -> None:
         for item in store.list(kind, namespace)[0]:
             with contextlib.suppress(ApiError):
                 store.delete(kind, namespace, item["metadata"]["name"], grace_period_seconds=0)
+
+
+async def watch_namespaces(
+    response: web.StreamResponse,
+    names: Callable[[], list[str]],
+    obj_of: Callable[[str], ApiObject],
+    resource_version: Callable[[], int],
+    *,
+    initial: bool,
+    timeout: float,
+    bookmark_interval: float | None,
+) -> None:
+    """Write the events of a namespace watch on ``response`` (prepared) until ``timeout``:
+    with ``initial`` (no resourceVersion asked), every namespace first as ADDED."""
+    seen: set[str] = set() if initial else set(names())
+    last_bookmark = time.monotonic()
+    with anyio.move_on_after(timeout):
+        while True:
+            now = names()
+            events: list[dict[str, Any]] = [
+                {"type": "ADDED", "object": obj_of(n)} for n in now if n not in seen
+            ]
+            events += [{"type": "DELETED", "object": obj_of(n)} for n in sorted(seen - set(now))]
+            seen = set(now)
+            for event in events:
+                await response.write(dumps(event) + b"\n")
+            if bookmark_interval is not None and (
+                time.monotonic() - last_bookmark >= bookmark_interval
+            ):
+                last_bookmark = time.monotonic()
+                mark = {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"resourceVersion": str(resource_version())},
+                }
+                await response.write(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
+            await anyio.sleep(POLL)

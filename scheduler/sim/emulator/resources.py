@@ -97,7 +97,7 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
         "namespace",
         "Namespace",
         False,
-        verbs=("create", "delete", "get", "list"),
+        verbs=("create", "delete", "get", "list", "watch"),
         short_names=("ns",),
         view="namespace",
     ),
@@ -136,6 +136,18 @@ BUILTIN_RESOURCES: Final[tuple[ResourceInfo, ...]] = (
     ),
     ResourceInfo(
         "apps", "v1", "statefulsets", "statefulset", "StatefulSet", True, short_names=("sts",)
+    ),
+    # Stored as written (no endpoints, no pods): their selectors spread the pods they
+    # select (kube's default topology spread constraints).
+    ResourceInfo("", "v1", "services", "service", "Service", True, short_names=("svc",)),
+    ResourceInfo(
+        "",
+        "v1",
+        "replicationcontrollers",
+        "replicationcontroller",
+        "ReplicationController",
+        True,
+        short_names=("rc",),
     ),
     ResourceInfo(
         "apiextensions.k8s.io",

@@ -9,6 +9,7 @@ itself. It must run on the event loop that owns the store, on real time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,7 +42,9 @@ from scheduler.sim.emulator.namespaces import (
     delete_namespaced_objects,
     namespace_names,
     new_namespace,
+    watch_namespaces,
 )
+from scheduler.sim.emulator.params import int_param
 from scheduler.sim.emulator.reads import Reads
 from scheduler.sim.emulator.resources import (
     ACTION_SUBRESOURCES,
@@ -50,6 +53,7 @@ from scheduler.sim.emulator.resources import (
     custom_resources,
 )
 from scheduler.sim.emulator.responses import (
+    JSON,
     NOT_FOUND_MESSAGE,
     HttpError,
     bad_request,
@@ -340,6 +344,34 @@ class ApiEmulator:
             self._namespaces[name] = obj
         return obj
 
+    async def _watch_namespaces(self, request: web.Request) -> web.StreamResponse:
+        query = request.query
+        response = web.StreamResponse(status=200)
+        response.content_type = JSON
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        with anyio.CancelScope() as scope:
+            self._watches.add(scope)
+            try:
+                await watch_namespaces(
+                    response,
+                    lambda: namespace_names(self.store, self._namespaces),
+                    self._namespace_object,
+                    lambda: self.store.resource_version,
+                    initial=query.get("resourceVersion", "") in ("", "0"),
+                    timeout=float(int_param(query, "timeoutSeconds") or self.watch_timeout),
+                    bookmark_interval=(
+                        self.bookmark_interval if truthy(query.get("allowWatchBookmarks")) else None
+                    ),
+                )
+            except ConnectionError:
+                return response
+            finally:
+                self._watches.discard(scope)
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+        return response
+
     async def _serve_namespace(self, request: web.Request, t: Target) -> web.StreamResponse:
         method = request.method
         names = namespace_names(self.store, self._namespaces)
@@ -352,7 +384,9 @@ class ApiEmulator:
             if wants_table(request):
                 return json_response(200, self._tables.table(t.res, [obj], None, request.query))
             return json_response(200, obj)
-        if method == "GET" and not truthy(request.query.get("watch")):
+        if method == "GET" and truthy(request.query.get("watch")):
+            return await self._watch_namespaces(request)
+        if method == "GET":
             flt = parse_filter(request.query)
             items = [o for n in names if flt.matches(o := self._namespace_object(n))]
             meta = {"resourceVersion": str(self.store.resource_version)}

@@ -14,10 +14,10 @@ asked, alone (as a peer's plugin test asks its plugin alone)::
       scores: {node-a: 100, node-b: 0}   # the nodes scored, in this order, and their scores
 
 ``filter``: the plugin's verdict on every listed node (Success when it rejects the node
-for no reason; else the code of the first rejection charged to it). ``scores``: the
-plugin's score hook asked for exactly the listed nodes (the ones the peer's table
-scores), normalised over them as the plugin does; 0 for each when the plugin registered
-no score in that session (it had nothing to score).
+for no reason, or registered no filter; else the code of the first rejection charged to
+it). ``scores``: the plugin's score hook asked for exactly the listed nodes (the ones the
+peer's table scores), normalised over them as the plugin does; 0 for each when the plugin
+registered no score in that session (it had nothing to score).
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def check_plugin(spec: dict[str, Any], docs: list[Any]) -> None:
         assert task is not None, f"no pod {key} in the scenario"
         table = session.table
         if "filter" in spec or "reasons" in spec:
-            [hook] = [r.hook for r in session.hooks[NODE_FILTER] if r.plugin == name]
-            rejections = hook(task, table, False)
+            hooks = [r.hook for r in session.hooks[NODE_FILTER] if r.plugin == name]
+            # A plugin that registered no filter (nothing to filter) passes every node.
+            rejections = hooks[0](task, table, False) if hooks else []
             verdicts: dict[str, str] = {}
             reasons: dict[str, str] = {}
             for node in spec.get("filter") or spec["reasons"]:

@@ -134,6 +134,12 @@ class PluginContext(Protocol):
         or None when nothing does."""
         ...
 
+    @property
+    def spread_selectors_known(self) -> bool:
+        """Does the snapshot know any Service or controller selector at all (else no pod
+        has a default spreading selector)?"""
+        ...
+
 
 # The Protocols ------------------------------------------------------------------------------
 

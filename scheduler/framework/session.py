@@ -172,6 +172,11 @@ class SessionContext:
             task.namespace, task.labels or {}, task.controller
         )
 
+    @property
+    def spread_selectors_known(self) -> bool:
+        selectors = self._session.snapshot.spread_selectors
+        return bool(selectors.services or selectors.controllers)
+
 
 class Session:
     """Created by :func:`open_session`; used by the actions of one cycle, then closed.

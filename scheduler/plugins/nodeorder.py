@@ -121,6 +121,8 @@ class NodeOrderPlugin:
         self._alloc: IntMatrix = np.zeros((0, 0), dtype=np.int64)
         self._weights: IntVector = np.zeros(0, dtype=np.int64)
         self._scalar: BoolVector = np.zeros(0, dtype=np.bool_)
+        self._offered_everywhere = False
+        """Every node offers every scored resource (then no mask is needed per call)."""
         self._preferred: dict[tuple[PreferredTerm, ...], IntVector] = {}
         self._soft_taints: list[tuple[Taint, ...]] = []
         """Per row, the node's ``PreferNoSchedule`` taints."""
@@ -141,6 +143,7 @@ class NodeOrderPlugin:
         self._alloc = table.allocatable.take(self._cols, axis=1)
         self._weights = np.array([w for _, w, _ in used], dtype=np.int64)
         self._scalar = np.array([r not in NATIVE for _, _, r in used], dtype=np.bool_)
+        self._offered_everywhere = bool((self._alloc > 0).all())
         if args.leastAllocatedWeight:
             hooks.add(NODE_SCORER, self.least_allocated, args.leastAllocatedWeight)
         if args.mostAllocatedWeight:
@@ -171,12 +174,13 @@ class NodeOrderPlugin:
         *,
         nonzero: bool,
         releasing: bool,
-    ) -> tuple[IntMatrix, IntMatrix, BoolVector]:
+    ) -> tuple[IntMatrix, IntMatrix, BoolVector | None]:
         """(allocatable, requested before the pod, which resources count) per (row,
         resource): requested is the node's non-zero requested with ``nonzero``, less the
         room of pods being evicted with ``releasing`` (their non-zero pads stay counted). A
         resource counts where the node offers it, unless it is an extended resource the pod
-        does not ask for (``request``: the pod's, per resource)."""
+        does not ask for (``request``: the pod's, per resource); None when every one counts
+        on every row (the common case, computed without masks)."""
         alloc: IntMatrix = self._alloc.take(rows, axis=0)
         cols = self._cols
         used: IntMatrix = alloc - table.idle.take(rows, axis=0).take(cols, axis=1)
@@ -184,12 +188,21 @@ class NodeOrderPlugin:
             used -= table.releasing.take(rows, axis=0).take(cols, axis=1)
         if nonzero:
             used += table.nonzero_pad.take(rows, axis=0).take(cols, axis=1)
-        counted = (alloc > 0) & ~(self._scalar & (request == 0))
+        skipped = self._scalar & (request == 0)
+        if self._offered_everywhere and not skipped.any():
+            return alloc, used, None
+        counted = (alloc > 0) & ~skipped
         return alloc, used, counted
 
-    def _weighted_mean(self, scores: IntMatrix, counted: BoolVector) -> FloatVector:
+    def _weighted_mean(self, scores: IntMatrix, counted: BoolVector | None) -> FloatVector:
         """Per row, ``sum(score * weight) // sum(weight)`` over the counted resources; 0 where
         none counts (kube's integer mean)."""
+        if counted is None:
+            total = int(self._weights.sum())
+            if total == 0:
+                return np.zeros(len(scores), dtype=np.float64)
+            every: FloatVector = (scores.dot(self._weights) // total).astype(np.float64)
+            return every
         weights = np.where(counted, self._weights, 0)
         total = weights.sum(axis=1)
         mean = (scores * weights).sum(axis=1) // np.maximum(total, 1)
@@ -300,11 +313,22 @@ class NodeOrderPlugin:
         return out
 
 
-def _balance(requested: IntMatrix, alloc: IntMatrix, counted: BoolVector) -> IntVector:
+def _balance(requested: IntMatrix, alloc: IntMatrix, counted: BoolVector | None) -> IntVector:
     """Per row, ``int((1 - std) * 100)`` of the fractions ``requested / allocatable`` (capped
-    at 1) of the counted resources, as kube's ``balancedResourceScore``: for two resources
-    the std is ``|f1 - f2| / 2``, for one or none 0."""
+    at 1) of the counted resources (None: all), as kube's ``balancedResourceScore``: for two
+    resources the std is ``|f1 - f2| / 2``, for one or none 0."""
     fractions = np.minimum(requested / np.maximum(alloc, 1), 1.0)
+    if counted is None:
+        width = fractions.shape[1]
+        if width == 2:
+            std = np.abs((fractions[:, 0] - fractions[:, 1]) / 2)
+        elif width > 2:
+            mean = fractions.sum(axis=1) / width
+            std = np.sqrt(((fractions - mean[:, None]) ** 2).sum(axis=1) / width)
+        else:
+            std = np.zeros(len(fractions), dtype=np.float64)
+        fast: IntVector = np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
+        return fast
     fractions = np.where(counted, fractions, 0.0)
     count = np.asarray(counted).sum(axis=1)
     std = np.zeros(len(requested), dtype=np.float64)

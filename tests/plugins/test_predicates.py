@@ -906,13 +906,24 @@ def reference_fits(task: TaskInfo, n: NodeInfo, nodes: Sequence[NodeInfo]) -> bo
     for m, other in others:
         if m is n and any(p.conflicts(q) for p in spec.host_ports for q in other.spec.host_ports):
             return False
-    for term in spec.pod_affinity:
-        matching = [(m, o) for m, o in others if _term_matches(term, task.namespace, o)]
-        if matching:
-            if not any(_in_domain(m, n, term.topology_key) for m, _ in matching):
-                return False
-        elif not (_term_matches(term, task.namespace, task) and term.topology_key in n.labels):
-            return False
+    # kube: pods matching all the required affinity terms count, in the domains of the
+    # terms their nodes have; each term needs one of them in the node's domain, unless
+    # none is counted in any domain and the pod matches all its terms (the first of a
+    # series).
+    terms = spec.pod_affinity
+    if any(t.topology_key not in n.labels for t in terms):
+        return False
+    matching = [
+        (m, o) for m, o in others if all(_term_matches(t, task.namespace, o) for t in terms)
+    ]
+    near = all(any(_in_domain(m, n, t.topology_key) for m, _ in matching) for t in terms)
+    counted = any(t.topology_key in m.labels for m, _ in matching for t in terms)
+    if (
+        terms
+        and not near
+        and (counted or not all(_term_matches(t, task.namespace, task) for t in terms))
+    ):
+        return False
     for term in spec.pod_anti_affinity:
         if any(
             _in_domain(m, n, term.topology_key) and _term_matches(term, task.namespace, o)

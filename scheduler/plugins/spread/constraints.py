@@ -125,6 +125,11 @@ class Constraints:
     def has_defaults(self) -> bool:
         return bool(self._defaults)
 
+    @property
+    def defaults_of_kind(self) -> tuple[SpreadConstraint, ...]:
+        """The default constraints (their selectors left empty)."""
+        return self._defaults
+
     def of(self, task: TaskInfo, default_selector: LabelSelector | None) -> PodConstraints:
         """``task``'s constraints; ``default_selector``: what its Services and controllers
         select it by (None: nothing), read only when it has no constraints of its own."""

@@ -11,7 +11,7 @@ import numpy as np
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import StaticShape, Taint, Toleration
 from scheduler.api.spread import HOSTNAME
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.framework.extension_points import (
     NODE_FILTER,
@@ -38,6 +38,7 @@ from scheduler.plugins.spread.constraints import (
 )
 
 MAX_SCORE = 100
+WAITING = frozenset((TaskStatus.PENDING, TaskStatus.PIPELINED))
 SKEW = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = SKEW + " (missing required label)"
 FILTERING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -76,11 +77,32 @@ class PodTopologySpreadPlugin:
             tuple((t.key, t.value, t.effect) for t in n.taints if t.effect in FILTERING_EFFECTS)
             for n in table.nodes
         ]
-        hooks.add(NODE_FILTER, self.filter)
-        hooks.add(ROW_FILTER, self.filter_row)
-        if self.arguments.weight:
+        hard, soft = self._wanted(context)
+        if hard:
+            hooks.add(NODE_FILTER, self.filter)
+            hooks.add(ROW_FILTER, self.filter_row)
+        if soft and self.arguments.weight:
             hooks.add(NODE_SCORER, self.score, self.arguments.weight)
         hooks.add_placement_handlers(self._place, self._unplace)
+
+    def _wanted(self, context: PluginContext) -> tuple[bool, bool]:
+        """(filter, score): does a waiting pod have constraints of each kind, its own or
+        by default (some Service or controller selects pods)? A cluster whose pods have
+        none pays no filter and no score."""
+        defaults = self._constraints.defaults_of_kind if context.spread_selectors_known else ()
+        hard = any(c.hard for c in defaults)
+        soft = any(not c.hard for c in defaults)
+        if hard and soft:
+            return True, True
+        for job in context.jobs.values():
+            for t in job.tasks.values():
+                spread = t.spec.spread
+                if spread and t.status in WAITING:
+                    hard = hard or any(c.hard for c in spread)
+                    soft = soft or any(not c.hard for c in spread)
+                    if hard and soft:
+                        return True, True
+        return hard, soft
 
     def close(self) -> None:
         self._context = None

@@ -9,7 +9,9 @@ Found by running the same writes against kube-apiserver v1.36.2:
   constraint's ``matchLabelKeys``, are merged into its ``labelSelector`` with the pod's
   own values (``key In (value)``, ``key NotIn (value)``; a key the pod does not have,
   or a null selector, adds nothing), as the server's MatchLabelKeysInPodAffinity and
-  MatchLabelKeysInPodTopologySpreadSelectorMerge (on in v1.36) do.
+  MatchLabelKeysInPodTopologySpreadSelectorMerge (on in v1.36) do. Pod-level requests
+  (``spec.resources.requests``) of CPU or memory below the containers' aggregate request
+  are refused (422 ``must be greater than or equal to aggregate container requests``).
 * **On update**, a pod's spec is immutable but for a few fields (``ValidatePodUpdate``):
   container and init-container images, ``activeDeadlineSeconds``, additions to
   ``tolerations``, ``terminationGracePeriodSeconds``, and scheduling gates, which may only
@@ -41,7 +43,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from scheduler.api.errors import ConflictError, FieldCause, InvalidObjectError
+from scheduler.api.errors import ConflictError, FieldCause, InvalidInputError, InvalidObjectError
+from scheduler.api.pod_resources import aggregate_containers
+from scheduler.api.quantity import format_bytes, format_milli
+from scheduler.api.resource import canonical_amount
 from scheduler.sim.objects import parse_rfc3339, rfc3339, with_condition
 
 __all__ = [
@@ -93,6 +98,8 @@ def on_create(pod: dict[str, Any], now: str) -> None:
     it has a PodScheduled condition already, and merge its label keys into its selectors
     (module docstring); in place."""
     spec = pod.get("spec") or {}
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    _check_pod_level_requests(name, spec)
     _merge_label_keys(spec, (pod.get("metadata") or {}).get("labels") or {})
     if not spec.get("schedulingGates") or spec.get("nodeName"):
         return
@@ -101,6 +108,30 @@ def on_create(pod: dict[str, Any], now: str) -> None:
     if any(c.get("type") == "PodScheduled" for c in conditions):
         return
     conditions.append({**GATED_CONDITION, "lastProbeTime": None, "lastTransitionTime": now})
+
+
+def _check_pod_level_requests(name: str, spec: Obj) -> None:
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    if not pod_level:
+        return
+    obj = f"Pod {name}"
+    try:
+        aggregate = aggregate_containers(spec, obj=obj)
+    except InvalidInputError:
+        return  # a malformed container: refused elsewhere
+    for resource in ("cpu", "memory"):
+        if resource not in pod_level:
+            continue
+        asked = canonical_amount(resource, pod_level[resource], obj=obj, field="spec.resources")
+        total = aggregate.get(resource, 0)
+        if asked < total:
+            shown = format_milli(total) if resource == "cpu" else format_bytes(total)
+            _refuse(
+                name,
+                f"spec.resources.requests[{resource}]",
+                f'Invalid value: "{pod_level[resource]}": must be greater than or equal to '
+                f"aggregate container requests of {shown}",
+            )
 
 
 def _merge_label_keys(spec: Obj, labels: Obj) -> None:

@@ -125,3 +125,20 @@ def test_label_keys_are_merged_into_the_selectors_at_creation() -> None:
     assert constraint["labelSelector"]["matchExpressions"] == [
         {"key": "version", "operator": "In", "values": ["v2"]}
     ]
+
+
+def test_pod_level_requests_below_the_containers_are_refused() -> None:
+    """As kube-apiserver v1.36.2: ``spec.resources.requests[cpu]: Invalid value: "1": must
+    be greater than or equal to aggregate container requests of 64250m``."""
+    raw = pod("a")
+    raw["spec"]["containers"] = [
+        {"name": "a", "resources": {"requests": {"cpu": "64"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "250m"}}},
+    ]
+    raw["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    with pytest.raises(InvalidObjectError) as info:
+        _store().create(raw)
+    assert "spec.resources.requests[cpu]" in str(info.value)
+    assert "aggregate container requests of 64250m" in str(info.value)
+    raw["spec"]["resources"] = {"requests": {"cpu": "65"}}
+    assert _store().create(raw)["spec"]["resources"]["requests"]["cpu"] == "65"

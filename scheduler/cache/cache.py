@@ -37,6 +37,7 @@ from scheduler.cache.ledger import Ledger
 from scheduler.cache.shard_view import ShardView
 from scheduler.cache.snapshot_builder import SnapshotBuilder
 from scheduler.cache.volume_store import VolumeStore
+from scheduler.framework.awaited_pods import PlacedPod
 from scheduler.framework.effects import Bind, Effect, Part
 
 Obj = Mapping[str, Any]
@@ -81,6 +82,12 @@ class SchedulerCache:
     def take_fresh_jobs(self) -> set[str]:
         """The jobs that got a new pending pod of ours since the last call."""
         return self.news.take_fresh_jobs()
+
+    def take_placed_pods(self) -> tuple[PlacedPod, ...] | None:
+        """:meth:`PlacedPods.take <scheduler.cache.placed_pods.PlacedPods.take>`: the pods
+        given a node or relabelled on one since the last call (None: too many to tell).
+        Called by the loop before each snapshot."""
+        return self.state.placed.take()
 
     def group_members(self, job_id: str) -> list[str]:
         """The uids of the pods naming the PodGroup of ``job_id``, sorted."""

@@ -26,6 +26,7 @@ from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.cache.dra_store import DraStore
 from scheduler.cache.membership import Membership
+from scheduler.cache.placed_pods import PlacedPods
 from scheduler.cache.placement_objects import PlacementObjects
 from scheduler.cache.shard_view import ShardView
 from scheduler.cache.volume_store import VolumeStore
@@ -64,6 +65,10 @@ class ClusterState:
         self.placement: Final = PlacementObjects()
         """Namespaces' labels and Services' and controllers' selectors (placement
         plugins read them: affinity namespace selectors, default spreading)."""
+        self.placed: Final = PlacedPods()
+        """Pods given a node or relabelled on one since the loop last took them (news for
+        parked jobs that wait for such a pod: :mod:`scheduler.framework.awaited_pods`);
+        noted by ingest and by the ledger."""
         self.off_node: Final[dict[str, set[str]]] = {}
         """Tasks whose node is not in :attr:`nodes` (not listed yet, gone, another
         shard's), by node name: attached when it comes."""

@@ -242,6 +242,11 @@ class Ingest:
             state.detach(old)
         state.tasks[uid] = task
         state.attach(task)
+        if task.node_name:
+            if old is None or old.node_name != task.node_name:
+                state.placed.note(task.namespace, task.labels)
+            elif old.labels != task.labels:
+                state.placed.note(task.namespace, task.labels, before=old.labels)
         ungated = old is not None and old.status is TaskStatus.GATED
         if old is None or ungated:
             # A new pending pod, or one whose last scheduling gate was removed: news for

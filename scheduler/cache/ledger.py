@@ -211,6 +211,7 @@ class Ledger:
             task.annotations = {**(task.annotations or {}), **annotations}
             self._assumed_annotations[uid] = tuple(annotations)
         self._state.move(uid, TaskStatus.BINDING, node)
+        self._state.placed.note(task.namespace, task.labels)
         return True
 
     def forget_bind(self, uid: str) -> None:

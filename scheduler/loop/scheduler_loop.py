@@ -490,8 +490,9 @@ class SchedulingLoop:
         report.revision = self.cache.revision
         t0 = time.perf_counter()
         fresh = self.cache.take_fresh_jobs()
+        placed = self.cache.take_placed_pods()
         snapshot = self.cache.snapshot(now=report.started, wall=self.ports.clock.wall())
-        view = self.queue.view(report.started, self._generation, fresh, snapshot.jobs)
+        view = self.queue.view(report.started, self._generation, fresh, snapshot.jobs, placed)
         snapshot.queue = report.queue_view = view
         t1 = time.perf_counter()
         report.parts["snapshot"] = t1 - t0

@@ -15,10 +15,12 @@ import pytest
 from scheduler.actions import allocate
 from scheduler.api import labels as L
 from scheduler.api import reasons
+from scheduler.framework.awaited_pods import PlacedPod
 from scheduler.loop.queue.parking import Parking
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.runner import Simulation
 from tests import simulated
+from tests.builders import cached_session
 
 Obj = dict[str, Any]
 
@@ -149,8 +151,6 @@ def test_a_new_member_wakes_its_own_gang_only() -> None:
     ],
 )
 def test_when_parking_ends(generation: int, fresh: set[str], now: float, parked: bool) -> None:
-    from tests.builders import cached_session
-
     objects = [
         {**node("n0"), "metadata": {"name": "n0"}},
         {**group("big", 2), "metadata": {"name": "big", "namespace": "default"}},
@@ -172,3 +172,92 @@ def test_when_parking_ends(generation: int, fresh: set[str], now: float, parked:
         assert {r.message for r in view["default/big"].task_reasons.values()} == {
             "0/1 nodes are available: 1 Insufficient cpu."
         }
+
+
+def near_web(name: str, **annotations: str) -> Obj:
+    """A pod that must run in the zone of a pod labelled app=web (required podAffinity)."""
+    obj = pod(name, "1", **annotations)
+    obj["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ]
+        }
+    }
+    return obj
+
+
+def labelled(obj: Obj, **labels: str) -> Obj:
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+PLACED_WEB = ("default", {"app": "web"})
+
+
+@pytest.mark.parametrize(
+    ("spec", "placed", "parked"),
+    [
+        pytest.param("affinity", (), True, id="affinity-nothing-placed"),
+        pytest.param("affinity", (PLACED_WEB,), False, id="affinity-its-pod-placed"),
+        pytest.param("affinity", (("other", {"app": "web"}),), True, id="affinity-other-ns"),
+        pytest.param("affinity", (("default", {"app": "db"}),), True, id="affinity-other-pod"),
+        pytest.param("affinity", None, False, id="affinity-too-many-to-tell"),
+        pytest.param("spread", (PLACED_WEB,), False, id="hard-spread-its-pod-placed"),
+        pytest.param("spread", (("default", {"app": "db"}),), True, id="spread-other-pod"),
+        pytest.param("soft-spread", (PLACED_WEB,), True, id="soft-spread-waits-for-none"),
+        pytest.param("anti", (PLACED_WEB,), True, id="anti-affinity-a-pod-placed"),
+        pytest.param(
+            "anti", (("default", {"app": "db"}, {"app": "web"}),), False, id="anti-relabelled-out"
+        ),
+        pytest.param(
+            "anti", (("default", {"app": "web"}, {"app": "db"}),), True, id="anti-relabelled-in"
+        ),
+        pytest.param("none", None, True, id="no-constraint-waits-for-none"),
+    ],
+)
+def test_placed_pods_end_the_parking_of_those_that_wait_for_them(
+    spec: str, placed: tuple[tuple[Any, ...], ...] | None, parked: bool
+) -> None:
+    web = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+    waiting = labelled(pod("p", "8"), app="web")
+    if spec == "affinity":
+        waiting["spec"]["affinity"] = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [web]}
+        }
+    elif spec == "anti":
+        waiting["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [web]}
+        }
+    elif spec in ("spread", "soft-spread"):
+        when = "DoNotSchedule" if spec == "spread" else "ScheduleAnyway"
+        waiting["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "whenUnsatisfiable": when, **web}
+        ]
+    session = cached_session([node("n0"), waiting])
+    job = session.jobs["default/p"]
+    for t in job.tasks.values():
+        session.record_task_reason(t, reasons.nodes_unavailable("0/1 nodes are available."))
+    parking = Parking()
+    parking.after_cycle(session, {}, generation=5, now=5.0)
+    pods = None if placed is None else tuple(PlacedPod(*p) for p in placed)
+    assert ("default/p" in parking.holds(5, set(), 10.0, pods)) is parked
+    # news seen once stays seen: the next view (nothing placed since) does not park it again
+    assert ("default/p" in parking.holds(5, set(), 11.0, ())) is parked
+
+
+def test_news_during_a_round_lets_the_job_go_when_the_round_ends() -> None:
+    waiting = near_web("p")
+    session = cached_session([node("n0"), waiting])
+    for t in session.jobs["default/p"].tasks.values():
+        session.record_task_reason(t, reasons.nodes_unavailable("0/1 nodes are available."))
+    session.deferred.add("default/later")  # the cycle ran out of time: its round goes on
+    parking = Parking()
+    parking.after_cycle(session, {}, generation=5, now=5.0)
+    assert "default/p" in parking.holds(5, set(), 6.0, (PlacedPod("default", {"app": "web"}),))
+    closing = cached_session([node("n0"), near_web("p")])  # the round's end: none deferred
+    parking.after_cycle(closing, {}, generation=5, now=6.0)
+    assert "default/p" not in parking.holds(5, set(), 7.0, ())

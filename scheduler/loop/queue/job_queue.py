@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from scheduler.api.holds import GateTicket, Hold, HoldKind, QueueView
 from scheduler.api.job import JobInfo
+from scheduler.framework.awaited_pods import PlacedPod
 from scheduler.framework.session import Session, error_message
 from scheduler.loop.queue.backoff import BackoffPolicy, Backoffs
 from scheduler.loop.queue.below_minimum import BelowMinimum
@@ -89,13 +90,19 @@ class JobQueue:
     # What the loop asks ------------------------------------------------------------------
 
     def view(
-        self, now: float, generation: int, fresh: set[str], jobs: Mapping[str, JobInfo]
+        self,
+        now: float,
+        generation: int,
+        fresh: set[str],
+        jobs: Mapping[str, JobInfo],
+        placed: tuple[PlacedPod, ...] | None = (),
     ) -> QueueView:
         """The holds as the cycle about to start at ``now`` sees them. ``generation``: the
         cache's as its snapshot is taken; ``fresh``: jobs that got a pod to place since
-        the last cycle (both end parkings); ``jobs``: the snapshot's, as the cache built
-        them (the counts of gangs below their minimum go on from them). Once per
-        snapshot, in order. Gates past their timeout open here."""
+        the last cycle; ``placed``: pods placed since then (None: too many to tell) (all
+        three end parkings); ``jobs``: the snapshot's, as the cache built them (the counts
+        of gangs below their minimum go on from them). Once per snapshot, in order. Gates
+        past their timeout open here."""
         self._gates.expire(now)
         for job in self._no_preemption.ended(now):
             self._no_preemption.lift(job)  # a next failed preemption waits longer still
@@ -104,7 +111,7 @@ class JobQueue:
         holds: dict[str, Hold] = {}
         for layer in (
             self._no_preemption.active(now),
-            self._parking.holds(generation, fresh, now),
+            self._parking.holds(generation, fresh, now, placed),
             self._errors.active(now),
             self._refused_binds.active(now),
             self._gates.holds(),

@@ -13,12 +13,13 @@ the cache's :attr:`~scheduler.cache.SchedulerCache.generation` at the cycle's sn
 what it was told. Before each snapshot a parked job is let go when the generation moved (a
 pod deleted or completed, a node, queue, PodGroup, budget or topology changed: room may
 have freed), when it got a new pod of its own, or one of its pods lost its last scheduling
-gate (a gang may now be whole), at the time the session said trying it again may help
-though nothing else changes (:attr:`~scheduler.framework.session.Session.revisits`: a
-reclaim's victims come of age), or ``retry_every`` seconds after it was parked
-(kube-scheduler's 5 minutes). The others are held (``HoldKind.PARKED``): the actions do
-not try them, and say again what they were told, so pods, PodGroups, ``sluice simulate``
-and the metrics keep the true reasons.
+gate (a gang may now be whole), when a pod was placed that its required pod affinity or
+hard spread constraints wait for (:mod:`scheduler.framework.awaited_pods`), at the time
+the session said trying it again may help though nothing else changes
+(:attr:`~scheduler.framework.session.Session.revisits`: a reclaim's victims come of age),
+or ``retry_every`` seconds after it was parked (kube-scheduler's 5 minutes). The others
+are held (``HoldKind.PARKED``): the actions do not try them, and say again what they were
+told, so pods, PodGroups, ``sluice simulate`` and the metrics keep the true reasons.
 
 **Rounds.** An action that spends its time budget defers the jobs it has not reached to the
 next cycle (``actionTimeBudget``): the cycles from the first that deferred to the first
@@ -35,10 +36,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.api.holds import Hold, HoldKind
 from scheduler.api.task import TaskStatus
+from scheduler.framework.awaited_pods import AwaitedPods, PlacedPod, awaited_pods
 from scheduler.framework.effects import Bind, ClearNomination, Evict, Nominate, parts
 from scheduler.framework.session import Session
 
@@ -56,6 +58,10 @@ class _Entry:
     timed: bool = False
     """Let go at a time the session gave (:attr:`Session.revisits`), not only at an
     event or the safety net's ``retry_every``."""
+    awaits: AwaitedPods | None = None
+    """The placed pods that could let its pods fit (None: only freed room can)."""
+    news: bool = False
+    """Such a pod was placed during its round: let go when the round ends."""
 
 
 class Parking:
@@ -82,18 +88,32 @@ class Parking:
         """Jobs parked until a time the session gave: each is tried again then."""
         return sum(1 for e in self._entries.values() if e.timed)
 
-    def holds(self, generation: int, fresh: set[str], now: float) -> dict[str, Hold]:
+    def holds(
+        self,
+        generation: int,
+        fresh: set[str],
+        now: float,
+        placed: tuple[PlacedPod, ...] | None = (),
+    ) -> dict[str, Hold]:
         """Let go the jobs whose parking ended (see the module docstring); the holds of the
-        others, for the snapshot about to be taken at ``generation``."""
+        others, for the snapshot about to be taken at ``generation``. ``placed``: the pods
+        placed since the last snapshot (None: too many to tell, any may have been)."""
         in_round = self._round if self._round_open else -1
-        self._entries = {
-            uid: e
-            for uid, e in self._entries.items()
-            if (e.generation == generation or e.round == in_round)
-            and uid not in fresh
-            and now < e.hold.until
-        }
-        return {uid: e.hold for uid, e in self._entries.items()}
+        kept: dict[str, _Entry] = {}
+        for uid, entry in self._entries.items():
+            if uid in fresh or now >= entry.hold.until:
+                continue
+            e = entry
+            if (
+                e.awaits is not None
+                and not e.news
+                and (placed is None or e.awaits.any_among(placed))
+            ):
+                e = replace(e, news=True)
+            if e.round == in_round or (e.generation == generation and not e.news):
+                kept[uid] = e
+        self._entries = kept
+        return {uid: e.hold for uid, e in kept.items()}
 
     def after_cycle(
         self, session: Session, held: Mapping[str, Hold], generation: int, now: float
@@ -134,7 +154,13 @@ class Parking:
                     until=now + min(self.retry_every, revisit),
                     task_reasons=reasons,
                 )
-                entries[uid] = _Entry(generation, now, hold, self._round, revisit < math.inf)
+                waiting = (
+                    t for t in job.tasks.values() if t.sluice and t.status is TaskStatus.PENDING
+                )
+                awaits = awaited_pods(waiting, session.snapshot.namespaces)
+                entries[uid] = _Entry(
+                    generation, now, hold, self._round, revisit < math.inf, awaits
+                )
         self._entries = entries
         if session.deferred:
             self._round_open = True

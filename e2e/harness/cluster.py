@@ -532,8 +532,11 @@ class Cluster:
     async def get_pod_group(self, name: str) -> dict[str, Any] | None:
         return await self.api.get_or_none(custom_path("podgroups", self.namespace, name))
 
-    async def create_priority_class(self, suffix: str, value: int) -> tuple[str, int]:
-        """A PriorityClass for this run; returns (name, value) for :meth:`pod_manifest`."""
+    async def create_priority_class(
+        self, suffix: str, value: int, *, preemption_policy: str = "PreemptLowerPriority"
+    ) -> tuple[str, int]:
+        """A PriorityClass for this run; returns (name, value) for :meth:`pod_manifest`.
+        ``preemption_policy`` is the class's, which Priority admission gives its pods."""
         name = self.name(suffix)
         body = {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -541,7 +544,7 @@ class Cluster:
             "metadata": {"name": name, "labels": {RUN_LABEL: self.run_id}},
             "value": value,
             "globalDefault": False,
-            "preemptionPolicy": "PreemptLowerPriority",
+            "preemptionPolicy": preemption_policy,
         }
         await self.api.request(
             "POST", core_path("priorityclasses", group="scheduling.k8s.io/v1"), body=body

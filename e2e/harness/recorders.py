@@ -54,7 +54,8 @@ def quantity(value: Any) -> Decimal:
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     """What a pod asks of its node: the sum of its containers' requests (cpu, memory) and
-    one ``pods`` slot; init containers' maximum when larger, as the scheduler counts."""
+    one ``pods`` slot; init containers' maximum when larger; pod-level requests in place
+    of the containers' where set, as the scheduler counts."""
     spec = pod.get("spec") or {}
     total: dict[str, Decimal] = defaultdict(Decimal)
     for c in spec.get("containers") or ():
@@ -63,6 +64,9 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     for c in spec.get("initContainers") or ():
         for k, v in ((c.get("resources") or {}).get("requests") or {}).items():
             total[k] = max(total[k], quantity(v))
+    for k, v in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if k in ("cpu", "memory") or k.startswith("hugepages-"):
+            total[k] = quantity(v)  # pod-level requests stand for the containers'
     total["pods"] += 1
     return dict(total)
 

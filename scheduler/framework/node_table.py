@@ -22,6 +22,7 @@ IntMatrix = npt.NDArray[np.int64]
 IntVector = npt.NDArray[np.int64]
 BoolVector = npt.NDArray[np.bool_]
 FloatVector = npt.NDArray[np.float64]
+FloatMatrix = npt.NDArray[np.float64]
 IndexVector = npt.NDArray[np.intp]
 
 

@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.api.pod import PreferredTerm, Taint, Toleration
+from scheduler.api.pod import PodSpecView, PreferredTerm, Taint, Toleration
 from scheduler.api.resource import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import NODE_SCORER, HookSet, PluginContext
 from scheduler.framework.node_labels import NodeLabelIndex
 from scheduler.framework.node_table import (
     BoolVector,
+    FloatMatrix,
     FloatVector,
     IndexVector,
     IntMatrix,
@@ -56,8 +57,27 @@ from scheduler.framework.node_table import (
 
 MAX_SCORE = 100.0
 
+EXACT_BELOW = 2**46
+"""Amounts (millicores, bytes) below which ``a * 100 // b`` computed in floats is kube's
+integer quotient: 64 TiB of memory on one node."""
+
 NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
 """Resources kube scores for every pod; any other is scored only for pods that ask it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Asks:
+    """A pod spec's request of the scored resources (the scored columns, in order)."""
+
+    scored: IntVector
+    """As the least and most allocated scores count it: with kube's non-zero pads."""
+    plain: IntVector
+    """As balanced allocation counts it: as asked."""
+    scored_everywhere: bool
+    """Every scored resource counts on every row for ``scored`` (the fast paths apply)."""
+    plain_everywhere: bool
+    any: bool
+    """It asks some scored resource (else balanced allocation does not score it)."""
 
 
 def _default_resources() -> dict[str, int]:
@@ -123,6 +143,17 @@ class NodeOrderPlugin:
         self._scalar: BoolVector = np.zeros(0, dtype=np.bool_)
         self._offered_everywhere = False
         """Every node offers every scored resource (then no mask is needed per call)."""
+        self._any_scalar = False
+        self._float_floor: FloatMatrix = np.zeros((0, 0), dtype=np.float64)
+        """``max(allocatable, 1)`` per (row, scored resource): the divisor of the scores."""
+        self._float_weights: FloatVector = np.zeros(0, dtype=np.float64)
+        self._total_weight = 0
+        self._exact_in_floats = False
+        """Allocatable below :data:`EXACT_BELOW` everywhere (the float fast paths apply)."""
+        self._asked: dict[int, tuple[PodSpecView, _Asks]] = {}
+        """:meth:`_asks` by the spec's identity (the spec kept, so an id is not reused)."""
+        self._span: slice | None = None
+        """The scored columns as one slice of the table's, when they are contiguous."""
         self._preferred: dict[tuple[PreferredTerm, ...], IntVector] = {}
         self._soft_taints: list[tuple[Taint, ...]] = []
         """Per row, the node's ``PreferNoSchedule`` taints."""
@@ -144,6 +175,14 @@ class NodeOrderPlugin:
         self._weights = np.array([w for _, w, _ in used], dtype=np.int64)
         self._scalar = np.array([r not in NATIVE for _, _, r in used], dtype=np.bool_)
         self._offered_everywhere = bool((self._alloc > 0).all())
+        self._any_scalar = bool(self._scalar.any())
+        self._float_floor = np.maximum(self._alloc, 1).astype(np.float64)
+        self._float_weights = self._weights.astype(np.float64)
+        self._total_weight = int(self._weights.sum())
+        self._exact_in_floats = int(self._alloc.max(initial=0)) < EXACT_BELOW
+        cols = self._cols
+        contiguous = len(cols) > 0 and bool((np.diff(cols) == 1).all())
+        self._span = slice(int(cols[0]), int(cols[-1]) + 1) if contiguous else None
         if args.leastAllocatedWeight:
             hooks.add(NODE_SCORER, self.least_allocated, args.leastAllocatedWeight)
         if args.mostAllocatedWeight:
@@ -159,12 +198,61 @@ class NodeOrderPlugin:
             hooks.add(NODE_SCORER, self.taint_toleration, args.taintTolerationWeight)
 
     def close(self) -> None:
+        self._asked.clear()
         self._labels = NodeLabelIndex(())
         self._preferred.clear()
         self._soft_taints = []
         self._untolerated.clear()
 
     # Allocation ----------------------------------------------------------------------------
+
+    def _room(
+        self, table: TableView, rows: IndexVector, *, pads: bool, releasing: bool
+    ) -> IntMatrix:
+        """Per (row of ``rows``, every column): idle, plus the room of pods being evicted
+        with ``releasing``, less the non-zero pads with ``pads``; a fresh array (whole rows:
+        arithmetic on a strided view of the scored columns is several times slower)."""
+        room = table.idle.take(rows, axis=0)
+        if pads:
+            room -= table.nonzero_pad.take(rows, axis=0)
+        if releasing:
+            room += table.releasing.take(rows, axis=0)
+        return room
+
+    def _scored(self, matrix: IntMatrix) -> IntMatrix:
+        """The scored columns of ``matrix`` (a view where they are contiguous)."""
+        if self._span is not None:
+            view: IntMatrix = matrix[:, self._span]
+            return view
+        return matrix.take(self._cols, axis=1)
+
+    def _everywhere(self, request: IntVector) -> bool:
+        """Does every scored resource count on every row for a pod asking ``request``, with
+        amounts small enough for the float fast paths?"""
+        if not self._offered_everywhere or not self._exact_in_floats:
+            return False
+        if int(request.max(initial=0)) >= EXACT_BELOW:
+            return False
+        return not self._any_scalar or not (self._scalar & (request == 0)).any()
+
+    def _mean_of_all(self, scores: FloatMatrix) -> FloatVector:
+        """:meth:`_weighted_mean` of whole-number ``scores`` when every resource counts on
+        every row."""
+        if self._total_weight == 0:
+            return np.zeros(len(scores), dtype=np.float64)
+        mean: FloatVector = scores.dot(self._float_weights)
+        mean /= self._total_weight
+        np.floor(mean, out=mean)
+        return mean
+
+    def _floor_divided(self, amounts: IntMatrix, rows: IndexVector) -> FloatMatrix:
+        """``amounts * 100 // allocatable`` on ``rows``, in floats: exact while amounts and
+        allocatable stay below :data:`EXACT_BELOW` (``open`` checks; a quotient's error is
+        then below the distance from a fraction to the next whole number)."""
+        scores: FloatMatrix = np.multiply(amounts, MAX_SCORE, dtype=np.float64)
+        scores /= self._float_floor.take(rows, axis=0)
+        np.floor(scores, out=scores)
+        return scores
 
     def _allocation(
         self,
@@ -209,20 +297,35 @@ class NodeOrderPlugin:
         out: FloatVector = np.where(total > 0, mean, 0).astype(np.float64)
         return out
 
-    def _scored_request(self, task: TaskInfo, table: TableView) -> IntVector:
-        """The pod's request as kube's least and most allocated scores count it (non-zero
-        CPU and memory), per scored resource."""
-        request: IntVector = table.request(task.request).take(self._cols)
-        pad = task.spec.score_pad
-        if pad:
-            request = request + table.vector(pad).take(self._cols)
-        return request
+    def _asks(self, task: TaskInfo, table: TableView) -> _Asks:
+        """What ``task``'s spec asks of the scored resources, worked out once per distinct
+        spec in a session (pods of one template share theirs)."""
+        spec = task.spec
+        known = self._asked.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        plain: IntVector = table.request(spec.request).take(self._cols)
+        scored = plain
+        if spec.score_pad:
+            scored = plain + table.vector(spec.score_pad).take(self._cols)
+        asks = _Asks(
+            scored, plain, self._everywhere(scored), self._everywhere(plain), bool(plain.any())
+        )
+        self._asked[id(spec)] = (spec, asks)
+        return asks
 
     def least_allocated(
         self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
     ) -> FloatVector:
         """Higher for emptier nodes: ``(allocatable - requested) * 100 // allocatable``."""
-        request = self._scored_request(task, table)
+        asks = self._asks(task, table)
+        request = asks.scored
+        if asks.scored_everywhere:
+            # allocatable - requested = idle (+ releasing) - the pads - the pod's request
+            room = self._room(table, rows, pads=True, releasing=releasing)
+            free = self._scored(room) - request
+            np.maximum(free, 0, out=free)
+            return self._mean_of_all(self._floor_divided(free, rows))
         alloc, used, counted = self._allocation(
             table, rows, request, nonzero=True, releasing=releasing
         )
@@ -235,7 +338,15 @@ class NodeOrderPlugin:
         self, task: TaskInfo, table: TableView, rows: IndexVector, releasing: bool = False, /
     ) -> FloatVector:
         """Higher for fuller nodes: ``requested * 100 // allocatable``, requested capped."""
-        request = self._scored_request(task, table)
+        asks = self._asks(task, table)
+        request = asks.scored
+        if asks.scored_everywhere:
+            alloc = self._alloc.take(rows, axis=0)
+            room = self._room(table, rows, pads=True, releasing=releasing)
+            requested = alloc - self._scored(room)
+            requested += request
+            np.minimum(requested, alloc, out=requested)
+            return self._mean_of_all(self._floor_divided(requested, rows))
         alloc, used, counted = self._allocation(
             table, rows, request, nonzero=True, releasing=releasing
         )
@@ -248,9 +359,21 @@ class NodeOrderPlugin:
     ) -> FloatVector:
         """``50 + (50 + balance with the pod - balance without it) // 2`` (module docstring);
         0 everywhere for a pod that asks none of the resources (kube skips it)."""
-        request: IntVector = table.request(task.request).take(self._cols)
-        if not request.any():
+        asks = self._asks(task, table)
+        request = asks.plain
+        if not asks.any:
             return np.zeros(len(rows), dtype=np.float64)
+        if len(self._cols) == 2 and asks.plain_everywhere:
+            floor = self._float_floor.take(rows, axis=0)
+            room = self._room(table, rows, pads=False, releasing=releasing)
+            used = self._alloc.take(rows, axis=0) - self._scored(room)
+            fast = _two_balance((used + request) / floor)
+            fast -= _two_balance(used / floor)
+            fast += 50  # 50 + (50 + with - without) // 2
+            fast /= 2
+            np.floor(fast, out=fast)
+            fast += 50
+            return fast
         alloc, used, counted = self._allocation(
             table, rows, request, nonzero=False, releasing=releasing
         )
@@ -311,6 +434,19 @@ class NodeOrderPlugin:
             return np.full(len(rows), MAX_SCORE, dtype=np.float64)
         out: FloatVector = (int(MAX_SCORE) - counts * int(MAX_SCORE) // top).astype(np.float64)
         return out
+
+
+def _two_balance(fractions: FloatMatrix) -> FloatVector:
+    """kube's ``int((1 - std) * 100)`` of two fractions per row, each capped at 1, the std
+    of two being ``|f1 - f2| / 2`` (a fresh vector; ``fractions`` is changed)."""
+    np.minimum(fractions, 1.0, out=fractions)
+    score: FloatVector = fractions[:, 0] - fractions[:, 1]
+    score /= 2
+    np.abs(score, out=score)
+    np.subtract(1, score, out=score)
+    score *= MAX_SCORE
+    np.trunc(score, out=score)
+    return score
 
 
 def _balance(requested: IntMatrix, alloc: IntMatrix, counted: BoolVector | None) -> IntVector:

@@ -478,3 +478,55 @@ def test_allocation_scores_match_a_per_node_reference(
             got[s][n.name] for s in ("least_allocated", "most_allocated", "balanced_allocation")
         )
         assert have == want, n.name
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 2**14), st.integers(1, 2**16 - 1)), min_size=1, max_size=4
+    ),  # cores, GiB: up to 64 TiB
+    st.lists(st.tuples(st.integers(0, 2**24), st.integers(0, 2**46 - 1)), max_size=6),
+    st.tuples(st.integers(0, 2**24), st.integers(0, 2**46 - 1)),
+    st.integers(1, 7),
+)
+def test_the_float_fast_path_is_kubes_integer_arithmetic_on_large_nodes(
+    shapes: list[tuple[int, int]],
+    running: list[tuple[int, int]],
+    incoming: tuple[int, int],
+    cpu_weight: int,
+) -> None:
+    """Every node offering cpu and memory takes the vectorised float path; its scores are
+    kube's integer ones up to 64 TiB and 16,384 cores (millicores and bytes as asked)."""
+
+    def containers(milli: int, byte: int) -> list[Obj]:
+        requests = {"cpu": f"{milli}m", "memory": str(byte)}
+        return [{"name": "c", "resources": {"requests": requests}}]
+
+    nodes = [node(f"n{i}", cpu=str(c), memory=f"{m}Gi") for i, (c, m) in enumerate(shapes)]
+    pods = [
+        pod(f"e{i}", node=f"n{i % len(nodes)}", containers=containers(*r))
+        for i, r in enumerate(running)
+    ]
+    weights = {"cpu": cpu_weight, "memory": 1}
+    session = open_(
+        nodes, [*pods, pod("p", containers=containers(*incoming))], {"resources": weights}
+    )
+    assert plugin_of(session)._exact_in_floats
+    task = task_of(session, "p")
+    got = {
+        s: scores(session, "p", s)
+        for s in ("least_allocated", "most_allocated", "balanced_allocation")
+    }
+    for n in session.table.nodes:
+        want = reference_scores(
+            n.allocatable,
+            requested=n.used,
+            nonzero=n.used + n.nonzero_pad,
+            pod_request=task.request,
+            pod_nonzero=task.request + task.spec.score_pad,
+            weights=weights,
+        )
+        have = tuple(
+            got[s][n.name] for s in ("least_allocated", "most_allocated", "balanced_allocation")
+        )
+        assert have == want, n.name

@@ -1,5 +1,6 @@
 """``python -m bench [all|preemption|WORKLOAD] [--nodes N] [--pods N] [--running N] [--profile]``
-(``python -m bench real``, ``cel`` and ``soak`` take their own options: their modules).
+(``python -m bench real``, ``scorers``, ``cel`` and ``soak`` take their own options: their
+modules).
 
 Prints one JSON object per workload to stdout, one per line (JSON Lines), in the order
 the workloads ran. Each workload runs in a fresh subprocess (``python -m bench --child
@@ -190,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import soak
 
         return soak.main(argv[1:])
+    if argv[:1] == ["scorers"]:  # each filter's and score's cost per pod: bench/scorers.py
+        from bench import scorers
+
+        return scorers.main(argv[1:])
     if argv[:1] == ["cel"]:  # DRA's CEL libraries compared: bench/cel_libraries.py
         from bench import cel_libraries
 

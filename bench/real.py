@@ -57,6 +57,7 @@ import anyio
 
 from bench.failover import FAILOVER, run_failover
 from bench.http_workload import _free_port, _get
+from bench.placement_check import check_placement
 from bench.real_base import delete_base, ensure_base
 from bench.real_cluster import (
     KUBE_SCHEDULER,
@@ -315,6 +316,8 @@ async def run_one(ctx: RunContext, shape: Shape, runner: str) -> dict[str, Any]:
             figures.update(dra_devices_allocated=used, dra_devices_used_twice=twice)
         if shape.volumes and runner != "raw":
             figures.update(await volume_figures(api, run))
+        if shape.placement and runner != "raw":  # the raw runs bind round-robin
+            figures["placement"] = await check_placement(api, shape, run)
         # kube-scheduler exits with 1 on SIGTERM; Sluice with 0
         if (
             figures["unbound"]
@@ -441,6 +444,7 @@ SUMMARY_FIGURES: Final = (
     "takeover_after",
     "failover_seconds",
     "load_average",
+    "placement",
 )
 """The figures of each run the comparison line repeats (a list per runner: one value
 per run, in the order the runs were made)."""

@@ -84,6 +84,72 @@ class Shape:
     volumes: str = ""
     """A volume shape of :mod:`bench.real_volumes` (``bound-pvs``, ``local-pvs``): every
     measured pod then has a PersistentVolumeClaim, made in the setup with its PVs."""
+    placement: str = ""
+    """The measured pods' placement rules: a key of :data:`PLACEMENT` (scheduler_perf's
+    pod template of that shape); "" for none."""
+    running_placement: str = ""
+    """The running pods' (scheduler_perf's init pods'), likewise."""
+    zones: tuple[str, ...] = ()
+    """``topology.kubernetes.io/zone`` values given to the nodes round-robin (scheduler_perf's
+    labelNodePrepareStrategy); none: no zone label."""
+
+
+ZONE: Final = "topology.kubernetes.io/zone"
+MOONS: Final = ("moon-1", "moon-2", "moon-3")
+
+
+def _term(color: str, run: str) -> dict[str, Any]:
+    return {
+        "labelSelector": {"matchLabels": {"color": color}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaces": [run],
+    }
+
+
+def _spread(when: str) -> dict[str, Any]:
+    return {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 5,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": when,
+                "labelSelector": {"matchLabels": {"color": "blue"}},
+            }
+        ]
+    }
+
+
+PLACEMENT: Final[dict[str, Callable[[str], tuple[dict[str, str], dict[str, Any]]]]] = {
+    "spread": lambda run: ({"color": "blue"}, _spread("DoNotSchedule")),
+    "preferred-spread": lambda run: ({"color": "blue"}, _spread("ScheduleAnyway")),
+    "anti-affinity": lambda run: (
+        {"color": "green"},
+        {"affinity": {"podAntiAffinity": {REQUIRED: [_term("green", run)]}}},
+    ),
+    "preferred-affinity": lambda run: (
+        {"color": "red"},
+        {
+            "affinity": {
+                "podAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": _term("red", run)}]}
+            }
+        },
+    ),
+    "preferred-anti-affinity": lambda run: (
+        {"color": "yellow"},
+        {
+            "affinity": {
+                "podAntiAffinity": {
+                    PREFERRED: [{"weight": 1, "podAffinityTerm": _term("yellow", run)}]
+                }
+            }
+        },
+    ),
+}
+"""scheduler_perf's pod templates of the placement shapes (pod-with-topology-spreading,
+pod-with-preferred-topology-spreading, pod-with-pod-anti-affinity,
+pod-with-preferred-pod-affinity, pod-with-preferred-pod-anti-affinity): their labels and
+spec fields, for a run's namespace (the templates name scheduler_perf's two namespaces;
+a run has one)."""
 
 
 SHAPES: Final[dict[str, Shape]] = {
@@ -143,6 +209,66 @@ SHAPES: Final[dict[str, Shape]] = {
             ),
         ),
         Shape(
+            "topology-spreading",
+            nodes=5000,
+            running=5000,
+            pods=2000,
+            placement="spread",
+            zones=MOONS,
+            description=(
+                "scheduler_perf's TopologySpreading/5000Nodes: 5,000 nodes in 3 zones, 5,000 "
+                "running pods, 2,000 pods spread over zones (maxSkew 5, DoNotSchedule)"
+            ),
+        ),
+        Shape(
+            "preferred-topology-spreading",
+            nodes=5000,
+            running=5000,
+            pods=2000,
+            placement="preferred-spread",
+            zones=MOONS,
+            description=(
+                "scheduler_perf's PreferredTopologySpreading/5000Nodes: as topology-spreading, "
+                "ScheduleAnyway"
+            ),
+        ),
+        Shape(
+            "pod-anti-affinity",
+            nodes=5000,
+            running=1000,
+            pods=2000,
+            placement="anti-affinity",
+            running_placement="anti-affinity",
+            description=(
+                "scheduler_perf's SchedulingPodAntiAffinity/5000Nodes_2000Pods: 1,000 running "
+                "and 2,000 pending pods, each with required anti-affinity to the others per node"
+            ),
+        ),
+        Shape(
+            "preferred-pod-affinity",
+            nodes=5000,
+            running=5000,
+            pods=1000,
+            placement="preferred-affinity",
+            running_placement="preferred-affinity",
+            description=(
+                "scheduler_perf's SchedulingPreferredPodAffinity/5000Nodes: 5,000 running and "
+                "1,000 pending pods preferring (weight 1) a node with one of them"
+            ),
+        ),
+        Shape(
+            "preferred-pod-anti-affinity",
+            nodes=5000,
+            running=5000,
+            pods=1000,
+            placement="preferred-anti-affinity",
+            running_placement="preferred-anti-affinity",
+            description=(
+                "scheduler_perf's SchedulingPreferredPodAntiAffinity/5000Nodes: as "
+                "preferred-pod-affinity, preferring a node without one of them"
+            ),
+        ),
+        Shape(
             "dra",
             nodes=1000,
             running=0,
@@ -182,6 +308,8 @@ SHAPES: Final[dict[str, Shape]] = {
 }
 
 DRA_DRIVER: Final = "gpu.bench.sluice.dev"
+REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def dra_class_name(run: str) -> str:
@@ -265,12 +393,15 @@ async def dra_devices_used_twice(api: KubeClient, run: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- objects
 
 
-def node_object(run: str, i: int) -> dict[str, Any]:
+def node_object(run: str, i: int, zones: tuple[str, ...] = ()) -> dict[str, Any]:
     name = f"{run}-node-{i}"
+    labels = {"kubernetes.io/hostname": name, RUN_LABEL: run}
+    if zones:
+        labels[ZONE] = zones[i % len(zones)]
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, RUN_LABEL: run}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {},
     }
 
@@ -302,11 +433,16 @@ def pod_object(
     high_priority: bool = False,
     group: str = "",
     nodes_of: str = "",
+    placement: str = "",
 ) -> dict[str, Any]:
     """A pod of ``run`` that selects the nodes labelled with ``nodes_of`` (default: the
     run's own)."""
     requests = {**POD_REQUESTS, "cpu": cpu}
     labels = {RUN_LABEL: run}
+    extra: dict[str, Any] = {}
+    if placement:
+        more, extra = PLACEMENT[placement](run)
+        labels.update(more)
     if group:
         labels[L.POD_GROUP_LABEL] = group
     spec: dict[str, Any] = {
@@ -321,6 +457,7 @@ def pod_object(
             }
         ],
     }
+    spec.update(extra)
     if node_name:
         spec["nodeName"] = node_name
     if high_priority:
@@ -368,6 +505,7 @@ def measured_pods(
             high_priority=shape.high_priority,
             group=group,
             nodes_of=nodes_of,
+            placement=shape.placement,
         )
         if shape.devices:
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
@@ -684,7 +822,7 @@ async def setup_run(
 
     def node_job(i: int) -> Callable[[], Awaitable[None]]:
         async def job() -> None:
-            obj = node_object(run, i)
+            obj = node_object(run, i, shape.zones)
             await create(api, NODES.path(), obj)
             name = obj["metadata"]["name"]
             await _patch_status(api, NODES.path(None, name, "status"), node_status())
@@ -702,6 +840,7 @@ async def setup_run(
                 scheduler_name=scheduler_name,
                 cpu=shape.running_cpu,
                 node_name=f"{run}-node-{i % shape.nodes}",
+                placement=shape.running_placement,
             )
             await create(api, PODS.path(run), obj)
             await _patch_status(api, PODS.path(run, name, "status"), running_status())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -9,8 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from bench import real, real_base, real_cluster, real_volumes
+from bench import placement_check, real, real_base, real_cluster, real_volumes
 from scheduler.api import labels as L
+
+ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.mark.parametrize(
@@ -431,3 +434,91 @@ def test_the_bound_shape_binds_each_claim_as_the_pv_controller_would() -> None:
     assert [pv["spec"]["claimRef"]["uid"] for pv in made] == ["uid-of-pod-0", "uid-of-pod-1"]
     statuses = [body for m, p, body in api.calls if p.endswith("/status")]
     assert statuses == [{"status": {"phase": "Bound"}}] * 4
+
+
+@pytest.mark.parametrize(
+    ("shape", "label", "field"),
+    [
+        ("topology-spreading", {"color": "blue"}, "topologySpreadConstraints"),
+        ("preferred-topology-spreading", {"color": "blue"}, "topologySpreadConstraints"),
+        ("pod-anti-affinity", {"color": "green"}, "affinity"),
+        ("preferred-pod-affinity", {"color": "red"}, "affinity"),
+        ("preferred-pod-anti-affinity", {"color": "yellow"}, "affinity"),
+    ],
+    ids=["spread", "preferred-spread", "anti-affinity", "preferred-affinity", "preferred-anti"],
+)
+def test_placement_shapes_carry_scheduler_perf_s_pod_templates(
+    shape: str, label: dict[str, str], field: str
+) -> None:
+    s = real_cluster.SHAPES[shape]
+    [pod] = real_cluster.measured_pods(replace(s, pods=1), "run-3", L.SCHEDULER_NAME)
+    assert label.items() <= pod["metadata"]["labels"].items()
+    spec = pod["spec"]
+    if field == "affinity":  # one term, over hostname, selecting the template's own label
+        [kind] = spec["affinity"].values()
+        [terms] = kind.values()
+        term = terms[0].get("podAffinityTerm", terms[0])
+        assert term["labelSelector"] == {"matchLabels": label}
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["namespaces"] == ["run-3"]  # scheduler_perf's namespace is the run's
+    else:
+        [c] = spec[field]
+        when = "DoNotSchedule" if shape == "topology-spreading" else "ScheduleAnyway"
+        assert (c["whenUnsatisfiable"], c["maxSkew"], c["topologyKey"]) == (when, 5, ZONE)
+        assert c["labelSelector"] == {"matchLabels": label}
+        nodes = [real_cluster.node_object("r", i, s.zones) for i in range(3)]
+        assert [n["metadata"]["labels"][ZONE] for n in nodes] == ["moon-1", "moon-2", "moon-3"]
+
+
+def _bound(name: str, node: str, color: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"color": color}}, "spec": {"nodeName": node}}
+
+
+@pytest.mark.parametrize(
+    ("placement", "pods", "zones", "expected"),
+    [
+        (
+            "spread",
+            [_bound("a", "n1", "blue"), _bound("b", "n2", "blue"), _bound("c", "n1", "red")],
+            {"n1": "moon-1", "n2": "moon-2", "n3": "moon-3"},
+            {
+                "zone_counts": {"moon-1": 1, "moon-2": 1, "moon-3": 0},
+                "zone_skew": 1,
+                "violations": 0,
+            },
+        ),
+        (
+            "spread",
+            [_bound(f"p{i}", "n1", "blue") for i in range(7)],
+            {"n1": "moon-1", "n2": "moon-2"},
+            {"zone_skew": 7, "violations": 2, "most_on_a_node": 7},
+        ),
+        (
+            "anti-affinity",
+            [_bound("a", "n1", "green"), _bound("b", "n1", "green"), _bound("c", "n2", "green")],
+            {},
+            {"bound": 3, "nodes_used": 2, "nodes_with_two": 1, "violations": 1},
+        ),
+        (
+            "preferred-affinity",
+            [
+                _bound("a", "n1", "red"),
+                _bound("b", "n1", "red"),
+                {"metadata": {"labels": {"color": "red"}}, "spec": {}},
+            ],
+            {},
+            {"bound": 2, "pods_sharing_a_node": 2, "violations": None},
+        ),
+    ],
+    ids=[
+        "spread-within-skew",
+        "spread-over-skew",
+        "anti-affinity-broken",
+        "preferred-unbound-left-out",
+    ],
+)
+def test_placement_figures_count_what_the_rules_select(
+    placement: str, pods: list[dict[str, Any]], zones: dict[str, str], expected: dict[str, Any]
+) -> None:
+    figures = placement_check.placement_figures(placement, "run", pods, zones)
+    assert {k: figures[k] for k in expected} == expected

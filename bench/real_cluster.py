@@ -926,12 +926,19 @@ CLEANUP_SECONDS: Final = 900.0
 which answers 504 and goes on deleting)."""
 
 
+CLEANUP_ATTEMPTS: Final = 5
+"""Tries of each collection's deletion: a server busy with thousands of deletions answers
+504 (its own timeout) while it goes on deleting, and pods left behind would weigh on
+every later run (both schedulers list and watch every pod)."""
+
+
 async def cleanup_run(api: KubeClient, run: str) -> None:
     """Delete the run's pods (grace period 0: no kubelet finishes them), nodes, PodGroups
     and events. The namespace stays (no namespace controller would finish deleting it).
-    A deletion the server times out is asked again until the run has no pod left (up to
-    :data:`CLEANUP_SECONDS`): the next run must not find them (a shared base's nodes
-    would hold them)."""
+    Its pods are deleted again, while the server times out, until none is left (up to
+    :data:`CLEANUP_SECONDS`): the next run must not find them (a shared base's nodes would
+    hold them). Each other collection is deleted again after a server error (up to
+    :data:`CLEANUP_ATTEMPTS` times); the last error is raised after the rest was tried."""
     now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
     deadline = time.monotonic() + CLEANUP_SECONDS
     while True:
@@ -950,6 +957,7 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
     selector = [("labelSelector", f"{RUN_LABEL}={run}")]
     with contextlib.suppress(NotFoundError):
         await cleanup_volumes(api, run)
+    failed: ApiError | None = None
     for path, query in (
         ("/apis/resource.k8s.io/v1/namespaces/" + run + "/resourceclaims", ()),
         ("/apis/resource.k8s.io/v1/resourceslices", selector),
@@ -959,8 +967,18 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
         (EVENTS.path(run), ()),
         ("/api/v1/namespaces/" + run + "/events", ()),
     ):
-        with contextlib.suppress(NotFoundError):
-            await api.request("DELETE", path, query=query, body=now, timeout=600)
+        for attempt in range(CLEANUP_ATTEMPTS):
+            try:
+                with contextlib.suppress(NotFoundError):
+                    await api.request("DELETE", path, query=query, body=now, timeout=600)
+                break
+            except ApiError as exc:
+                if attempt == CLEANUP_ATTEMPTS - 1:
+                    failed = exc
+                else:
+                    await anyio.sleep(2.0 * (attempt + 1))
+    if failed is not None:
+        raise failed
 
 
 # --------------------------------------------------------------------------- measuring

@@ -12,6 +12,7 @@ import pytest
 
 from bench import placement_check, real, real_base, real_cluster, real_volumes
 from scheduler.api import labels as L
+from scheduler.api.errors import ServerError
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -522,3 +523,52 @@ def test_placement_figures_count_what_the_rules_select(
 ) -> None:
     figures = placement_check.placement_figures(placement, "run", pods, zones)
     assert {k: figures[k] for k in expected} == expected
+
+
+class _BusyServer:
+    """A KubeClient stand-in whose first ``busy`` deletions of a run's pods answer 504
+    and leave the pods there (as a busy API server does), then delete them."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+        self.pods = ["a", "b"]
+        self.calls: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        self.calls.append((method, path))
+        if method == "GET":
+            return {"items": [{"metadata": {"name": n}} for n in self.pods], "metadata": {}}
+        if path.endswith("/pods"):
+            if self.busy:
+                self.busy -= 1
+                raise ServerError("HTTP 504 Timeout")
+            self.pods = []
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("busy", "deletions", "fails"),
+    [(0, 1, False), (2, 3, False), (real_cluster.CLEANUP_ATTEMPTS, 5, True)],
+    ids=["at-once", "after-two-timeouts", "gives-up-and-says-so"],
+)
+def test_cleanup_deletes_the_pods_again_while_the_server_is_busy(
+    busy: int, deletions: int, fails: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_wait(_: float) -> None:
+        return None
+
+    monkeypatch.setattr(real_cluster.anyio, "sleep", no_wait)
+    server = _BusyServer(busy)
+
+    async def main() -> None:
+        await real_cluster.cleanup_run(server, "run-4")  # type: ignore[arg-type]
+
+    if fails:
+        with pytest.raises(ServerError):
+            anyio.run(main)
+    else:
+        anyio.run(main)
+        assert server.pods == []
+    pod_deletions = [c for c in server.calls if c == ("DELETE", "/api/v1/namespaces/run-4/pods")]
+    assert len(pod_deletions) == deletions
+    assert ("DELETE", "/api/v1/nodes") in server.calls  # the rest is deleted all the same

@@ -5,8 +5,8 @@ test's own that shares no code with Sluice.
 
 :func:`violations` says why a pod bound to a node would not pass kube's filters there,
 given every other pod bound in the cluster: the placement as it stands at the end of a
-run (the pod itself left out) must be one kube-scheduler allows. Objects are the API
-server's JSON.
+run (the pod itself left out) must be one kube-scheduler allows; :func:`fits_somewhere`
+where a pod left pending could still go. Objects are the API server's JSON.
 """
 
 from __future__ import annotations
@@ -313,3 +313,17 @@ def violations(
         out.append("topology spread")
     out.extend(inter_pod_affinity_ok(pod, node, placed, namespaces))
     return out
+
+
+def fits_somewhere(
+    pod: Obj,
+    placed: Sequence[tuple[Obj, Obj]],
+    nodes: Sequence[Obj],
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[str]:
+    """The names of the nodes where kube-scheduler's filters allow ``pod`` beside
+    ``placed`` (empty: it fits nowhere, and a scheduler that left it pending there was
+    right to)."""
+    return [
+        n["metadata"]["name"] for n in nodes if not violations(pod, n, placed, nodes, namespaces)
+    ]

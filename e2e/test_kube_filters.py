@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kube_filters import violations
+from kube_filters import fits_somewhere, violations
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -157,3 +157,45 @@ def test_the_checker_says_what_kube_filters_refuse(
     incoming: Obj, where: Obj, placed: list[tuple[Obj, Obj]], expected: list[str]
 ) -> None:
     assert violations(incoming, where, placed, NODES) == expected
+
+
+@pytest.mark.parametrize(
+    ("pending", "placed", "expected"),
+    [
+        pytest.param(pod("web", cpu="3"), [], ["a", "b", "c"], id="anywhere"),
+        pytest.param(
+            pod("web", cpu="3"),
+            [(pod("x", cpu="2"), A), (pod("y", cpu="2"), B), (pod("z", cpu="2"), C)],
+            [],
+            id="full-everywhere",
+        ),
+        pytest.param(
+            pod("web", affinity={"podAffinity": {REQUIRED: [term("cache", ZONE)]}}),
+            [(pod("cache"), B)],
+            ["b", "c"],
+            id="affinity-to-a-zone",
+        ),
+        pytest.param(
+            pod("web", affinity={"podAffinity": {REQUIRED: [term("cache", ZONE)]}}),
+            [
+                (pod("cache"), B),
+                (
+                    {
+                        **pod("web"),
+                        "spec": {
+                            **pod("web")["spec"],
+                            "affinity": {"podAntiAffinity": {REQUIRED: [term("web", ZONE)]}},
+                        },
+                    },
+                    C,
+                ),
+            ],
+            [],
+            id="its-zone-taken-by-an-anti-affine-pod",
+        ),
+    ],
+)
+def test_where_a_pending_pod_could_still_go(
+    pending: Obj, placed: list[tuple[Obj, Obj]], expected: list[str]
+) -> None:
+    assert fits_somewhere(pending, placed, NODES) == expected

@@ -5,11 +5,13 @@ Renamed, consistently wherever the name is used (references, labels that name gr
 ``kubernetes.io/hostname``, DRA pools named after their node, claims' reservations):
 
 * namespaces to ``ns-0001``... (the ``kube-*`` ones keep their names: the scheduler
-  protects ``kube-system``), nodes to ``node-0001``..., ResourceSlices to
-  ``slice-0001``...;
+  protects ``kube-system``), in the Namespace objects, their ``kubernetes.io/metadata.name``
+  label and the namespaces pod affinity terms name; nodes to ``node-0001``...,
+  ResourceSlices to ``slice-0001``...;
 * every namespaced object (pods, PodGroups of every API, Workloads, ResourceClaims and
-  their templates, PodDisruptionBudgets, PersistentVolumeClaims, CSIStorageCapacities)
-  and every owner named by one, to ``n0001``..., one numbering per namespace; a pod's
+  their templates, PodDisruptionBudgets, PersistentVolumeClaims, CSIStorageCapacities,
+  Services and the controllers whose selectors default topology spreading reads) and
+  every owner named by one, to ``n0001``..., one numbering per namespace; a pod's
   volumes to ``v0``... and the claim of a generic ephemeral volume to
   ``<pod's new name>-v<i>``, as the API names it;
 * PersistentVolumes to ``pv-0001``..., the disks pods name inline to ``disk-0001``...,
@@ -26,11 +28,13 @@ and CSIDrivers (a class's parameters and mount options go: they may name secrets
 Dropped, as the scheduler does not read them: labels and annotations other than the
 schedulers' own (``scheduling.sluice.dev/``, Volcano's, scheduler-plugins', the Workload
 API's, ``sim.sluice.dev/``) and those some selector of the snapshot reads (node labels
-read by node selectors, affinities, topology levels and DRA node selectors; pod labels
-read by PodDisruptionBudgets and pod affinities): their values stay, as selectors match
-them, and PVs' labels that claims' selectors or VolumeZone read); containers' images,
-commands, environment, probes and volume mounts, the pod's volumes other than claims
-and the inline disks VolumeRestrictions reads, and its service account; a PV's source
+read by node selectors, affinities, spread constraints, topology levels and DRA node
+selectors; pod labels read by PodDisruptionBudgets, pod affinities, spread constraints,
+Services and controllers; namespace labels read by pod affinities' namespace selectors;
+PVs' labels that claims' selectors or VolumeZone read): their values stay, as selectors
+match them; containers' images, commands, environment, probes and volume mounts, the
+pod's volumes other than claims and the inline disks VolumeRestrictions reads, and its
+service account; everything of a Service or a controller but its selector; a PV's source
 but for a CSI driver (another becomes ``hostPath: /``, which no plugin reads); the
 messages of conditions (they name pods and nodes).
 """
@@ -67,6 +71,12 @@ SCHEDULER_PREFIXES = (
     "scheduling.k8s.io/",
 )
 """Label and annotation keys the schedulers read, kept whatever their name."""
+
+ZONE = "topology.kubernetes.io/zone"
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
+"""The label the API server gives every Namespace: its name."""
+SELECTING_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+"""Objects read only for their pod selector (default topology spreading)."""
 
 POD_SPEC = (
     "schedulerName",
@@ -114,7 +124,8 @@ class _Names:
                 names = namespaced.setdefault(ns, set())
                 names.add(obj["metadata"]["name"])
                 names.update(_referenced_names(obj))
-        renamed = [ns for ns in namespaced if not ns.startswith("kube-")]
+        spaces = set(namespaced) | {o["metadata"]["name"] for o in objects.get("Namespace", ())}
+        renamed = [ns for ns in spaces if not ns.startswith("kube-")]
         self.namespaces = numbering(renamed, "ns-", order=lambda ns: f"{ns}/")
         self.local = {ns: numbering(names, "n") for ns, names in namespaced.items()}
         self.nodes = numbering((o["metadata"]["name"] for o in objects.get("Node", ())), "node-")
@@ -184,6 +195,13 @@ def anonymize(snap: Snapshot) -> None:
         )
     for pdb in objects.get("PodDisruptionBudget", ()):
         pod_keys |= selector_keys((pdb.get("spec") or {}).get("selector"))
+    namespace_keys: set[str] = set()
+    for kind in SELECTING_KINDS:
+        for obj in objects.get(kind, ()):
+            selector = (obj.get("spec") or {}).get("selector") or {}
+            plain = kind in ("Service", "ReplicationController")  # a map, not a LabelSelector
+            pod_keys |= set(map(str, selector)) if plain else selector_keys(selector)
+            node_keys |= {HOSTNAME, ZONE}  # kube's default spreading constraints' keys
     for pod in objects.get("Pod", ()):
         spec = pod.get("spec") or {}
         node_keys.update(spec.get("nodeSelector") or {})
@@ -194,6 +212,12 @@ def anonymize(snap: Snapshot) -> None:
             for term in walk(affinity.get(kind)):
                 if term.get("topologyKey"):
                     node_keys.add(str(term["topologyKey"]))
+                namespace_keys |= selector_keys(term.get("namespaceSelector"))
+        for constraint in spec.get("topologySpreadConstraints") or ():
+            pod_keys |= selector_keys(constraint.get("labelSelector"))
+            pod_keys.update(str(k) for k in constraint.get("matchLabelKeys") or ())
+            if constraint.get("topologyKey"):
+                node_keys.add(str(constraint["topologyKey"]))
     for kind in ("ResourceSlice", "ResourceClaim"):
         for obj in objects.get(kind, ()):
             node_keys |= selector_keys(obj.get("spec", {}).get("nodeSelector"))
@@ -219,7 +243,11 @@ def anonymize(snap: Snapshot) -> None:
             fix = _FIXES.get(kind)
             if fix is not None:  # first: it reads the namespace before it is renamed
                 fix(obj, names)
-            needed = {"Node": node_keys, "PersistentVolume": pv_keys}.get(kind, pod_keys)
+            needed = {
+                "Node": node_keys,
+                "PersistentVolume": pv_keys,
+                "Namespace": namespace_keys,
+            }.get(kind, pod_keys)
             _metadata(obj, names, needed)
             if kind in _GROUP_KINDS or kind == "ResourceClaim":
                 _forget_messages(obj.get("status") or {})
@@ -253,6 +281,8 @@ def _metadata(obj: Obj, names: _Names, needed: set[str]) -> None:
                 held[field.key] = names.name(ns, held[field.key])
     if HOSTNAME in labels:
         labels[HOSTNAME] = names.node(labels[HOSTNAME])
+    if NAMESPACE_NAME in labels:
+        labels[NAMESPACE_NAME] = names.ns(labels[NAMESPACE_NAME])
     for key, value in (("labels", labels), ("annotations", annotations)):
         if value:
             meta[key] = value
@@ -287,6 +317,9 @@ def _pod(pod: Obj, names: _Names) -> None:
                 where = where.get(part) if isinstance(where, dict) else None
             if isinstance(where, dict) and where.get(last):
                 where[last] = names.name(ns, where[last])
+    for kind in ("podAffinity", "podAntiAffinity"):
+        for term in walk((spec.get("affinity") or {}).get(kind)):
+            _affinity_namespaces(term, names)
     for c in spec.get("resourceClaims") or ():
         for key in ("resourceClaimName", "resourceClaimTemplateName"):
             if c.get(key):
@@ -307,6 +340,35 @@ def _node(node: Obj, names: _Names) -> None:
     spec = node.get("spec") or {}
     node["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
     _forget_messages(node.get("status") or {})
+
+
+def _affinity_namespaces(term: Mapping[str, Any], names: _Names) -> None:
+    """Rename the namespaces a pod affinity term names: its ``namespaces`` and the
+    ``kubernetes.io/metadata.name`` values its namespace selector matches."""
+    if isinstance(term, dict) and isinstance(term.get("namespaces"), list):
+        term["namespaces"] = [names.ns(str(n)) for n in term["namespaces"]]
+    for m in walk(term.get("namespaceSelector")):
+        if not isinstance(m, dict):
+            continue
+        if m.get("key") == NAMESPACE_NAME and isinstance(m.get("values"), list):
+            m["values"] = [names.ns(str(v)) for v in m["values"]]
+        labels = m.get("matchLabels")
+        if isinstance(labels, dict) and NAMESPACE_NAME in labels:
+            labels[NAMESPACE_NAME] = names.ns(str(labels[NAMESPACE_NAME]))
+
+
+def _namespace(obj: Obj, names: _Names) -> None:
+    obj["metadata"]["name"] = names.ns(obj["metadata"]["name"])
+    obj.pop("spec", None)
+    phase = (obj.get("status") or {}).get("phase")
+    if phase:
+        obj["status"] = {"phase": phase}
+
+
+def _selecting(obj: Obj, names: _Names) -> None:
+    selector = (obj.get("spec") or {}).get("selector")
+    obj["spec"] = {"selector": selector} if selector else {}
+    obj.pop("status", None)
 
 
 def _slice(obj: Obj, names: _Names) -> None:
@@ -364,6 +426,8 @@ _GROUP_KINDS = frozenset(api.pod_group_key for api in APIS)
 _FIXES: dict[str, Callable[[Obj, _Names], None]] = {
     "Pod": _pod,
     "Node": _node,
+    "Namespace": _namespace,
+    **dict.fromkeys(SELECTING_KINDS, _selecting),
     "ResourceSlice": _slice,
     "ResourceClaim": _claim,
     "PersistentVolumeClaim": volume_claim,

@@ -436,6 +436,93 @@ def test_anonymized_volumes_keep_their_references() -> None:
         assert word not in text, word
 
 
+def test_anonymized_placement_objects_keep_only_what_spreading_and_affinity_read() -> None:
+    """Namespaces, Services and controllers (which placement reads, issue 37): renamed
+    with the names that refer to them, stripped to the labels and selectors read."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "ml",
+            "labels": {"kubernetes.io/metadata.name": "ml", "team": "x", "owner": "alice"},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "checkout", "namespace": "ml"},
+        "spec": {"selector": {"app": "web"}, "clusterIP": "10.0.0.7"},
+    }
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "checkout-5d8f", "namespace": "ml"},
+        "spec": {
+            "selector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+            "template": pod("t", "ml")["spec"],
+        },
+    }
+    term = {
+        "labelSelector": {"matchLabels": {"app": "db"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaces": ["ml"],
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml"]}
+            ]
+        },
+    }
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "rack",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"shard": "a"}},
+    }
+    web = pod(
+        "web-0",
+        "ml",
+        metadata={"labels": {"app": "web", "tier": "f", "shard": "a", "team": "y"}},
+        spec={
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+            "topologySpreadConstraints": [spread],
+        },
+    )
+    nodes = [node("gpu-a", rack="r1", **{"topology.kubernetes.io/zone": "z1", "pool": "p"})]
+    snap = scenario_of(
+        {
+            "Namespace": [namespace],
+            "Service": [service],
+            "ReplicaSet": [replica_set],
+            "Pod": [web],
+            "Node": nodes,
+        },
+        TAKEN,
+    )
+    anonymize(snap)
+    [ns] = snap.objects["Namespace"]
+    name = ns["metadata"]["name"]
+    assert name == "ns-0001"
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": name}
+    assert "spec" not in ns and ns["status"] == {"phase": "Active"}
+    [svc], [rs], [p] = snap.objects["Service"], snap.objects["ReplicaSet"], snap.objects["Pod"]
+    assert svc["spec"] == {"selector": {"app": "web"}} and svc["metadata"]["namespace"] == name
+    assert rs["spec"] == {"selector": replica_set["spec"]["selector"]}
+    assert p["metadata"]["labels"] == {"app": "web", "tier": "f", "shard": "a"}
+    [kept] = p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert kept["namespaces"] == [name]
+    assert kept["namespaceSelector"]["matchExpressions"][0]["values"] == [name]
+    assert snap.objects["Node"][0]["metadata"]["labels"] == {
+        "kubernetes.io/hostname": "node-0001",
+        "rack": "r1",
+        "topology.kubernetes.io/zone": "z1",
+    }
+    text = yaml.safe_dump_all(list(snap.documents()))
+    for word in ("alice", "checkout", "10.0.0.7", "registry/app", "SECRET", " ml", "[ml]"):
+        assert word not in text
+
+
 # ------------------------------------------------------------------ the round trip
 
 

@@ -124,7 +124,9 @@ class PluginContext(Protocol):
     def volumes(self) -> VolumeView | None:
         """PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSI objects of the
         snapshot (None: the cluster has none)."""
+        ...
 
+    @property
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of each namespace, by name (what namespace selectors match)."""
         ...

@@ -164,6 +164,7 @@ class SessionContext:
     def volumes(self) -> VolumeView | None:
         return self._session.snapshot.volumes
 
+    @property
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:
         return self._session.snapshot.namespaces
 

@@ -940,6 +940,7 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
     hold them). Each other collection is deleted again after a server error (up to
     :data:`CLEANUP_ATTEMPTS` times); the last error is raised after the rest was tried."""
     now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    failed: ApiError | None = None
     deadline = time.monotonic() + CLEANUP_SECONDS
     while True:
         try:
@@ -948,16 +949,16 @@ async def cleanup_run(api: KubeClient, run: str) -> None:
             left = await api.request("GET", PODS.path(run), query=[("limit", "1")])
             if not left.get("items"):
                 break
-        except ServerError:
-            if time.monotonic() > deadline:
-                raise
+            problem: ApiError = ServerError(f"the pods of {run} still there after their deletion")
+        except ServerError as exc:
+            problem = exc
         if time.monotonic() > deadline:
-            raise ServerError(f"the pods of {run} still there after {CLEANUP_SECONDS:g} s")
+            failed = problem  # raised once the rest is deleted
+            break
         await anyio.sleep(2)
     selector = [("labelSelector", f"{RUN_LABEL}={run}")]
     with contextlib.suppress(NotFoundError):
         await cleanup_volumes(api, run)
-    failed: ApiError | None = None
     for path, query in (
         ("/apis/resource.k8s.io/v1/namespaces/" + run + "/resourceclaims", ()),
         ("/apis/resource.k8s.io/v1/resourceslices", selector),

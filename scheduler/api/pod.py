@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.pod_resources import container_amounts, pod_requests
+from scheduler.api.pod_resources import as_map, as_maps, container_amounts, pod_requests
 from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, over_max
 from scheduler.api.selectors import (
     LabelSelector,
@@ -191,24 +191,6 @@ class PodSpecView:
         return all(name == PODS for name in self.request)
 
 
-def _map(value: object, *, obj: str, field: str) -> Mapping[str, Any]:
-    """``value`` as a map (None reads as empty); anything else names the field."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(obj, field, f"must be an object, got {type(value).__name__}")
-    return value
-
-
-def _maps(value: object, *, obj: str, field: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """``value`` as a list of maps, each with its field path."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidInputError(obj, field, f"must be a list, got {type(value).__name__}")
-    return [(f"{field}[{i}]", _map(v, obj=obj, field=f"{field}[{i}]")) for i, v in enumerate(value)]
-
-
 def _int(value: object, *, obj: str, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(obj, field, f"must be an integer, got {value!r}")
@@ -223,8 +205,8 @@ def _containers_with_domains(
     if not any("/" in name for name in request):
         return ()
     out = []
-    inits = _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers")
-    regular = _maps(spec.get("containers"), obj=obj, field="spec.containers")
+    inits = as_maps(spec.get("initContainers"), obj=obj, field="spec.initContainers")
+    regular = as_maps(spec.get("containers"), obj=obj, field="spec.containers")
     for index, (where, c) in enumerate([*inits, *regular]):
         amounts = container_amounts(c, obj=obj, field=where)
         out.append(
@@ -259,10 +241,10 @@ def _node_selector_term(raw: Mapping[str, Any], *, obj: str, field: str) -> Node
 
 def parse_node_selector(raw: object, *, obj: str, field: str) -> tuple[NodeSelectorTerm, ...]:
     """A ``NodeSelector`` (``nodeSelectorTerms``, ORed) as terms; errors name the field."""
-    selector = _map(raw, obj=obj, field=field)
+    selector = as_map(raw, obj=obj, field=field)
     return tuple(
         _node_selector_term(t, obj=obj, field=f"{where}")
-        for where, t in _maps(
+        for where, t in as_maps(
             selector.get("nodeSelectorTerms"), obj=obj, field=f"{field}.nodeSelectorTerms"
         )
     )
@@ -270,7 +252,7 @@ def parse_node_selector(raw: object, *, obj: str, field: str) -> tuple[NodeSelec
 
 def _pod_claims(raw: object, *, obj: str) -> tuple[PodClaim, ...]:
     out = []
-    for where, m in _maps(raw, obj=obj, field="spec.resourceClaims"):
+    for where, m in as_maps(raw, obj=obj, field="spec.resourceClaims"):
         claim = PodClaim(
             str(m.get("name") or ""),
             str(m.get("resourceClaimName") or ""),
@@ -306,15 +288,15 @@ def _pod_affinity_term(term: Mapping[str, Any], *, obj: str, field: str) -> PodA
 def _pod_affinity_terms(raw: object, *, obj: str, field: str) -> tuple[PodAffinityTerm, ...]:
     return tuple(
         _pod_affinity_term(term, obj=obj, field=where)
-        for where, term in _maps(raw, obj=obj, field=field)
+        for where, term in as_maps(raw, obj=obj, field=field)
     )
 
 
 def _weighted_terms(raw: object, *, obj: str, field: str) -> tuple[WeightedAffinityTerm, ...]:
     out = []
-    for where, item in _maps(raw, obj=obj, field=field):
+    for where, item in as_maps(raw, obj=obj, field=field):
         weight = _int(item.get("weight", 1), obj=obj, field=f"{where}.weight")
-        term = _map(item.get("podAffinityTerm"), obj=obj, field=f"{where}.podAffinityTerm")
+        term = as_map(item.get("podAffinityTerm"), obj=obj, field=f"{where}.podAffinityTerm")
         out.append(
             WeightedAffinityTerm(
                 weight, _pod_affinity_term(term, obj=obj, field=f"{where}.podAffinityTerm")
@@ -356,10 +338,10 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         )
     node_selector = {
         str(k): str(v)
-        for k, v in _map(spec.get("nodeSelector"), obj=obj, field="spec.nodeSelector").items()
+        for k, v in as_map(spec.get("nodeSelector"), obj=obj, field="spec.nodeSelector").items()
     }
-    affinity = _map(spec.get("affinity"), obj=obj, field="spec.affinity")
-    node_aff = _map(affinity.get("nodeAffinity"), obj=obj, field="spec.affinity.nodeAffinity")
+    affinity = as_map(spec.get("affinity"), obj=obj, field="spec.affinity")
+    node_aff = as_map(affinity.get("nodeAffinity"), obj=obj, field="spec.affinity.nodeAffinity")
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     req = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
@@ -373,12 +355,12 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
         PreferredTerm(
             _int(p.get("weight", 1), obj=obj, field=f"{where}.weight"),
             _node_selector_term(
-                _map(p.get("preference"), obj=obj, field=f"{where}.preference"),
+                as_map(p.get("preference"), obj=obj, field=f"{where}.preference"),
                 obj=obj,
                 field=f"{where}.preference",
             ),
         )
-        for where, p in _maps(
+        for where, p in as_maps(
             node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"),
             obj=obj,
             field=pref_field,
@@ -391,18 +373,18 @@ def _parse_pod_spec(spec: Mapping[str, Any], *, obj: str) -> PodSpecView:
             str(t.get("value", "")),
             str(t.get("effect", "")),
         )
-        for _, t in _maps(spec.get("tolerations"), obj=obj, field="spec.tolerations")
+        for _, t in as_maps(spec.get("tolerations"), obj=obj, field="spec.tolerations")
     )
     ports: list[HostPort] = []
-    for where, c in _maps(spec.get("containers"), obj=obj, field="spec.containers"):
-        for pwhere, p in _maps(c.get("ports"), obj=obj, field=f"{where}.ports"):
+    for where, c in as_maps(spec.get("containers"), obj=obj, field="spec.containers"):
+        for pwhere, p in as_maps(c.get("ports"), obj=obj, field=f"{where}.ports"):
             if p.get("hostPort"):
                 port = _int(p["hostPort"], obj=obj, field=f"{pwhere}.hostPort")
                 ports.append(
                     HostPort(str(p.get("protocol", "TCP")), str(p.get("hostIP", "")), port)
                 )
-    pa = _map(affinity.get("podAffinity"), obj=obj, field="spec.affinity.podAffinity")
-    paa = _map(affinity.get("podAntiAffinity"), obj=obj, field="spec.affinity.podAntiAffinity")
+    pa = as_map(affinity.get("podAffinity"), obj=obj, field="spec.affinity.podAffinity")
+    paa = as_map(affinity.get("podAntiAffinity"), obj=obj, field="spec.affinity.podAntiAffinity")
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     preferred_key = "preferredDuringSchedulingIgnoredDuringExecution"
     shape = StaticShape(tuple(sorted(node_selector.items())), required_terms, tolerations)

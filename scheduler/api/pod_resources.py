@@ -56,7 +56,8 @@ class PodRequests:
     score_pad: Resource
 
 
-def _map(value: object, *, obj: str, field: str) -> Mapping[str, Any]:
+def as_map(value: object, *, obj: str, field: str) -> Mapping[str, Any]:
+    """``value`` as a map (None reads as empty); anything else names the field."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -64,24 +65,27 @@ def _map(value: object, *, obj: str, field: str) -> Mapping[str, Any]:
     return value
 
 
-def _maps(value: object, *, obj: str, field: str) -> list[tuple[str, Mapping[str, Any]]]:
+def as_maps(value: object, *, obj: str, field: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """``value`` as a list of maps, each with its field path (``field[i]``)."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise InvalidInputError(obj, field, f"must be a list, got {type(value).__name__}")
-    return [(f"{field}[{i}]", _map(v, obj=obj, field=f"{field}[{i}]")) for i, v in enumerate(value)]
+    return [
+        (f"{field}[{i}]", as_map(v, obj=obj, field=f"{field}[{i}]")) for i, v in enumerate(value)
+    ]
 
 
 def container_amounts(c: Mapping[str, Any], *, obj: str, field: str) -> dict[str, int]:
     """One container's requests, every name it gives kept (an explicit 0 too): limits stand
     for missing requests, as the API server defaults them."""
-    res = _map(c.get("resources"), obj=obj, field=f"{field}.resources")
+    res = as_map(c.get("resources"), obj=obj, field=f"{field}.resources")
     return _requests_of(res, obj=obj, field=f"{field}.resources")
 
 
 def _requests_of(res: Mapping[str, Any], *, obj: str, field: str) -> dict[str, int]:
-    raw_requests = _map(res.get("requests"), obj=obj, field=f"{field}.requests")
-    raw_limits = _map(res.get("limits"), obj=obj, field=f"{field}.limits")
+    raw_requests = as_map(res.get("requests"), obj=obj, field=f"{field}.requests")
+    raw_limits = as_map(res.get("limits"), obj=obj, field=f"{field}.limits")
     requests = {n: (v, "requests") for n, v in raw_requests.items()}
     for name, value in raw_limits.items():
         requests.setdefault(name, (value, "limits"))
@@ -119,11 +123,11 @@ def aggregate_containers(
     ``NonMissingContainerRequests``)."""
     pad = pad or {}
     total: dict[str, int] = {}
-    for where, c in _maps(spec.get("containers"), obj=obj, field="spec.containers"):
+    for where, c in as_maps(spec.get("containers"), obj=obj, field="spec.containers"):
         _add(total, _padded(container_amounts(c, obj=obj, field=where), pad))
     sidecars: dict[str, int] = {}
     inits: dict[str, int] = {}
-    for where, c in _maps(spec.get("initContainers"), obj=obj, field="spec.initContainers"):
+    for where, c in as_maps(spec.get("initContainers"), obj=obj, field="spec.initContainers"):
         req = _padded(container_amounts(c, obj=obj, field=where), pad)
         if c.get("restartPolicy") == "Always":
             _add(total, req)
@@ -142,16 +146,16 @@ def pod_level_requests(
 ) -> dict[str, int]:
     """``spec.resources.requests`` of the supported resources, defaulted as the API server
     does where ``spec.resources.limits`` is set; empty when the pod sets none."""
-    res = _map(spec.get("resources"), obj=obj, field="spec.resources")
+    res = as_map(spec.get("resources"), obj=obj, field="spec.resources")
     if not res:
         return {}
     requests = {
         str(n): canonical_amount(n, v, obj=obj, field=f"spec.resources.requests.{n}")
-        for n, v in _map(res.get("requests"), obj=obj, field="spec.resources.requests").items()
+        for n, v in as_map(res.get("requests"), obj=obj, field="spec.resources.requests").items()
     }
     limits = {
         str(n): canonical_amount(n, v, obj=obj, field=f"spec.resources.limits.{n}")
-        for n, v in _map(res.get("limits"), obj=obj, field="spec.resources.limits").items()
+        for n, v in as_map(res.get("limits"), obj=obj, field="spec.resources.limits").items()
     }
     if limits:
         for name, amount in containers.items():

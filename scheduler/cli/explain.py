@@ -24,6 +24,7 @@ from scheduler import app
 from scheduler.api import labels as L
 from scheduler.api.errors import ConfigError, InvalidInputError
 from scheduler.cache import SchedulerCache
+from scheduler.cli.simulate import simulation
 from scheduler.config import (
     SchedulerConfiguration,
     load_configuration_file,
@@ -36,7 +37,6 @@ from scheduler.schema import load_crds
 from scheduler.sim.claims import SimClaimController
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.durations import parse_duration
-from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import OBJECT_KINDS, Scenario, load_scenario
 from scheduler.sim.store import ObjectStore
 
@@ -153,15 +153,7 @@ def _simulated_until(
 ) -> Listed:
     """The objects of the embedded cluster after the scenario ran ``at`` seconds of
     virtual time with the scheduler of ``config`` (as ``sluice simulate --until``)."""
-    sim = Simulation(
-        scenario,
-        lambda cache, ports: app.build_loop(resolved, cache, ports),
-        scheduler_name=config.scheduler_name,
-        wait_for_pod_grouper=config.wait_for_pod_grouper,
-        sharding=config.sharding(),
-        behaviour=scenario.behaviour,
-        until=at,
-    )
+    sim = simulation(scenario, config, resolved, behaviour=scenario.behaviour, until=at)
     anyio.run(sim.run, backend_options={"loop_factory": VirtualTimeLoop})
     return {kind: list(sim.store.list(kind)[0]) for kind in OBJECT_KINDS}
 

@@ -38,7 +38,7 @@ from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.kubeconfig import write_kubeconfig
 from scheduler.sim.report import RunRecorder, render
 from scheduler.sim.runner import Simulation, SimulationResult
-from scheduler.sim.scenario import load_scenario
+from scheduler.sim.scenario import Scenario, load_scenario
 
 PROGRESS_AFTER = 50
 """Cycles after which text output shows a progress bar instead of every cycle."""
@@ -79,6 +79,24 @@ def _until(text: str | None) -> float | None:
     return seconds
 
 
+def simulation(
+    scenario: Scenario,
+    config: SchedulerConfiguration,
+    resolved: app.ResolvedConfiguration,
+    **options: Any,
+) -> Simulation:
+    """``scenario`` to run with the scheduler of ``config`` (resolved as ``resolved``):
+    its name, grouper wait and shard; ``options`` are :class:`Simulation`'s others."""
+    return Simulation(
+        scenario,
+        lambda cache, ports: app.build_loop(resolved, cache, ports),
+        scheduler_name=config.scheduler_name,
+        wait_for_pod_grouper=config.wait_for_pod_grouper,
+        sharding=config.sharding(),
+        **options,
+    )
+
+
 def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if args.cycles is not None and args.cycles < 1:
@@ -97,12 +115,10 @@ def simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     printer = TextPrinter(out) if args.output == "text" else None
     if args.serve is not None:
         args.real_time = True  # a served cluster talks to real clients on the real clock
-    sim = Simulation(
+    sim = simulation(
         scenario,
-        lambda cache, ports: app.build_loop(resolved, cache, ports),
-        scheduler_name=config.scheduler_name,
-        wait_for_pod_grouper=config.wait_for_pod_grouper,
-        sharding=config.sharding(),
+        config,
+        resolved,
         behaviour=behaviour,
         max_cycles=args.cycles,
         until=until,

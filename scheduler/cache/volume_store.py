@@ -47,7 +47,7 @@ from scheduler.api.volumes.model import (
     PvInfo,
     StorageClassInfo,
 )
-from scheduler.api.volumes.view import VolumeView
+from scheduler.api.volumes.view import VolumeView, holds_nothing
 
 Obj = Mapping[str, Any]
 
@@ -99,16 +99,7 @@ class VolumeStore:
 
     @property
     def empty(self) -> bool:
-        return not (
-            self.claims
-            or self.volumes
-            or self.classes
-            or self.csi_nodes
-            or self.csi_drivers
-            or self.capacities
-            or self.invalid_claims
-            or self.invalid_volumes
-        )
+        return holds_nothing(self)
 
     def keys(self, kind: str) -> list[str]:
         """The keys of the objects of ``kind`` held (a relist replaces them)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from scheduler.api.volumes.model import (
     CapacityInfo,
@@ -13,6 +14,24 @@ from scheduler.api.volumes.model import (
     PvInfo,
     StorageClassInfo,
 )
+
+STORED: Final = (
+    "claims",
+    "volumes",
+    "classes",
+    "csi_nodes",
+    "csi_drivers",
+    "capacities",
+    "invalid_claims",
+    "invalid_volumes",
+)
+"""The attributes, of the cache's volume store and of a view alike, that hold storage
+objects (read or refused), by kind."""
+
+
+def holds_nothing(store: object) -> bool:
+    """Does ``store`` (a view, or the cache's volume store) hold no storage object?"""
+    return not any(getattr(store, name) for name in STORED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +60,4 @@ class VolumeView:
     @property
     def empty(self) -> bool:
         """No storage object at all."""
-        return not (
-            self.claims
-            or self.volumes
-            or self.classes
-            or self.csi_nodes
-            or self.csi_drivers
-            or self.capacities
-            or self.invalid_claims
-            or self.invalid_volumes
-        )
+        return holds_nothing(self)

@@ -64,9 +64,9 @@ def _counting(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
     count = [0]
     original = getattr(GangSearch, method)
 
-    def counted(self: GangSearch, *args: Any) -> bool:
+    def counted(self: GangSearch, *args: Any, **kwargs: Any) -> bool:
         count[0] += 1
-        return bool(original(self, *args))
+        return bool(original(self, *args, **kwargs))
 
     monkeypatch.setattr(GangSearch, method, counted)
     return count

@@ -53,7 +53,7 @@ import numpy as np
 from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
 from scheduler.actions.victims.candidates import breaking, pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
-from scheduler.actions.victims.policy import VictimPolicy
+from scheduler.actions.victims.policy import VictimPolicy, within_share
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import EVICTABLE
@@ -188,14 +188,16 @@ class GangSearch:
         mark = stmt.checkpoint()
         rep = min(pending, key=lambda t: t.priority)
         run = _Search(session, stmt, job, pending, domain, rep, _need(session, pending, domain))
-        if self._fits(run):
-            self._place(run)
+        if self._fits(run, beyond_share=False):
+            self._place(run, beyond_share=False)
             return GangPlan((), ())
         scored = self._candidates(run)
         if not scored:
             return None
         chosen = self._choose(run, scored)
-        if chosen is None:
+        if not chosen:
+            # None, or no victim needed after all: then the gang rides beyond its share
+            # on room nobody's eviction for it frees (see :meth:`_place`), which it may not
             stmt.rollback(mark)
             return None
         placement = self._placement(run)
@@ -614,10 +616,10 @@ class GangSearch:
         finally:
             run.stmt.rollback(cp)
 
-    def _fits(self, run: _Search) -> bool:
+    def _fits(self, run: _Search, *, beyond_share: bool = True) -> bool:
         """Would every pending task be placed in the domain now (victims gone)? A dry run
         of allocate, rolled back, after a cheap necessary check (room for that many pods
-        of the least size they ask)."""
+        of the least size they ask). ``beyond_share``: see :meth:`_place`."""
         slots = Slots(run.session, run.pending)
         rows = np.flatnonzero(run.domain.rows)
         free = run.session.table.free(
@@ -627,34 +629,46 @@ class GangSearch:
             return False
         cp = run.stmt.checkpoint()
         try:
-            return self._place(run)
+            return self._place(run, beyond_share=beyond_share)
         finally:
             run.stmt.rollback(cp)
 
-    def _place(self, run: _Search) -> bool:
+    def _place(self, run: _Search, *, beyond_share: bool = True) -> bool:
         """Nominate every pending task to a node of the domain (releasing room counted),
-        within its queue's share, in ``run.stmt``: True when all were; else what was
-        nominated stays for the caller to roll back.
+        as the policy lets its queue take it (``queue_allows``), in ``run.stmt``: True
+        when all were; else what was nominated stays for the caller to roll back.
 
         The tasks go in task order, each to its best-scored node; when that leaves one
         without a node, once more largest first (by its largest share of the domain's
         room in any resource): the scores spread the first tasks over the emptiest nodes,
-        which may be the only ones a larger task behind them fits on."""
+        which may be the only ones a larger task behind them fits on.
+
+        Without ``beyond_share`` every task must fit within its queue's share, whatever
+        the policy allows: a gang placed with no victims of its own rides on room others
+        release, as a lone pod does (``VictimSearch.make_room``). Beyond its share it would
+        take the surplus that a reclaim's whole-gang victims leave (room their queue, now
+        below its share, needs back) unjudged by the reclaim budget, and that queue would
+        take back from it."""
         session = run.session
         ordered = run.job.minimums_first(session.order_tasks(list(run.pending)))
         cp = run.stmt.checkpoint()
-        if self._place_in_order(run, ordered):
+        if self._place_in_order(run, ordered, beyond_share):
             return True
         largest = sorted(ordered, key=lambda t: _share(session, t, run.domain), reverse=True)
         if [t.uid for t in largest] == [t.uid for t in ordered]:
             return False
         run.stmt.rollback(cp)
-        return self._place_in_order(run, largest)
+        return self._place_in_order(run, largest, beyond_share)
 
-    def _place_in_order(self, run: _Search, tasks: Sequence[TaskInfo]) -> bool:
+    def _place_in_order(self, run: _Search, tasks: Sequence[TaskInfo], beyond_share: bool) -> bool:
         session = run.session
         for task in tasks:
-            if not self.policy.queue_allows(session, task):
+            allowed = (
+                self.policy.queue_allows(session, task)
+                if beyond_share
+                else within_share(session, task)
+            )
+            if not allowed:
                 return False
             fit = session.fit(task, releasing=True).restricted(run.domain.rows)
             node = session.select_node(task, fit) if fit.any else None

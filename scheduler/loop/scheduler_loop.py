@@ -268,6 +268,9 @@ class SchedulingLoop:
         self._wake = anyio.Event()
         self._stopping = False
         self.whole_view: Callable[[], bool] = _always
+        self._was_whole = True
+        """What :attr:`whole_view` said at the last cycle (a change to whole lets the
+        parked jobs go: :meth:`JobQueue.view_whole`)."""
         """Whether the cache holds every object of the cluster yet. ``sluice run`` starts
         cycling once the bound pods are known, before every pending pod is: until then the
         evicting actions (:data:`EVICTING_ACTIONS`) wait, since a queue's fair share and a
@@ -491,7 +494,11 @@ class SchedulingLoop:
         t0 = time.perf_counter()
         fresh = self.cache.take_fresh_jobs()
         placed = self.cache.take_placed_pods()
+        whole = self.whole_view()  # before the snapshot: a whole view is in it
         snapshot = self.cache.snapshot(now=report.started, wall=self.ports.clock.wall())
+        if whole and not self._was_whole:
+            self.queue.view_whole()
+        self._was_whole = whole
         view = self.queue.view(report.started, self._generation, fresh, snapshot.jobs, placed)
         snapshot.queue = report.queue_view = view
         t1 = time.perf_counter()
@@ -512,7 +519,6 @@ class SchedulingLoop:
             cycle_failed(self.metrics, report.number, where, exc)
             return None
         try:
-            whole = self.whole_view()
             for action in self.resolved.actions:
                 if not whole and action.name in EVICTING_ACTIONS:
                     continue  # not on a partial view (whole_view)

@@ -16,14 +16,15 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from scheduler import app
 from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
-from scheduler.framework.effects import Effect
+from scheduler.framework.effects import Effect, Evict, parts
 from scheduler.framework.session import Session
 from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef
 from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
-from tests.builders import cache_with
+from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster
 
 PERIOD = 1.0
@@ -176,3 +177,34 @@ def test_the_evicting_actions_wait_for_the_whole_view() -> None:
     assert loop.in_flight == 0
     anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
     assert ran == list(names)
+
+
+def test_a_job_parked_on_the_partial_view_is_tried_again_once_it_is_whole() -> None:
+    """A pod that only a preemption can place, pending while ``sluice run`` still reads
+    the pending pods: the first cycle places nothing and parks it. Nothing in the cache
+    changes when the view becomes whole, so parking alone would hold it for five minutes
+    (the snapshot-replay test on the real server found it waiting); the first cycle on
+    the whole view preempts for it."""
+    objects = [
+        node("n1", cpu="1"),
+        pod("low", cpu="1", node="n1", priority=0),
+        pod("urgent", cpu="1", priority=1000),
+    ]
+    cluster = FakeCluster()
+    ports = ClusterPorts(cluster, cluster, cluster, cluster, VirtualClock())
+    resolved = builtin_registry().resolve(SchedulerConfiguration())
+    loop = app.build_loop(resolved, cache_with(*objects), ports)
+    whole = False
+    loop.whole_view = lambda: whole
+    reports: list[CycleReport] = []
+
+    async def cycle() -> None:
+        await loop.run(should_stop=lambda report: reports.append(report) or True)
+
+    anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
+    assert reports[-1].effects == []
+    assert loop.queue.parked == 1
+    whole = True
+    anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
+    evicted = [e.task.name for e in parts(reports[-1].effects) if isinstance(e, Evict)]
+    assert evicted == ["low"]

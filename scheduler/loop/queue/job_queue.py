@@ -130,6 +130,13 @@ class JobQueue:
         )
         return self._view
 
+    def view_whole(self) -> None:
+        """The cache's view became whole (every object read; the loop calls this once,
+        before the first cycle on it): the jobs parked by cycles on the partial view,
+        whose evictions were not tried then, are tried again. No cache change marks
+        the moment, so parking alone would keep them until their 5-minute retry."""
+        self._parking.let_go_all()
+
     def after_cycle(self, session: Session, generation: int, now: float) -> list[ReservationChange]:
         """Take what ``session`` (a cycle that ran to its end) decided: jobs that raised
         back off, jobs tried and left unschedulable are parked, starvation protection's

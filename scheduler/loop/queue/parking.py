@@ -75,6 +75,11 @@ class Parking:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def let_go_all(self) -> None:
+        """Let every parked job go: the next cycle tries them all (see
+        :meth:`JobQueue.view_whole`)."""
+        self._entries.clear()
+
     def next_revisit(self, now: float) -> float:
         """When, after ``now``, a job parked until a time the session gave is let go
         (``inf``: none is); the ``retry_every`` safety net is not counted."""

@@ -198,8 +198,12 @@ def test_a_job_parked_on_the_partial_view_is_tried_again_once_it_is_whole() -> N
     loop.whole_view = lambda: whole
     reports: list[CycleReport] = []
 
+    def stop(report: CycleReport) -> bool:
+        reports.append(report)
+        return True
+
     async def cycle() -> None:
-        await loop.run(should_stop=lambda report: reports.append(report) or True)
+        await loop.run(should_stop=stop)
 
     anyio.run(cycle, backend_options={"loop_factory": VirtualTimeLoop})
     assert reports[-1].effects == []

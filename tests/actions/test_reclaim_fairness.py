@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
@@ -270,7 +272,9 @@ def _subsets(tasks: Sequence[TaskInfo], limit: int = 6) -> Iterator[tuple[TaskIn
 def could_give(session: Session, waiting: TaskInfo, queue: str) -> str | None:
     """A way some queue other than ``queue`` could make room for ``waiting`` on one node,
     staying (with its ancestors below the shared branch) at or above its share in every
-    contended resource it frees; None when there is none."""
+    resource it frees that is contended or that ``waiting`` asks; None when there is none.
+    A queue at its share in a resource nobody contends is not made to move a pod to
+    defragment a node (:func:`test_a_queue_at_its_share_is_not_moved_to_defragment_a_node`)."""
     prop = _proportion(session)
     mine = set(prop._paths[queue])
     for other in prop.attrs:
@@ -296,7 +300,7 @@ def could_give(session: Session, waiting: TaskInfo, queue: str) -> str | None:
                 if all(
                     prop.attrs[q].allocated[r] - freed[r] >= prop.attrs[q].deserved[r]
                     for q in below
-                    for r in prop.contended
+                    for r in {*prop.contended, *waiting.request}
                     if freed[r] > 0
                 ):
                     names = ", ".join(t.name for t in chosen)
@@ -426,3 +430,23 @@ def test_two_reclaims_apart() -> None:
         q: a.allocated.get(GPU, 0) for q, a in _proportion(final_session(sim)).attrs.items()
     }
     assert allocated == {"default": 0, "q0": 2, "q1": 2, "q2": 2, "q3": 2}
+
+
+def test_a_queue_at_its_share_is_not_moved_to_defragment_a_node() -> None:
+    """Found by the property at ten times its examples (2026-11-29): q0's last pod (1 CPU,
+    2 GPUs) waits below q0's CPU share; the node with CPU free has its GPUs held by q0's
+    other pods and q2's 4-GPU pod, the other node has GPUs free but no CPU (q1's). GPUs
+    are not contended (every queue deserves all it asks) and q2 holds exactly its share:
+    evicting its pod would move it to the other node, a defragmentation that no reclaim
+    rule of Sluice, Volcano or KAI does (a reclaim takes from queues above their share),
+    and q1, below its CPU share, gives nothing. The pod waits; nothing is reclaimed."""
+    data = json.loads((Path(__file__).parent / "fairness_defragment_world.json").read_text())
+    world = World(data["objects"], data["queue_of"], data["leaves"], data["summary"])
+    recorder = Recorder(world)
+    sim = simulated.simulate(
+        world.objects, on_cycle=recorder, on_store=recorder.attach, max_cycles=300
+    )
+    assert sim.result.stopped_by == "idle"
+    assert "default/q0-2" in sim.result.pending
+    assert not any(lineage(victim) == "q2-0" for victim, _ in recorder.reclaims)
+    check_no_queue_left_below_its_share(sim)

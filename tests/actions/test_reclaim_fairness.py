@@ -437,9 +437,9 @@ def test_a_queue_at_its_share_is_not_moved_to_defragment_a_node() -> None:
     2 GPUs) waits below q0's CPU share; the node with CPU free has its GPUs held by q0's
     other pods and q2's 4-GPU pod, the other node has GPUs free but no CPU (q1's). GPUs
     are not contended (every queue deserves all it asks) and q2 holds exactly its share:
-    evicting its pod would move it to the other node, a defragmentation that no reclaim
-    rule of Sluice, Volcano or KAI does (a reclaim takes from queues above their share),
-    and q1, below its CPU share, gives nothing. The pod waits; nothing is reclaimed."""
+    evicting its pod would move it to the other node, a defragmentation no reclaim does
+    (Sluice's and Volcano's proportion take only from a queue whose allocation exceeds
+    its deserved share), and q1, below its CPU share, gives nothing. The pod waits."""
     data = json.loads((Path(__file__).parent / "fairness_defragment_world.json").read_text())
     world = World(data["objects"], data["queue_of"], data["leaves"], data["summary"])
     recorder = Recorder(world)

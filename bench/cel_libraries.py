@@ -1,6 +1,6 @@
 """``python -m bench cel``: the two maintained CEL libraries of PyPI on DRA's selectors.
 
-Measures what choosing the library of :mod:`scheduler.api.dra.selectors` rests on:
+Measures what choosing the library of :mod:`scheduler.api.dra.cel_selectors` rests on:
 ``common-expression-language`` (``import cel``, a CEL interpreter written in Rust, the one
 Sluice uses) and ``cel-python`` (``import celpy``, pure Python; not a dependency of
 Sluice: ``pip install cel-python`` to compare). For each library installed: on the
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from scheduler.api.dra.cel_selectors import KUBERNETES_FUNCTIONS, quantity_of, version_of
 from scheduler.api.dra.model import Version
-from scheduler.api.dra.selectors import KUBERNETES_FUNCTIONS, quantity_of, version_of
 
 DRIVER = "dra.example.com"
 MI = Fraction(2**20)

@@ -53,7 +53,7 @@ from bench.real_cluster import (
 from bench.real_runs import RunContext, sluice_argv, start_process, stop_process
 from scheduler.api import labels as L
 from scheduler.api.errors import ApiError, NotFoundError
-from scheduler.kube.resources import LEASES
+from scheduler.kube.resource_paths import LEASES
 
 LEASE_DURATION: Final = 15.0
 """Seconds: kube-scheduler's default ``--leader-elect-lease-duration``, and Sluice's."""

@@ -9,7 +9,7 @@ each: the first (it places the pending pods), then two with nothing left to plac
 
 Two runners, alternated ``--rounds`` times (fresh cache and loop each time):
 ``every-job``: each snapshot's index of the jobs with a pod to place
-(:attr:`~scheduler.api.snapshot.Snapshot.to_place`) names every job, so each action
+(:attr:`~scheduler.api.cluster_snapshot.Snapshot.to_place`) names every job, so each action
 walks them all, as before the index; ``index``: the index as the cache builds it.
 Prints one JSON object: each runner's cycle times (median over rounds) and its parts,
 the pods bound, and the first cycle's speed-up. Under a minute of CPU at the defaults.
@@ -30,11 +30,11 @@ import anyio
 from bench.common import machine
 from bench.workloads import node, pod
 from scheduler import app
-from scheduler.api.snapshot import Snapshot
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.cache import SchedulerCache
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import ClusterPorts
 from scheduler.sim.backend import SimBackend
 from scheduler.sim.faults import ApiBehaviour, FaultInjector

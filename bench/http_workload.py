@@ -71,7 +71,7 @@ from bench.workloads import (
     source_revision,
 )
 from scheduler.api import labels as L
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.schema import load_crds
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.kubeconfig import write_kubeconfig

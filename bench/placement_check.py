@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from bench import real_cluster as rc
 from scheduler.kube import KubeClient
-from scheduler.kube.resources import NODES, PODS
+from scheduler.kube.resource_paths import NODES, PODS
 
 MAX_SKEW: Final = 5
 """scheduler_perf's maxSkew of the spread shapes (:func:`bench.real_cluster._spread`)."""

@@ -43,7 +43,7 @@ from bench.workloads import NODE_ALLOCATABLE
 from scheduler.api import labels as L
 from scheduler.api.errors import AlreadyExistsError, NotFoundError
 from scheduler.kube import KubeClient
-from scheduler.kube.resources import MERGE_PATCH, NODES, PODS
+from scheduler.kube.resource_paths import MERGE_PATCH, NODES, PODS
 
 COMPLETE: Final = "bench.sluice.dev/base-complete"
 """Annotation of a base's namespace once every object of it exists: ``nodes/running``."""

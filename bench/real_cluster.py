@@ -46,7 +46,7 @@ from scheduler.api.errors import (
     TooManyRequestsError,
 )
 from scheduler.kube import KubeClient
-from scheduler.kube.resources import EVENTS, MERGE_PATCH, NODES, POD_GROUPS, PODS, QUEUES
+from scheduler.kube.resource_paths import EVENTS, MERGE_PATCH, NODES, POD_GROUPS, PODS, QUEUES
 
 K8S_DIR: Final = Path(os.environ.get("SLUICE_K8S_DIR", "/work/shared/k8s"))
 """Where ``up`` and ``down`` are (``../shared/k8s``)."""

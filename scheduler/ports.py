@@ -157,7 +157,7 @@ class ClaimWriter(Protocol):
 
     async def create_claim(self, binding: ClaimBinding) -> ClaimBinding:
         """Create the claim of a pod's extended resources (``binding.extended`` set, no
-        name yet; :func:`~scheduler.api.dra.convert.extended_claim_object`) and return
+        name yet; :func:`~scheduler.api.dra.codec.extended_claim_object`) and return
         ``binding`` naming the claim created (its name and uid). Not idempotent: each call
         creates a claim. Called by the loop's bind before :meth:`reserve_claim`; one
         attempt."""

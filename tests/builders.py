@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.convert import (
     job_for_lone_pod,
     node_from_object,
@@ -21,7 +22,6 @@ from scheduler.api.group_apis import VOLCANO, GroupApi, kind_key
 from scheduler.api.group_apis.sluice import job_from_pod_group, queue_from_object
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.queue import QueueInfo
-from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache.placement_objects import PlacementObjects
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig

@@ -1,7 +1,7 @@
 """Builders of DRA objects (``resource.k8s.io/v1``) as plain JSON dicts, for the tests.
 
 Shaped as the API server returns them, so tests go through the same conversion
-(:mod:`scheduler.api.dra.convert`) as the scheduler.
+(:mod:`scheduler.api.dra.codec`) as the scheduler.
 """
 
 from __future__ import annotations

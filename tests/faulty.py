@@ -25,8 +25,8 @@ from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.framework.extension_points import POINTS, HookSet, PluginContext, Point, Vote
+from scheduler.framework.plugin_status import SUCCESS
 from scheduler.framework.registry import PluginSpec, Registry
-from scheduler.framework.status import SUCCESS
 
 FIRED: Counter[str] = Counter()
 """Faults raised so far, by point name (tests clear it)."""

@@ -14,9 +14,9 @@ import yaml
 from scheduler import app
 from scheduler.config import SchedulerConfiguration
 from scheduler.logging import quiet
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 Obj = dict[str, Any]
 SCENARIOS = Path(__file__).parent / "scenarios"

@@ -36,9 +36,9 @@ from scheduler.api.task import TaskStatus
 from scheduler.config import SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Bind, SetPhase
 from scheduler.framework.session import Session, open_session
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import HOSTNAME, cache_with, node, pod, pod_group, session_dump
 
 Obj = dict[str, Any]

@@ -33,8 +33,8 @@ class EmulatedApiServer:
     def __init__(
         self, workdir: Path, *, history: int = 100_000, bookmark_interval: float = 5.0
     ) -> None:
-        from scheduler.loop.clock import SystemClock
-        from scheduler.sim.claims import SimClaimController
+        from scheduler.loop.system_clock import SystemClock
+        from scheduler.sim.claim_controller import SimClaimController
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
         from scheduler.sim.volumes import SimVolumeController

@@ -15,8 +15,8 @@ from scheduler.api.reasons import Reason
 from scheduler.api.resource import CPU, PODS, Resource
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.framework.node_sets import NodeSet, Purpose
+from scheduler.framework.plugin_status import Code
 from scheduler.framework.session import Session
-from scheduler.framework.status import Code
 
 
 def waiting_tasks(job: JobInfo) -> list[TaskInfo]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.actions.common import eligible
-from scheduler.actions.starvation import could_ever_fit, started, still_needed
+from scheduler.actions.starving_jobs import could_ever_fit, started, still_needed
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.framework.session import Session
 

@@ -13,7 +13,7 @@ started, or was deleted, releases them.
 
 from __future__ import annotations
 
-from scheduler.actions.starvation import domains, node_rooms, soonest, started, still_needed
+from scheduler.actions.starving_jobs import domains, node_rooms, soonest, started, still_needed
 from scheduler.api.job import JobInfo
 from scheduler.framework.registry import NoArguments
 from scheduler.framework.session import Session

@@ -13,16 +13,16 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.disruption import pod_ready
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.job import JobInfo, PodGroupPhase
+from scheduler.api.label_selectors import parse_label_selector
 from scheduler.api.membership import pod_group_ref, pod_preemptable, pod_role, resolve_job_id
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import controller_ref
 from scheduler.api.pod import PodSpecView, Taint, parse_pod_spec
 from scheduler.api.resource import MAX_AMOUNT, Resource, over_max
-from scheduler.api.selectors import parse_label_selector
-from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 
 Obj = Mapping[str, Any]

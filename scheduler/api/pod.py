@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.pod_resources import as_map, as_maps, container_amounts, pod_requests
-from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, over_max
-from scheduler.api.selectors import (
+from scheduler.api.label_selectors import (
     LabelSelector,
     Requirement,
     parse_label_selector,
     parse_requirement,
 )
+from scheduler.api.pod_resources import as_map, as_maps, container_amounts, pod_requests
+from scheduler.api.resource import MAX_AMOUNT, PODS, ZERO, Resource, over_max
 from scheduler.api.spread import SpreadConstraint, parse_spread
 from scheduler.api.volumes.refs import PodVolume, parse_volumes
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.selectors import LabelSelector, Requirement, parse_label_selector
+from scheduler.api.label_selectors import LabelSelector, Requirement, parse_label_selector
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"

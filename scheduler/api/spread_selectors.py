@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.label_selectors import LabelSelector, Requirement, parse_label_selector
 from scheduler.api.owners import OwnerRef
-from scheduler.api.selectors import LabelSelector, Requirement, parse_label_selector
 
 SERVICE = "Service"
 REPLICATION_CONTROLLER = "ReplicationController"

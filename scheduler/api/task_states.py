@@ -53,7 +53,7 @@ final, nothing more is written on them before binding."""
 TO_PLACE = frozenset({S.GATED, S.PENDING, S.PIPELINED})
 """Tasks still to be placed: pending, nominated (waiting for room), or held by gates. A
 job with none of Sluice's is of no interest to the actions that place, preempt or
-reserve for jobs (:attr:`~scheduler.api.snapshot.Snapshot.to_place`); within a cycle a
+reserve for jobs (:attr:`~scheduler.api.cluster_snapshot.Snapshot.to_place`); within a cycle a
 task only leaves this set (no action makes a placed task pending again)."""
 
 UNFINISHED = USES_NODE | {S.GATED, S.PENDING, S.PIPELINED}

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.shards import Sharding
-from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo
 from scheduler.cache.cluster_state import ClusterState
 from scheduler.cache.dra_store import DraStore

@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from scheduler.api.cluster_snapshot import TopologyInfo
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.shards import Sharding
-from scheduler.api.snapshot import TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import USES_NODE
 from scheduler.cache.dra_store import DraStore
-from scheduler.cache.membership import Membership
+from scheduler.cache.job_membership import Membership
 from scheduler.cache.placed_pods import PlacedPods
 from scheduler.cache.placement_objects import PlacementObjects
 from scheduler.cache.shard_view import ShardView

@@ -3,7 +3,7 @@ allocated before the API shows them (layer 2).
 
 :class:`DraStore` is part of :class:`~scheduler.cache.SchedulerCache`: the cache hands it
 the watch events of ``ResourceSlice``, ``DeviceClass``, ``ResourceClaim`` and
-``ResourceClaimTemplate`` and asks it for a :class:`~scheduler.api.snapshot.DraView` per
+``ResourceClaimTemplate`` and asks it for a :class:`~scheduler.api.cluster_snapshot.DraView` per
 snapshot. The :class:`~scheduler.api.dra.inventory.Inventory` is rebuilt only when slices
 or classes changed, so what it memoizes (compiled selectors, which devices a request
 matches) lives across cycles.
@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.api.dra.convert import (
+from scheduler.api.cluster_snapshot import Snapshot
+from scheduler.api.dra.codec import (
     claim_from_object,
     claim_template_from_object,
     device_class_from_object,
@@ -50,7 +51,6 @@ from scheduler.api.dra.view import DraView
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import Resource
-from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo
 
 Obj = Mapping[str, Any]

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.selectors import LabelSelector
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.spread_selectors import (
     EMPTY_SELECTORS,
     REPLICA_SET,

@@ -1,7 +1,7 @@
 """The cache's snapshot builder (layer 2): one copy of the cache per cycle, for a session
 to change freely.
 
-:class:`SnapshotBuilder` makes :class:`~scheduler.api.snapshot.Snapshot` s of a
+:class:`SnapshotBuilder` makes :class:`~scheduler.api.cluster_snapshot.Snapshot` s of a
 :class:`~scheduler.cache.cluster_state.ClusterState`: :meth:`SnapshotBuilder.snapshot`
 per cycle (the loop's, through :class:`~scheduler.cache.SchedulerCache`), and
 :meth:`SnapshotBuilder.full_snapshot` copying everything (checks; the live page). It
@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from scheduler.api.cluster_snapshot import DisruptionBudget, Snapshot
 from scheduler.api.convert import budget_from_object, job_for_lone_pod
 from scheduler.api.disruption import (
     ALWAYS_ALLOW,
@@ -37,7 +38,6 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.membership import pod_queue
 from scheduler.api.node import NodeInfo
 from scheduler.api.owners import grouper_wait_reason
-from scheduler.api.snapshot import DisruptionBudget, Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import TO_PLACE, USES_NODE
 from scheduler.cache.cluster_state import ClusterState

@@ -6,7 +6,7 @@ list of each kind the scheduler watches) or from scenario files (``-f``: the obj
 ``sluice simulate`` creates them at time 0, through the embedded cluster's admission, so
 priorities and defaults are those a cluster would give; with ``--at``, the cluster as the
 story's simulation left it at that moment, the scheduler having run until then).
-:func:`scheduler.explain.explain` does the rest.
+:func:`scheduler.explanation.explain` does the rest.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from scheduler.config import (
     parse_feature_gates,
     with_feature_gates,
 )
-from scheduler.explain import KINDS, explain, render
+from scheduler.explanation import KINDS, explain, render
 from scheduler.logging import quiet
 from scheduler.schema import load_crds
-from scheduler.sim.claims import SimClaimController
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.claim_controller import SimClaimController
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.scenario import OBJECT_KINDS, Scenario, load_scenario
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

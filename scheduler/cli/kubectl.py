@@ -143,7 +143,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 def _explain(args: argparse.Namespace, out: TextIO) -> int:
     from scheduler.cli.explain import run_explain
-    from scheduler.explain import with_namespace
+    from scheduler.explanation import with_namespace
 
     name = with_namespace(args.name, args.namespace or _context_namespace(args))
     output = {"text": "text", "wide": "text", "json": "json", "yaml": "yaml"}[args.output]
@@ -185,7 +185,7 @@ async def _list(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     API and the pods of the namespace (or all)."""
     from scheduler.kube import KubeClient
     from scheduler.kube.listing import list_objects, list_view
-    from scheduler.kube.resources import PODS, Resource, pod_groups_of, queues_of
+    from scheduler.kube.resource_paths import PODS, Resource, pod_groups_of, queues_of
 
     wanted: tuple[Resource, ...]
     if args.command == "queues":

@@ -44,7 +44,7 @@ from scheduler.kube import (
     LeadershipLost,
 )
 from scheduler.kube.optional import OptionalInformers
-from scheduler.kube.resources import NODES
+from scheduler.kube.resource_paths import NODES
 from scheduler.logging import configure, get_logger
 from scheduler.metrics import Metrics
 from scheduler.metrics.runtime import register_runtime_metrics

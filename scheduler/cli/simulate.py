@@ -28,10 +28,9 @@ from scheduler.config import (
     with_feature_gates,
 )
 from scheduler.live import LivePage
-from scheduler.live.server import serve_page
+from scheduler.live.page_server import serve_page
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.faults import ApiBehaviour
@@ -39,6 +38,7 @@ from scheduler.sim.kubeconfig import write_kubeconfig
 from scheduler.sim.report import RunRecorder, render
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import Scenario, load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 PROGRESS_AFTER = 50
 """Cycles after which text output shows a progress bar instead of every cycle."""

@@ -4,7 +4,7 @@ cluster.
 
 It lists every kind the scheduler reads (:func:`scheduler.kube.listing.list_view`, with
 the Workloads of the Workload API), turns the objects into a scenario
-(:func:`scheduler.sim.snapshot.scenario_of`; ``--anonymize``:
+(:func:`scheduler.sim.scenario_writer.scenario_of`; ``--anonymize``:
 :func:`scheduler.sim.anonymize.anonymize`) and adds the scheduler's configuration read
 from its ConfigMap (``--scheduler-config NS/NAME``, the manifests' by default) when the
 caller may read it. The file opens with comments saying where and when it was taken and
@@ -27,7 +27,7 @@ from scheduler.api.errors import ApiError, ConfigError, NotFoundError
 from scheduler.config import parse_configuration
 from scheduler.logging import quiet
 from scheduler.sim.anonymize import anonymize
-from scheduler.sim.snapshot import Snapshot, scenario_of
+from scheduler.sim.scenario_writer import Snapshot, scenario_of
 
 DEFAULT_CONFIG_MAP = "sluice-system/sluice-scheduler-config"
 """Where ``manifests/`` put the scheduler's configuration (key ``config.yaml``)."""
@@ -100,7 +100,7 @@ async def _take(
 async def _configuration(client: Any, where: str, notes: list[str]) -> dict[str, Any] | None:
     """The SchedulerConfiguration in ConfigMap ``where`` (``NS/NAME``; its key
     ``config.yaml``, or its only key), checked; None, with a note, when it cannot be read."""
-    from scheduler.kube.resources import Resource
+    from scheduler.kube.resource_paths import Resource
 
     ns, slash, name = where.partition("/")
     if not slash or not ns or not name:

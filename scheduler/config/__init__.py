@@ -485,7 +485,7 @@ def check_shard(shard: str, shards: tuple[ShardSpec, ...], where: str) -> dict[s
 def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
     """Read a configuration file (one YAML document): Sluice's SchedulerConfiguration, or
     Volcano's ``volcano-scheduler.conf`` (or its ConfigMap), converted
-    (:mod:`scheduler.config.volcano`)."""
+    (:mod:`scheduler.config.volcano_conf`)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -496,7 +496,7 @@ def load_configuration_file(path: str | Path) -> SchedulerConfiguration:
         raise ConfigError(str(path), None, f"not valid YAML: {exc}") from exc
     if not isinstance(doc, Mapping):
         raise ConfigError(str(path), None, f"expected one {KIND} document")
-    from scheduler.config.volcano import from_volcano, is_volcano
+    from scheduler.config.volcano_conf import from_volcano, is_volcano
 
     if is_volcano(doc):
         return from_volcano(doc)

@@ -6,7 +6,7 @@ webhook. It is the only package that imports kopf, and it runs in a process of i
 tasks and the process's signals.
 
 * :mod:`.validation`: what the webhook refuses, as pure functions (no kopf).
-* :mod:`.client`: the few API calls of the controller itself (get and create a Queue).
+* :mod:`.api_client`: the few API calls of the controller itself (get and create a Queue).
 * :mod:`.operator`: the kopf registry, its handlers and the kopf settings.
 * :mod:`.main`: ``run_controller``, what ``sluice controller`` calls.
 

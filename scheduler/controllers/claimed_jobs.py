@@ -35,7 +35,7 @@ from urllib.parse import quote
 
 from scheduler.api.membership import pod_group_ref
 from scheduler.api.owners import controller_ref
-from scheduler.controllers.client import ApiStatusError
+from scheduler.controllers.api_client import ApiStatusError
 from scheduler.controllers.gang_rules import ChildJob
 
 __all__ = [

@@ -46,8 +46,8 @@ import aiohttp
 from scheduler.api import labels as L
 from scheduler.api.owners import OwnerRef, controller_ref, grouper_wait
 from scheduler.api.shards import POOL_LABEL
+from scheduler.controllers.api_client import ApiStatusError
 from scheduler.controllers.claimed_jobs import ClaimedJobs, Undecided
-from scheduler.controllers.client import ApiStatusError
 from scheduler.controllers.gang_rules import Alone, Gang, chosen_owner, counted_jobs, plan
 from scheduler.controllers.workqueue import WorkQueue
 
@@ -81,7 +81,7 @@ CONTROLLER_NAME: Final = "sluice-controller"
 
 
 class GrouperApi(Protocol):
-    """The calls the grouper makes (:class:`~scheduler.controllers.client.ApiClient`)."""
+    """The calls the grouper makes (:class:`~scheduler.controllers.api_client.ApiClient`)."""
 
     async def get(self, path: str) -> dict[str, Any] | None: ...
 

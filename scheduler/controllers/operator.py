@@ -43,7 +43,7 @@ import aiohttp
 import kopf
 
 from scheduler.api.labels import DEFAULT_QUEUE, SCHEDULER_NAME
-from scheduler.controllers.client import ApiClient, ApiStatusError, QueueClient
+from scheduler.controllers.api_client import ApiClient, ApiStatusError, QueueClient
 from scheduler.controllers.credentials import obtain_credentials
 from scheduler.controllers.grouper import GrouperApi, PodGrouper
 from scheduler.controllers.validation import parent_of, validate_pod_group, validate_queue

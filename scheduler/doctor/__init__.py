@@ -7,7 +7,7 @@ after Sluice is installed, one :class:`~scheduler.doctor.findings.Finding` per c
   against ``manifests/``' RBAC, the admission webhook end to end;
 * :mod:`.running_checks`: who holds Sluice's Lease, another scheduler answering to the
   same ``schedulerName``;
-* :mod:`.manifests`, :mod:`.crds`, :mod:`.gates`: what those read, pure;
+* :mod:`.manifests`, :mod:`.crds`, :mod:`.feature_gates`: what those read, pure;
 * :mod:`.findings`: the lines it prints.
 
 Only reads, except dry runs (``dryRun=All``: nothing is stored) and access reviews.

@@ -2,7 +2,7 @@
 the features Sluice uses, and the PodGroup and Queue APIs it serves.
 
 What is served is read from discovery (``/apis/GROUP/VERSION``); the feature gates from
-the API server's own ``/metrics`` (:mod:`.gates`); a gate that cannot be read there is
+the API server's own ``/metrics`` (:mod:`.feature_gates`); a gate that cannot be read there is
 inferred from what the server does: an API served, or a pod field kept by a server-side
 dry run (``PodLevelResources``). Each check makes its calls through :class:`Probe`, which
 remembers discovery answers for the other checks.
@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from scheduler.api.errors import ApiError, NotFoundError
 from scheduler.api.group_apis import APIS
+from scheduler.doctor.feature_gates import feature_gates, minor_version
 from scheduler.doctor.findings import Finding, Level
-from scheduler.doctor.gates import feature_gates, minor_version
 from scheduler.kube import KubeClient
 
 __all__ = [

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from scheduler.api.selectors import LabelSelector
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.task import TaskInfo
 from scheduler.framework.affinity_terms import NamespaceLabels, scope_of
 from scheduler.framework.pod_counts import Scope

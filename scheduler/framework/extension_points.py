@@ -27,15 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from scheduler.api.cluster_snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.view import DraView
 from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.resource import Resource
-from scheduler.api.selectors import LabelSelector
-from scheduler.api.snapshot import DisruptionBudget, TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.volumes.binding import VolumeBindings
 from scheduler.api.volumes.view import VolumeView
@@ -48,7 +48,7 @@ from scheduler.framework.node_table import (
     IntMatrix,
     TableView,
 )
-from scheduler.framework.status import Status
+from scheduler.framework.plugin_status import Status
 
 OrderKey = tuple[int | float | str, ...]
 """A sort key; smaller sorts first. Keys of several plugins compare lexicographically."""

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.api.label_selectors import Requirement
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import NodeSelectorTerm
-from scheduler.api.selectors import Requirement
 from scheduler.framework.node_table import BoolVector, IndexVector, IntVector
 
 

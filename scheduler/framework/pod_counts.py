@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.api.selectors import LabelSelector
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.framework.node_labels import LabelColumn

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from scheduler.api import reasons
+from scheduler.api.cluster_snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.view import DraView
 from scheduler.api.errors import (
@@ -41,12 +42,11 @@ from scheduler.api.errors import (
 )
 from scheduler.api.holds import Hold, HoldKind, Reservation
 from scheduler.api.job import JobInfo
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.reasons import Reason
-from scheduler.api.selectors import LabelSelector
-from scheduler.api.snapshot import DisruptionBudget, Snapshot, TopologyInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, TO_PLACE, USES_NODE
 from scheduler.api.volumes.binding import VolumeBindings
@@ -92,10 +92,10 @@ from scheduler.framework.extension_points import (
 from scheduler.framework.fit import Fit
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, everything
 from scheduler.framework.node_table import IndexVector, IntMatrix, NodeTable, TableView
+from scheduler.framework.plugin_status import Status
 from scheduler.framework.registry import ResolvedConfiguration
-from scheduler.framework.starvation import StarvationDecision
+from scheduler.framework.starvation_decision import StarvationDecision
 from scheduler.framework.statement import Statement
-from scheduler.framework.status import Status
 from scheduler.logging import get_logger, v
 
 log = get_logger("sluice.session")

@@ -80,7 +80,7 @@ from scheduler.framework.extension_points import (
 )
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets, layer
 from scheduler.framework.node_table import FloatVector, IndexVector, IntMatrix, TableView
-from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.plugin_status import SUCCESS, Code, Status
 
 T = TypeVar("T")
 R = TypeVar("R")

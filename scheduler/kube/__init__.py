@@ -2,10 +2,10 @@
 
 One job a module:
 
-* :mod:`.config`: where the client configuration comes from (``--kubeconfig``,
+* :mod:`.client_config`: where the client configuration comes from (``--kubeconfig``,
   ``KUBECONFIG``, in-cluster);
-* :mod:`.resources`: the resource table (paths of every kind used) and content types;
-* :mod:`.errors`: library errors translated into :mod:`scheduler.api.errors`' tree;
+* :mod:`.resource_paths`: the resource table (paths of every kind used) and content types;
+* :mod:`.api_errors`: library errors translated into :mod:`scheduler.api.errors`' tree;
 * :mod:`.ratelimit`: the client-side token bucket and the rate-limited ``ApiClient``;
 * :mod:`.client`: the one rate-limited raw-JSON client of the process;
 * :mod:`.informers`: list+watch of every kind the scheduler needs into the cache
@@ -16,10 +16,10 @@ One job a module:
 * :mod:`.timestamps`: MicroTime formatting.
 """
 
+from scheduler.kube.api_errors import api_errors, error_from_status, translate_error
 from scheduler.kube.backend import KubeBackend
 from scheduler.kube.client import DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT, KubeClient
-from scheduler.kube.config import load_configuration
-from scheduler.kube.errors import api_errors, error_from_status, translate_error
+from scheduler.kube.client_config import load_configuration
 from scheduler.kube.events import EventSettings, KubeEventRecorder
 from scheduler.kube.informers import (
     SCHEDULER_RESOURCES,
@@ -38,7 +38,7 @@ from scheduler.kube.leader import (
     default_identity,
 )
 from scheduler.kube.ratelimit import TokenBucket
-from scheduler.kube.resources import Resource
+from scheduler.kube.resource_paths import Resource
 
 __all__ = [
     "DEFAULT_BURST",

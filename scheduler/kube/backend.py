@@ -38,10 +38,10 @@ import anyio
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import AlreadyExistsError, ConflictError, NotFoundError
-from scheduler.kube.claims import KubeClaimWriter
+from scheduler.kube.claim_writer import KubeClaimWriter
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import EventSettings, KubeEventRecorder
-from scheduler.kube.resources import (
+from scheduler.kube.resource_paths import (
     GANG_RESOURCES,
     MERGE_PATCH,
     PODS,
@@ -50,7 +50,7 @@ from scheduler.kube.resources import (
     Resource,
 )
 from scheduler.kube.volumes import KubeVolumeWriter
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef, PodState
 
 __all__ = ["KubeBackend"]

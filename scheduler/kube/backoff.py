@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = ["Backoff"]

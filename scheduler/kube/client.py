@@ -3,7 +3,7 @@
 Job: build one rate-limited kubernetes-asyncio ``ApiClient`` for the whole process and
 offer the rest of ``scheduler.kube`` a raw-JSON way to use it. Contracts:
 
-* **Configuration**: :func:`scheduler.kube.config.load_configuration`.
+* **Configuration**: :func:`scheduler.kube.client_config.load_configuration`.
 * **Every request** made through :attr:`KubeClient.api` (this module's :meth:`request`,
   the watch streams, and any generated ``CoreV1Api(client.api)`` call) first takes a
   token from the client's :class:`~scheduler.kube.ratelimit.TokenBucket`
@@ -11,7 +11,7 @@ offer the rest of ``scheduler.kube`` a raw-JSON way to use it. Contracts:
   gets a ``_request_timeout`` (the client's default unless the call gives one): the
   library's default is none at all.
 * **Errors**: every failure leaves this module as a
-  :class:`scheduler.api.errors.ApiError` subclass (:mod:`scheduler.kube.errors`).
+  :class:`scheduler.api.errors.ApiError` subclass (:mod:`scheduler.kube.api_errors`).
 * **Raw JSON**: :meth:`KubeClient.request` and :meth:`KubeClient.stream` never build the
   client's model objects, which are several times slower and fail on some replies (a
   binding's ``Status``).
@@ -46,10 +46,10 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from yarl import URL
 
 from scheduler.api.errors import ServerError
-from scheduler.kube.config import load_configuration
-from scheduler.kube.errors import api_errors, error_from_status
+from scheduler.kube.api_errors import api_errors, error_from_status
+from scheduler.kube.client_config import load_configuration
 from scheduler.kube.ratelimit import LimitedApiClient, TokenBucket
-from scheduler.kube.resources import JSON
+from scheduler.kube.resource_paths import JSON
 from scheduler.ports import Clock
 
 __all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "JsonLineReader", "KubeClient"]

@@ -67,10 +67,10 @@ from scheduler.api.errors import (
 )
 from scheduler.kube.client import KubeClient
 from scheduler.kube.ratelimit import TokenBucket
-from scheduler.kube.resources import EVENTS, MERGE_PATCH
+from scheduler.kube.resource_paths import EVENTS, MERGE_PATCH
 from scheduler.kube.timestamps import format_micro_time
 from scheduler.logging import get_logger, v
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock, Event, ObjectRef
 
 __all__ = [

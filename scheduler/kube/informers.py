@@ -51,11 +51,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, GoneError, ServerError
+from scheduler.kube.api_errors import error_from_status
 from scheduler.kube.backoff import Backoff
 from scheduler.kube.client import KubeClient
 from scheduler.kube.decode import decode_event, decode_list, list_continue
-from scheduler.kube.errors import error_from_status
-from scheduler.kube.resources import (
+from scheduler.kube.resource_paths import (
     CSI_DRIVERS,
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
@@ -81,7 +81,7 @@ from scheduler.kube.resources import (
     Resource,
 )
 from scheduler.logging import get_logger
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock
 
 #: A watch that ends sooner than this (seconds) having delivered nothing is a failure to

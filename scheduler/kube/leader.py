@@ -47,10 +47,10 @@ from scheduler.api.errors import (
     SluiceError,
 )
 from scheduler.kube.client import KubeClient
-from scheduler.kube.resources import LEASES
+from scheduler.kube.resource_paths import LEASES
 from scheduler.kube.timestamps import format_micro_time
 from scheduler.logging import get_logger
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = [

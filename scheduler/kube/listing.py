@@ -21,7 +21,7 @@ from scheduler.api.errors import NotFoundError
 from scheduler.kube.client import KubeClient
 from scheduler.kube.informers import SCHEDULER_RESOURCES
 from scheduler.kube.optional import OPTIONAL_KINDS
-from scheduler.kube.resources import WORKLOADS, Resource
+from scheduler.kube.resource_paths import WORKLOADS, Resource
 
 __all__ = ["SCHEDULER_VIEW", "SNAPSHOT_VIEW", "View", "list_objects", "list_view"]
 
@@ -62,7 +62,7 @@ async def list_objects(
 
 @dataclass
 class View:
-    """Objects by kind key (:attr:`~scheduler.kube.resources.Resource.key`), and the
+    """Objects by kind key (:attr:`~scheduler.kube.resource_paths.Resource.key`), and the
     resources the cluster does not serve."""
 
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

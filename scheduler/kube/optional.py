@@ -30,7 +30,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from scheduler.api.group_apis import APIS, SLUICE
 from scheduler.kube.client import KubeClient
 from scheduler.kube.informers import CacheSink, Informer, InformerSettings
-from scheduler.kube.resources import (
+from scheduler.kube.resource_paths import (
     API_SERVICES,
     CUSTOM_RESOURCE_DEFINITIONS,
     Resource,

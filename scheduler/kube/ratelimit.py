@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock
 
 __all__ = ["LimitedApiClient", "TokenBucket"]

@@ -20,7 +20,7 @@ from scheduler.api.volumes.writes import (
     volume_state,
 )
 from scheduler.kube.client import KubeClient
-from scheduler.kube.resources import MERGE_PATCH, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from scheduler.kube.resource_paths import MERGE_PATCH, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
 __all__ = ["KubeVolumeWriter"]
 

@@ -31,11 +31,11 @@ import time
 
 import anyio
 
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.dra.inventory import Inventory
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.holds import HoldKind
-from scheduler.api.snapshot import Snapshot
-from scheduler.explain import KINDS, explain_snapshot, render
+from scheduler.explanation import KINDS, explain_snapshot, render
 from scheduler.live.state import Json, page_state
 from scheduler.live.summary import LiveSummary
 from scheduler.loop.scheduler_loop import SchedulingLoop

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from scheduler.api.dra.convert import extended_status
+from scheduler.api.dra.codec import extended_status
 from scheduler.api.dra.model import ClaimBinding, ClaimInfo
 from scheduler.api.errors import (
     AmbiguousError,

@@ -58,11 +58,11 @@ from scheduler.framework.registry import ResolvedConfiguration
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.binding_cycle import BindingCycle
-from scheduler.loop.clock import SystemClock
-from scheduler.loop.errors import JobErrorLog, cycle_failed
+from scheduler.loop.cycle_failures import JobErrorLog, cycle_failed
 from scheduler.loop.idle import IdleCycles, settled
 from scheduler.loop.queue import JobQueue, ReservationChange
 from scheduler.loop.status import WAITING, StatusReporter
+from scheduler.loop.system_clock import SystemClock
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
 from scheduler.ports import ClusterPorts

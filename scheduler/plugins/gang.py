@@ -31,8 +31,8 @@ from scheduler.framework.extension_points import (
     OrderKey,
     PluginContext,
 )
+from scheduler.framework.plugin_status import SUCCESS, Status
 from scheduler.framework.registry import NoArguments
-from scheduler.framework.status import SUCCESS, Status
 
 NAME = "gang"
 _PIPELINED = frozenset({TaskStatus.PIPELINED})

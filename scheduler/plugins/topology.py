@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import TopologyInfo
 from scheduler.api.job import JobInfo, TopologyConstraint
-from scheduler.api.snapshot import TopologyInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
 from scheduler.framework.extension_points import (
@@ -39,8 +39,8 @@ from scheduler.framework.extension_points import (
 from scheduler.framework.node_labels import NodeLabelIndex
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.node_table import BoolVector, IntVector, TableView
+from scheduler.framework.plugin_status import SUCCESS, Status
 from scheduler.framework.registry import NoArguments
-from scheduler.framework.status import SUCCESS, Status
 
 NAME = "topology"
 

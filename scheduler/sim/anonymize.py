@@ -60,7 +60,7 @@ from scheduler.sim.anonymize_storage import (
 )
 from scheduler.sim.renaming import HOSTNAME, node_terms, numbering, selector_keys, walk
 from scheduler.sim.scenario import CLUSTER_SCOPED
-from scheduler.sim.snapshot import Obj, Snapshot
+from scheduler.sim.scenario_writer import Obj, Snapshot
 
 SCHEDULER_PREFIXES = (
     "scheduling.sluice.dev/",

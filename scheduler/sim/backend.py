@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeVar
 
-from scheduler.api.dra.convert import (
+from scheduler.api.dra.codec import (
     deallocate_patch,
     drop_finalizer_patch,
     extended_claim_object,

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from scheduler.api.disruption import desired_healthy, is_healthy, pod_ready, unhealthy_evictable
 from scheduler.api.errors import InvalidInputError, InvalidObjectError, TooManyRequestsError
-from scheduler.api.selectors import parse_label_selector
+from scheduler.api.label_selectors import parse_label_selector
 
 __all__ = ["check_budgets", "is_healthy_pod"]
 

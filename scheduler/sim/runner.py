@@ -58,18 +58,18 @@ from scheduler.api.shards import Sharding
 from scheduler.api.volumes.convert import volume_from_object
 from scheduler.api.volumes.model import PROVISIONED_BY
 from scheduler.cache import SchedulerCache
-from scheduler.loop.clock import SystemClock
 from scheduler.loop.decisions import decisions_of
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds
 from scheduler.sim.backend import ApiCall, SimBackend
-from scheduler.sim.claims import SimClaimController
-from scheduler.sim.clock import DEFAULT_EPOCH, VirtualClock
+from scheduler.sim.claim_controller import SimClaimController
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
 from scheduler.sim.store import ObjectStore, WatchEvent
+from scheduler.sim.virtual_time import DEFAULT_EPOCH, VirtualClock
 from scheduler.sim.volumes import SimVolumeController
 
 LoopFactory = Callable[[SchedulerCache, ClusterPorts], SchedulingLoop]

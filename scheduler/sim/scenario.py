@@ -52,8 +52,8 @@ from scheduler.api import labels as L
 from scheduler.api.convert import node_from_object, ref, task_from_pod
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
 from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, api_named, kind_key
+from scheduler.api.label_selectors import parse_label_selector
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
-from scheduler.api.selectors import parse_label_selector
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
 from scheduler.sim.devices import node_slices

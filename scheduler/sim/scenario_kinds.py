@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from scheduler.api import labels as L
 from scheduler.api.convert import ref
-from scheduler.api.dra.convert import (
+from scheduler.api.dra.codec import (
     claim_from_object,
     claim_template_from_object,
     device_class_from_object,

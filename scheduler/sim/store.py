@@ -52,7 +52,7 @@ from scheduler.api.errors import (
 from scheduler.api.group_apis import kind_key
 from scheduler.sim import pod_rules
 from scheduler.sim.budgets import check_budgets
-from scheduler.sim.dra import check_claim_status, check_pod_status
+from scheduler.sim.dra_admission import check_claim_status, check_pod_status
 from scheduler.sim.object_rules import (
     DEFAULT_CLUSTER_SCOPED,
     DEFAULT_STATUS_SUBRESOURCE,

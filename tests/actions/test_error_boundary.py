@@ -22,9 +22,9 @@ from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Bind
 from scheduler.framework.extension_points import POINTS, Scope
 from scheduler.framework.session import Session, open_session
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests import faulty
 from tests.builders import cache_with, node, pod, pod_group, queue, task_of
 

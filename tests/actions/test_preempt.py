@@ -23,9 +23,9 @@ from scheduler import app
 from scheduler.actions.preempt import PreemptAction, PreemptArguments
 from scheduler.actions.victims import Candidate, pdb_violations
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import DisruptionBudget
 from scheduler.api.holds import Hold, HoldKind, QueueView
-from scheduler.api.selectors import parse_label_selector
-from scheduler.api.snapshot import DisruptionBudget
+from scheduler.api.label_selectors import parse_label_selector
 from scheduler.api.task import TaskStatus
 from scheduler.config import (
     SchedulerConfiguration,
@@ -36,10 +36,10 @@ from scheduler.framework.effects import ClearNomination, Evict, Nominate, parts
 from scheduler.framework.session import Session
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import cached_session, node, pod, pod_group, session_dump, task_of
 
 Obj = dict[str, Any]

@@ -70,10 +70,10 @@ def test_a_pods_reason_follows_its_preemption_step_by_step() -> None:
 
     from scheduler import app
     from scheduler.loop.scheduler_loop import CycleReport
-    from scheduler.sim.clock import VirtualTimeLoop
     from scheduler.sim.faults import ApiBehaviour
     from scheduler.sim.runner import Simulation
     from scheduler.sim.scenario import Arrival, Scenario
+    from scheduler.sim.virtual_time import VirtualTimeLoop
 
     low = pod("low", cpu="2", memory=None, node="n1", priority=0)
     low["spec"]["terminationGracePeriodSeconds"] = 30
@@ -115,9 +115,9 @@ def test_a_pod_groups_condition_follows_the_gangs_current_reason() -> None:
     import anyio
 
     from scheduler import app
-    from scheduler.sim.clock import VirtualTimeLoop
     from scheduler.sim.runner import Simulation
     from scheduler.sim.scenario import Arrival, Scenario
+    from scheduler.sim.virtual_time import VirtualTimeLoop
 
     hog = pod("hog", cpu="3", memory=None, node="n1")
     members = []

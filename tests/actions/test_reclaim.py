@@ -26,9 +26,9 @@ from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests import simulated
 
 Obj = dict[str, Any]

@@ -29,9 +29,9 @@ from scheduler.api.errors import NotFoundError
 from scheduler.config import DEFAULT_ACTIONS, SchedulerConfiguration
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests import simulated
 from tests.builders import pod_group
 

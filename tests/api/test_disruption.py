@@ -11,8 +11,8 @@ import pytest
 from scheduler.actions.victims import pdb_violations
 from scheduler.api.errors import TooManyRequestsError
 from scheduler.cache.snapshot_builder import budgets_of
-from scheduler.sim.clock import VirtualClock
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualClock
 from tests.builders import cache_with
 
 Obj = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.dra.allocator import allocate
-from scheduler.api.dra.convert import (
+from scheduler.api.dra.codec import (
     claim_from_object,
     device_class_from_object,
     slice_from_object,

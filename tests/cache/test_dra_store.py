@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.dra.convert import claim_from_object
+from scheduler.api.dra.codec import claim_from_object
 from scheduler.api.dra.model import (
     EXTENDED_CLAIM_ANNOTATION,
     Allocation,

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.snapshot import Snapshot
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.task_states import TO_PLACE
 from scheduler.app import builtin_registry
 from scheduler.cache import SchedulerCache

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.snapshot import Snapshot
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.task_states import TO_PLACE
 from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scheduler.cli.main import main
-from scheduler.explain import with_namespace
+from scheduler.explanation import with_namespace
 from tests.builders import HOSTNAME, node, pod
 from tests.volume_builders import claim_volumes, pv, pvc, storage_class
 

@@ -1,5 +1,5 @@
 """Volcano's volcano-scheduler.conf read as Sluice's configuration, and ``sluice config
-convert`` (scheduler.config.volcano, scheduler.cli.config)."""
+convert`` (scheduler.config.volcano_conf, scheduler.cli.config)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from scheduler.config import (
     load_configuration_file,
     parse_configuration,
 )
-from scheduler.config.volcano import from_volcano, is_volcano
+from scheduler.config.volcano_conf import from_volcano, is_volcano
 
 TIERS = [
     {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},

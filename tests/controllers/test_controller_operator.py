@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scheduler.controllers import operator
-from scheduler.controllers.client import ApiStatusError
+from scheduler.controllers.api_client import ApiStatusError
 from scheduler.controllers.main import run_controller
 from scheduler.controllers.operator import (
     DEFAULT_CERT_DIR,

@@ -14,8 +14,8 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.controllers import operator
+from scheduler.controllers.api_client import ApiStatusError
 from scheduler.controllers.claimed_jobs import Undecided
-from scheduler.controllers.client import ApiStatusError
 from scheduler.controllers.gang_rules import Gang
 from scheduler.controllers.grouper import OwnerReader, PodGrouper, pod_group_body
 from scheduler.controllers.operator import Controller, ControllerOptions

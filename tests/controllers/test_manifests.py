@@ -20,7 +20,7 @@ from scheduler.config import parse_configuration
 from scheduler.controllers.operator import DEFAULT_CERT_DIR
 from scheduler.controllers.validation import validate_queue
 from scheduler.kube.informers import SCHEDULER_RESOURCES
-from scheduler.kube.resources import pod_groups_of, queues_of
+from scheduler.kube.resource_paths import pod_groups_of, queues_of
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

@@ -22,9 +22,9 @@ from scheduler.dispatch import (
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef
 from scheduler.sim.backend import SimBackend
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import pod_group
 from tests.fakes import FakeCluster
 

@@ -20,7 +20,7 @@ from scheduler.dispatch.outcomes import Outcome, OutcomeResolver, RetryPolicy
 from scheduler.logging import quiet
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.fakes import FakeCluster
 
 POD = ObjectRef("Pod", "default", "p", "uid-p")

@@ -13,8 +13,8 @@ import yaml
 
 from scheduler.api.errors import InvalidInputError
 from scheduler.doctor.crds import crd_differences, established
+from scheduler.doctor.feature_gates import feature_gates, minor_version
 from scheduler.doctor.findings import Finding, Level, exit_code, render_json, render_text
-from scheduler.doctor.gates import feature_gates, minor_version
 from scheduler.doctor.manifests import Access, crd_documents, load_install, manifests_directory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from scheduler.api.reasons import ReasonCode
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Evict, parts
 from scheduler.framework.extension_points import JOB_READY, HookSet, PluginContext
+from scheduler.framework.plugin_status import SUCCESS, Status
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import open_session
-from scheduler.framework.status import SUCCESS, Status
 from tests.builders import cache_with, node, pod
 
 

@@ -26,13 +26,13 @@ from scheduler.api import labels as L
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.framework.effects import Bind, Evict, SetPhase, parts
 from scheduler.framework.session import Session, open_session
-from scheduler.loop.clock import SystemClock
 from scheduler.loop.queue import JobQueue
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.loop.status import StatusReporter
+from scheduler.loop.system_clock import SystemClock
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, cached_session, node, pod, pod_group, queue
 from tests.fakes import FakeCluster, RecordingDispatcher
 from tests.test_properties import (

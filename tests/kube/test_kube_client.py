@@ -31,8 +31,8 @@ from scheduler.api.errors import (
     TooManyRequestsError,
 )
 from scheduler.kube import KubeClient, TokenBucket, error_from_status, load_configuration
-from scheduler.kube.errors import api_errors, translate_error
-from scheduler.kube.resources import NODES, POD_GROUPS, PODS, Resource
+from scheduler.kube.api_errors import api_errors, translate_error
+from scheduler.kube.resource_paths import NODES, POD_GROUPS, PODS, Resource
 from scheduler.sim.kubeconfig import write_kubeconfig
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ from scheduler.api.errors import (
     TooManyRequestsError,
 )
 from scheduler.kube import EventSettings, KubeBackend, KubeEventRecorder
-from scheduler.kube.errors import error_from_status
+from scheduler.kube.api_errors import error_from_status
 from scheduler.kube.events import DROP_LIMIT, DROP_NAMESPACE_GONE, DROP_QUEUE_FULL
 from scheduler.ports import Event, ObjectRef
 

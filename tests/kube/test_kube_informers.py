@@ -17,7 +17,7 @@ from scheduler.api.errors import AmbiguousError, GoneError, ServerError
 from scheduler.api.task import TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.kube import Backoff, Informer, InformerSet, InformerSettings
-from scheduler.kube.resources import NODES, PODS, Resource
+from scheduler.kube.resource_paths import NODES, PODS, Resource
 
 pytestmark = pytest.mark.anyio
 

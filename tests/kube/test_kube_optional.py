@@ -15,7 +15,7 @@ from scheduler.api.group_apis import KUBERNETES, VOLCANO
 from scheduler.cache import SchedulerCache
 from scheduler.kube import InformerSettings
 from scheduler.kube.optional import OPTIONAL_KINDS, OptionalInformers, served
-from scheduler.kube.resources import API_SERVICES
+from scheduler.kube.resource_paths import API_SERVICES
 
 pytestmark = pytest.mark.anyio
 

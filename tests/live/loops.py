@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from scheduler import app
-from scheduler.loop.clock import SystemClock
+from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import ClusterPorts
 from tests.builders import cache_with
 from tests.fakes import FakeCluster

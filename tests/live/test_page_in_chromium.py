@@ -18,7 +18,7 @@ import yaml
 
 from scheduler import app
 from scheduler.live import LivePage
-from scheduler.live.server import serve_page
+from scheduler.live.page_server import serve_page
 from scheduler.logging import quiet
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from scheduler.live import LivePage, add_routes
-from scheduler.live.server import serve_page
+from scheduler.live.page_server import serve_page
 from tests.builders import node, pod
 from tests.live.loops import loop_of, running
 

@@ -13,10 +13,10 @@ import pytest
 from scheduler import app
 from scheduler.api.errors import ConflictError, ServerError, assigned_node
 from scheduler.logging import quiet
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import pod
 
 

@@ -29,7 +29,7 @@ from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster
 

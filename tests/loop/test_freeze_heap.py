@@ -9,9 +9,9 @@ import anyio
 import pytest
 
 from scheduler import app
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import node, pod
 
 

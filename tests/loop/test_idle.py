@@ -13,7 +13,7 @@ from scheduler.config import SchedulerConfiguration
 from scheduler.loop.idle import IdleCycles, settled
 from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.ports import ClusterPorts
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster
 

@@ -23,7 +23,7 @@ from scheduler.framework.effects import Effect, Evict, parts
 from scheduler.framework.session import Session
 from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, CycleReport, SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod
 from tests.fakes import FakeCluster
 

@@ -35,9 +35,9 @@ from scheduler.logging import quiet
 from scheduler.loop.status import StatusReporter, rfc3339
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod, pod_group
 from tests.fakes import FakeCluster, RecordingDispatcher
 

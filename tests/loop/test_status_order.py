@@ -20,10 +20,10 @@ from scheduler import app
 from scheduler.api.errors import ApiError, ServerError
 from scheduler.logging import quiet
 from scheduler.ports import ObjectRef, StatusWriter
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import node, pod, pod_group
 
 

@@ -23,10 +23,10 @@ from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.logging import quiet
 from scheduler.ports import ClusterPorts, VolumeWriter
 from scheduler.sim.backend import SimBackend
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from scheduler.sim.volumes import PROVISIONING_ANNOTATION
 from tests.builders import HOSTNAME, node, pod
 from tests.volume_builders import claim_volumes, pv, pvc, storage_class

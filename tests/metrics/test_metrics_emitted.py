@@ -28,10 +28,10 @@ from scheduler.config import SchedulerConfiguration
 from scheduler.logging import quiet
 from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.ports import Clock
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 Obj = dict[str, Any]
 DEFAULT_ACTIONS = SchedulerConfiguration().actions

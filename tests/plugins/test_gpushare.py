@@ -532,9 +532,9 @@ def test_re_adding_victims_wherever_binpack_prefers_would_find_no_victim() -> No
 
 
 def test_simulated_scenario_writes_the_index_on_the_bound_pod(tmp_path: Path) -> None:
-    from scheduler.sim.clock import VirtualTimeLoop
     from scheduler.sim.runner import Simulation
     from scheduler.sim.scenario import load_scenario
+    from scheduler.sim.virtual_time import VirtualTimeLoop
 
     source = Path(__file__).parents[1] / "scenarios" / "gpu_share_preempt_keeps_devices.yaml"
     docs = [d for d in yaml.safe_load_all(source.read_text()) if d and d["kind"] != "Expectation"]

@@ -29,9 +29,9 @@ from scheduler.framework.node_sets import NodeSet, Purpose, Subsets
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import Session, open_session
 from scheduler.logging import configure, quiet
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 from tests.builders import api_pod_group, cache_with, node, pod, pod_group
 
 Obj = dict[str, Any]

@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from scheduler.api import labels as L
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.convert import task_from_pod
 from scheduler.api.errors import AmbiguousError, NotFoundError, ServerError
 from scheduler.api.holds import HoldKind, QueueView
-from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from scheduler.dispatch import ApiDispatcher
@@ -42,7 +42,7 @@ from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.preemption import PreemptionExecutor
 from scheduler.preemption.executor import PreemptionRun, preemptor_message
-from scheduler.sim.clock import VirtualClock, VirtualTimeLoop
+from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod, pod_group
 from tests.dra_builders import claim, claims_spec
 from tests.fakes import FakeCluster

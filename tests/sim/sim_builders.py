@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.sim.clock import DEFAULT_EPOCH
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import DEFAULT_EPOCH
 
 
 class ManualWall:

@@ -18,10 +18,10 @@ from scheduler.api.errors import (
 )
 from scheduler.ports import Binder, Event, EventRecorder, Evictor, ObjectRef, StatusWriter
 from scheduler.sim.backend import ApiCall, EvictionMode, SimBackend
-from scheduler.sim.clock import VirtualClock, run_virtual
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.kubelet import RUN_FOR_ANNOTATION, SimKubelet
 from scheduler.sim.store import ObjectStore
+from scheduler.sim.virtual_time import VirtualClock, run_virtual
 
 
 class Cluster:

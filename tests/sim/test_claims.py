@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.api.dra.model import FINALIZER
 from scheduler.api.errors import InvalidObjectError
-from scheduler.sim.claims import SimClaimController, generate_name
+from scheduler.sim.claim_controller import SimClaimController, generate_name
 from scheduler.sim.runner import Simulation
 from scheduler.sim.store import ObjectStore
 from tests.builders import node, pod

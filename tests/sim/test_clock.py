@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 
-from scheduler.loop.clock import SystemClock
-from scheduler.sim.clock import (
+from scheduler.loop.system_clock import SystemClock
+from scheduler.sim.virtual_time import (
     DEFAULT_EPOCH,
     SimulationStalled,
     VirtualClock,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.sim.emulator.resources import BUILTIN_RESOURCES
+from scheduler.sim.emulator.resource_catalog import BUILTIN_RESOURCES
 from scheduler.sim.emulator.responses import HttpError
 from scheduler.sim.emulator.wire import Target, incoming, truthy
 

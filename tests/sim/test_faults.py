@@ -6,8 +6,8 @@ import anyio
 import pytest
 
 from scheduler.api.errors import AmbiguousError, ConfigError, NotFoundError, ServerError
-from scheduler.sim.clock import VirtualClock, run_virtual
 from scheduler.sim.faults import CALL_KINDS, ApiBehaviour, FaultInjector, LostReply
+from scheduler.sim.virtual_time import VirtualClock, run_virtual
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ import yaml
 from scheduler import app
 from scheduler.api.group_apis import KUBERNETES, SCHEDULER_PLUGINS, VOLCANO
 from scheduler.cli.kubectl import _jobs
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 

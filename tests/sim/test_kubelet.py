@@ -10,9 +10,9 @@ import pytest
 from sim_builders import condition, pod
 
 from scheduler.api.errors import InvalidObjectError
-from scheduler.sim.clock import VirtualClock, run_virtual
 from scheduler.sim.kubelet import RUN_FOR_ANNOTATION, SimKubelet
 from scheduler.sim.store import ObjectStore, WatchEvent
+from scheduler.sim.virtual_time import VirtualClock, run_virtual
 
 Timeline = list[tuple[float, str, str, str]]
 

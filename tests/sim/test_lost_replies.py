@@ -25,11 +25,11 @@ from scheduler.api.pod import pod_request
 from scheduler.api.resource import Resource
 from scheduler.logging import quiet
 from scheduler.preemption import PreemptionExecutor
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.store import WatchEvent
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 Obj = dict[str, Any]
 NO_REASON = "not scheduled yet"

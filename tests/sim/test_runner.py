@@ -10,10 +10,10 @@ import pytest
 
 from scheduler import app
 from scheduler.api import labels as L
-from scheduler.sim.clock import VirtualTimeLoop
 from scheduler.sim.kubelet import RUN_FOR_ANNOTATION
 from scheduler.sim.runner import DEFAULT_VIRTUAL_HORIZON, Simulation, SimulationResult
 from scheduler.sim.scenario import Arrival, Departure, Scenario
+from scheduler.sim.virtual_time import VirtualTimeLoop
 
 Obj = dict[str, Any]
 

@@ -10,8 +10,8 @@ import pytest
 from sim_builders import new_store, node, obj, pod
 
 from scheduler.api.errors import GoneError
-from scheduler.sim.clock import VirtualClock, run_virtual
 from scheduler.sim.store import ObjectStore, WatchEvent
+from scheduler.sim.virtual_time import VirtualClock, run_virtual
 
 
 def _summary(events: list[WatchEvent]) -> list[tuple[str, str, str, int]]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler.api.cluster_snapshot import DisruptionBudget
 from scheduler.api.disruption import is_healthy
 from scheduler.api.node import NodeInfo
-from scheduler.api.snapshot import DisruptionBudget
 from scheduler.api.task import TaskInfo, TaskStatus
 
 PRIORITY_OFFSET = 1 << 31

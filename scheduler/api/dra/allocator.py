@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.api.dra.convert import node_allocation_selector
+from scheduler.api.dra.codec import node_allocation_selector
 from scheduler.api.dra.inventory import Inventory, Match
 from scheduler.api.dra.model import (
     ALLOCATION_MODE_ALL,
@@ -33,8 +33,8 @@ from scheduler.api.dra.model import (
     DeviceResult,
     Subrequest,
 )
+from scheduler.api.label_selectors import Requirement
 from scheduler.api.pod import NodeSelectorTerm
-from scheduler.api.selectors import Requirement
 
 MAX_STEPS = 20_000
 """Devices tried per allocation before giving up (kube bounds its search by a timeout)."""

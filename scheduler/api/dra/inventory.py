@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.api.dra.cel_selectors import SelectorCache, SelectorError, device_context
 from scheduler.api.dra.extended import resource_classes
 from scheduler.api.dra.model import (
     Device,
@@ -29,7 +30,6 @@ from scheduler.api.dra.model import (
     SliceInfo,
     Subrequest,
 )
-from scheduler.api.dra.selectors import SelectorCache, SelectorError, device_context
 
 BoolVector = npt.NDArray[np.bool_]
 

@@ -1,6 +1,6 @@
 """DRA objects as the scheduler reads them (layer 0).
 
-Frozen values built by :mod:`scheduler.api.dra.convert` from ``resource.k8s.io/v1`` JSON.
+Frozen values built by :mod:`scheduler.api.dra.codec` from ``resource.k8s.io/v1`` JSON.
 Names follow the API: a device is ``driver/pool/device``; an attribute or capacity name
 is fully qualified (``domain/id``; an unqualified name gets the driver as its domain, as
 the API defines); quantities are exact Fractions.

@@ -14,9 +14,9 @@ from typing import Any
 
 from scheduler.api.convert import ref
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.label_selectors import LabelSelector, Requirement, parse_label_selector
 from scheduler.api.pod import NodeSelectorTerm, parse_node_selector
 from scheduler.api.quantity import parse_quantity, to_units
-from scheduler.api.selectors import LabelSelector, Requirement, parse_label_selector
 from scheduler.api.volumes.model import (
     ACCESS_MODES,
     BETA_STORAGE_CLASS,

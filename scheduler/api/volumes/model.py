@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.pod import NodeSelectorTerm
-from scheduler.api.selectors import LabelSelector
 
 __all__ = [
     "ACCESS_MODES",

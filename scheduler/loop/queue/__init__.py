@@ -3,6 +3,6 @@
 
 from scheduler.api.holds import GateTicket
 from scheduler.loop.queue.job_queue import JobQueue
-from scheduler.loop.queue.starvation import ReservationChange
+from scheduler.loop.queue.starvation_hold import ReservationChange
 
 __all__ = ["GateTicket", "JobQueue", "ReservationChange"]

@@ -43,14 +43,13 @@ pays one dictionary lookup for them. The common pod costs one shape lookup and o
 comparison of ``(rows x resources)`` integers, and gets an empty list back.
 
 Modules: :mod:`.plugin` (the plugin and its filter), :mod:`.static` (checks per shape),
-:mod:`.resources` (the resource check), :mod:`.pod_index` (host ports and inter-pod
-affinity, kept by the placement handlers), :mod:`.reasons`.
+:mod:`.resource_fit` (the resource check), :mod:`.pod_index` (host ports and inter-pod
+affinity, kept by the placement handlers), :mod:`.kube_reasons`.
 """
 
 from __future__ import annotations
 
-from scheduler.plugins.predicates.plugin import PredicatesPlugin
-from scheduler.plugins.predicates.reasons import (
+from scheduler.plugins.predicates.kube_reasons import (
     EXISTING_ANTI_AFFINITY,
     HOST_PORTS,
     NODE_AFFINITY,
@@ -63,6 +62,7 @@ from scheduler.plugins.predicates.reasons import (
     UNTOLERATED_TAINT,
     insufficient,
 )
+from scheduler.plugins.predicates.plugin import PredicatesPlugin
 
 __all__ = [
     "EXISTING_ANTI_AFFINITY",

@@ -19,15 +19,15 @@ from scheduler.framework.extension_points import (
     Rejection,
 )
 from scheduler.framework.node_table import BoolVector, IndexVector, IntMatrix, TableView
-from scheduler.plugins.predicates.pod_index import PodIndex
-from scheduler.plugins.predicates.reasons import (
+from scheduler.plugins.predicates.kube_reasons import (
     EXISTING_ANTI_AFFINITY,
     HOST_PORTS,
     POD_AFFINITY,
     POD_ANTI_AFFINITY,
     insufficient,
 )
-from scheduler.plugins.predicates.resources import ResourceCheck, ResourceChecks
+from scheduler.plugins.predicates.pod_index import PodIndex
+from scheduler.plugins.predicates.resource_fit import ResourceCheck, ResourceChecks
 from scheduler.plugins.predicates.static import Static, StaticChecks
 
 

@@ -14,7 +14,7 @@ from scheduler.api.pod import StaticShape, Taint
 from scheduler.framework.extension_points import Rejection
 from scheduler.framework.node_labels import NodeLabelIndex, frozen
 from scheduler.framework.node_table import BoolVector
-from scheduler.plugins.predicates.reasons import (
+from scheduler.plugins.predicates.kube_reasons import (
     NODE_AFFINITY,
     NOT_READY,
     UNSCHEDULABLE,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.selectors import LabelSelector
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.spread import HOSTNAME, ZONE, SpreadConstraint, parse_spread
 from scheduler.api.task import TaskInfo
 from scheduler.framework.pod_counts import MatchKey

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.api.selectors import LabelSelector
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.volumes.model import PvcInfo, PvInfo
 from scheduler.api.volumes.view import VolumeView
 from scheduler.framework.node_table import IntVector

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.node import NodeInfo
 from scheduler.api.pod import NodeSelectorTerm
-from scheduler.api.selectors import LabelSelector
 from scheduler.api.volumes.model import CapacityInfo, PvInfo, StorageClassInfo
 from scheduler.framework.node_labels import NodeLabelIndex
 from scheduler.framework.node_table import BoolVector, IndexVector

@@ -6,7 +6,7 @@ The real kubernetes-asyncio client and ``kubectl`` talk to it unchanged, which i
 ``scheduler.kube`` backend is tested without a cluster and how ``sluice simulate --serve``
 exposes a simulated cluster.
 
-Served (see :data:`.resources.BUILTIN_RESOURCES` and the CRD catalog):
+Served (see :data:`.resource_catalog.BUILTIN_RESOURCES` and the CRD catalog):
 
 * discovery: ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>[/<version>]``, ``/version``,
   ``/healthz``, ``/readyz``, ``/livez``; ``/openapi/v3`` holds only the operations kubectl
@@ -50,9 +50,9 @@ I/O).
 The package is split by job: the server, its routing and the namespaces
 (:mod:`.server`); the reads (:mod:`.reads`) and the writes with their admission
 (:mod:`.writes`); what their requests and responses share (:mod:`.wire`); the resource
-catalog (:mod:`.resources`); media types, JSON and
+catalog (:mod:`.resource_catalog`); media types, JSON and
 ``Status`` bodies (:mod:`.responses`); the discovery and OpenAPI documents
-(:mod:`.discovery`); label and field selectors (:mod:`.selectors`); RFC 6902 JSON patch
+(:mod:`.discovery`); label and field selectors (:mod:`.list_selectors`); RFC 6902 JSON patch
 (:mod:`.jsonpatch`); the core v1 view of events (:mod:`.views`); ``Table`` printing
 (:mod:`.tables`); the lines of a watch (:mod:`.watch`); the derived namespaces
 (:mod:`.namespaces`). The names callers use are re-exported here.
@@ -62,9 +62,9 @@ from __future__ import annotations
 
 from scheduler.sim.emulator.discovery import SERVER_VERSION
 from scheduler.sim.emulator.jsonpatch import JsonPatchError, apply_json_patch
-from scheduler.sim.emulator.resources import BUILTIN_RESOURCES, ResourceInfo
+from scheduler.sim.emulator.list_selectors import parse_label_selector_string
+from scheduler.sim.emulator.resource_catalog import BUILTIN_RESOURCES, ResourceInfo
 from scheduler.sim.emulator.responses import status_of
-from scheduler.sim.emulator.selectors import parse_label_selector_string
 from scheduler.sim.emulator.server import ApiEmulator
 from scheduler.sim.emulator.tables import human_duration
 from scheduler.sim.emulator.views import event_from_core, event_to_core

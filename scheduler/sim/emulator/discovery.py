@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from scheduler.schema import CrdCatalog
-from scheduler.sim.emulator.resources import ACTION_SUBRESOURCES, ResourceInfo
+from scheduler.sim.emulator.resource_catalog import ACTION_SUBRESOURCES, ResourceInfo
 from scheduler.sim.emulator.responses import JSON_PATCH, MERGE, NOT_FOUND_MESSAGE, HttpError
 
 __all__ = [

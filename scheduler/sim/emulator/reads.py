@@ -20,9 +20,9 @@ import anyio
 from aiohttp import web
 
 from scheduler.api.errors import GoneError
+from scheduler.sim.emulator.list_selectors import object_key, parse_filter, select
 from scheduler.sim.emulator.params import int_param
 from scheduler.sim.emulator.responses import JSON, bad_request, dumps, status_of
-from scheduler.sim.emulator.selectors import object_key, parse_filter, select
 from scheduler.sim.emulator.tables import TablePrinter
 from scheduler.sim.emulator.views import view
 from scheduler.sim.emulator.watch import WatchShape, matching_at

@@ -25,7 +25,7 @@ from scheduler.api.errors import (
     ServerError,
     TooManyRequestsError,
 )
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 
 __all__ = [
     "JSON",

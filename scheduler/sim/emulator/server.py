@@ -37,6 +37,7 @@ from scheduler.sim.emulator.discovery import (
     served_markers,
 )
 from scheduler.sim.emulator.jsonpatch import JsonPatchError
+from scheduler.sim.emulator.list_selectors import parse_filter
 from scheduler.sim.emulator.namespaces import (
     DEFAULT_NAMESPACES,
     delete_namespaced_objects,
@@ -46,7 +47,7 @@ from scheduler.sim.emulator.namespaces import (
 )
 from scheduler.sim.emulator.params import int_param
 from scheduler.sim.emulator.reads import Reads
-from scheduler.sim.emulator.resources import (
+from scheduler.sim.emulator.resource_catalog import (
     ACTION_SUBRESOURCES,
     BUILTIN_RESOURCES,
     ResourceInfo,
@@ -60,7 +61,6 @@ from scheduler.sim.emulator.responses import (
     failure,
     status_of,
 )
-from scheduler.sim.emulator.selectors import parse_filter
 from scheduler.sim.emulator.tables import TablePrinter
 from scheduler.sim.emulator.wire import (
     Target,

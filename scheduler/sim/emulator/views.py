@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 from scheduler.sim.store import ApiObject
 
 __all__ = ["event_from_core", "event_to_core", "unview", "view"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scheduler.api.errors import GoneError
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.sim.emulator.list_selectors import Filter, object_key, select
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 from scheduler.sim.emulator.responses import dumps
-from scheduler.sim.emulator.selectors import Filter, object_key, select
 from scheduler.sim.emulator.tables import TablePrinter
 from scheduler.sim.emulator.views import view
 from scheduler.sim.store import ApiObject, ObjectStore, WatchEvent

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 from scheduler.sim.emulator.responses import JSON, bad_request, dumps
 
 __all__ = [

@@ -26,8 +26,9 @@ from scheduler.schema import CrdCatalog
 from scheduler.sim.admission import AdmissionError, admit_pod_priority
 from scheduler.sim.emulator.discovery import served_markers
 from scheduler.sim.emulator.jsonpatch import apply_json_patch
+from scheduler.sim.emulator.list_selectors import parse_filter, select
 from scheduler.sim.emulator.params import int_param
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 from scheduler.sim.emulator.responses import (
     JSON_PATCH,
     MERGE,
@@ -36,7 +37,6 @@ from scheduler.sim.emulator.responses import (
     bad_request,
     success,
 )
-from scheduler.sim.emulator.selectors import parse_filter, select
 from scheduler.sim.emulator.views import unview, view
 from scheduler.sim.emulator.wire import Target, incoming, json_response, parse_json
 from scheduler.sim.patch import merge_patch, strategic_merge_patch

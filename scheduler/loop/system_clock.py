@@ -2,7 +2,7 @@
 
 The one real-time clock of Sluice: ``sluice run`` (through the kube backend) and the
 embedded cluster on the real clock (``sluice simulate --real-time``, ``--serve``, the
-benchmarks) both use it. Virtual time is :class:`scheduler.sim.clock.VirtualClock`.
+benchmarks) both use it. Virtual time is :class:`scheduler.sim.virtual_time.VirtualClock`.
 """
 
 from __future__ import annotations

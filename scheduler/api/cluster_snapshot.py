@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from scheduler.api.dra.view import DraView
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.job import JobInfo
+from scheduler.api.label_selectors import LabelSelector
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.selectors import LabelSelector
 from scheduler.api.spread_selectors import EMPTY_SELECTORS, SpreadSelectors
 from scheduler.api.volumes.view import VolumeView
 

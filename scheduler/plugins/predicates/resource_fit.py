@@ -8,7 +8,7 @@ import numpy as np
 
 from scheduler.api.resource import Resource
 from scheduler.framework.node_table import IndexVector, IntVector, TableView
-from scheduler.plugins.predicates.reasons import insufficient
+from scheduler.plugins.predicates.kube_reasons import insufficient
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ requests, a DNS label as request name, no mapping twice; a valid claim name). Th
 server cuts a ``generateName`` to 58 characters; the store does too.
 
 The claim controller of the controller manager is played by
-:mod:`scheduler.sim.claims`.
+:mod:`scheduler.sim.claim_controller`.
 """
 
 from __future__ import annotations

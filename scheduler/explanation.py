@@ -28,6 +28,7 @@ import numpy as np
 
 from scheduler.actions.dissolve import below_minimum_since
 from scheduler.api import reasons
+from scheduler.api.cluster_snapshot import Snapshot
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.dra.pods import claims_of_pod
 from scheduler.api.errors import InvalidInputError
@@ -35,7 +36,6 @@ from scheduler.api.group_apis import APIS, SLUICE, api_of_job, split_job_id
 from scheduler.api.holds import QueueView
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import ResourceSum
-from scheduler.api.snapshot import Snapshot
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.volumes.claims import claims_of_pod as volume_claims_of_pod
 from scheduler.api.volumes.view import VolumeView

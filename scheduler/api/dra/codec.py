@@ -35,9 +35,9 @@ from scheduler.api.dra.model import (
     Version,
 )
 from scheduler.api.errors import InvalidInputError
+from scheduler.api.label_selectors import Requirement
 from scheduler.api.pod import NodeSelectorTerm, parse_node_selector
 from scheduler.api.quantity import parse_quantity
-from scheduler.api.selectors import Requirement
 
 Obj = Mapping[str, Any]
 

@@ -2,7 +2,7 @@
 
 :func:`parse_label_selector_string` parses the string form of a label selector
 (``a=b,c!=d,e in (x,y),f notin (z),g,!h``, ``k>1``) into a
-:class:`~scheduler.api.selectors.LabelSelector`; :func:`parse_filter` reads the
+:class:`~scheduler.api.label_selectors.LabelSelector`; :func:`parse_filter` reads the
 ``labelSelector`` and ``fieldSelector`` query parameters into a :class:`Filter`, whose
 field selectors compare any dotted path of the served object (``spec.nodeName``,
 ``metadata.name``, booleans as ``true``/``false``, a missing field as ``""``). Malformed
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.selectors import LabelSelector, Requirement
-from scheduler.sim.emulator.resources import ResourceInfo
+from scheduler.api.label_selectors import LabelSelector, Requirement
+from scheduler.sim.emulator.resource_catalog import ResourceInfo
 from scheduler.sim.emulator.views import view
 from scheduler.sim.store import ApiObject, ObjectStore
 

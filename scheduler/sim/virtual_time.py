@@ -13,7 +13,7 @@ is ready, no task can ever make progress again; the loop raises :class:`Simulati
 instead of hanging.
 
 `VirtualClock` implements the ``Clock`` port of :mod:`scheduler.ports` on virtual time
-(real time is :class:`scheduler.loop.clock.SystemClock`); :func:`run_virtual` runs an
+(real time is :class:`scheduler.loop.system_clock.SystemClock`); :func:`run_virtual` runs an
 async function on a fresh virtual loop.
 """
 

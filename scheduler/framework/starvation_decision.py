@@ -4,7 +4,7 @@ The reservation (the starving job elected, the nodes held for it) lives between 
 the loop's scheduling queue, which hands it to each snapshot (:attr:`QueueView.reservation
 <scheduler.api.holds.QueueView.reservation>`). During the cycle the ``elect`` and
 ``reserve`` actions change it here; the ``reservation`` plugin reads it as it stands; after
-the cycle the queue takes what was decided (:mod:`scheduler.loop.queue.starvation`).
+the cycle the queue takes what was decided (:mod:`scheduler.loop.queue.starvation_hold`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from scheduler.actions.starvation import started
+from scheduler.actions.starving_jobs import started
 from scheduler.api.holds import Reservation
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskStatus

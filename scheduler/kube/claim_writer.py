@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.api.dra.convert import (
+from scheduler.api.dra.codec import (
     deallocate_patch,
     drop_finalizer_patch,
     extended_claim_object,
@@ -32,7 +32,7 @@ from scheduler.api.dra.convert import (
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import NotFoundError
 from scheduler.kube.client import KubeClient
-from scheduler.kube.resources import MERGE_PATCH, RESOURCE_CLAIMS, STRATEGIC_MERGE_PATCH
+from scheduler.kube.resource_paths import MERGE_PATCH, RESOURCE_CLAIMS, STRATEGIC_MERGE_PATCH
 from scheduler.ports import ClaimState
 
 __all__ = ["KubeClaimWriter"]

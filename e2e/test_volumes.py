@@ -1,6 +1,6 @@
 """Volumes end to end (issue 36 item 6): on a real API server the real PV controller of
 the controller manager binds the claims (``up --controller-manager``); on the emulator
-the embedded one does (scheduler/sim/volumes.py).
+the embedded one does (scheduler/sim/volume_controller.py).
 
 * local PVs on two nodes with a WaitForFirstConsumer class: a gang of four, each pod with
   a claim of its own, is bound next to its volumes, and every claim becomes Bound by the

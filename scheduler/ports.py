@@ -22,8 +22,8 @@ from scheduler.api.group_apis import SLUICE, GroupApi, api_of_job, kind_key
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
-from scheduler.api.volumes.binding import ClaimTarget
-from scheduler.api.volumes.writes import VolumeState
+from scheduler.api.volumes.prebind import ClaimTarget
+from scheduler.api.volumes.volume_patches import VolumeState
 
 
 @dataclass(frozen=True, slots=True)

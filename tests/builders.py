@@ -1,7 +1,7 @@
 """Small builders shared by the tests: Kubernetes objects as dicts, and sessions over them.
 
 ``pod`` and ``node`` return plain JSON dicts shaped as the API server returns them, so the
-tests go through the same conversion (``scheduler.api.convert``) as the scheduler.
+tests go through the same conversion (``scheduler.api.core_objects``) as the scheduler.
 ``session_with`` opens a real :class:`~scheduler.framework.session.Session` on them.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler.api import labels as L
 from scheduler.api.cluster_snapshot import Snapshot
-from scheduler.api.convert import (
+from scheduler.api.core_objects import (
     job_for_lone_pod,
     node_from_object,
     pod_group_name,

@@ -10,7 +10,7 @@ no job's attempt may raise (the per-job boundary would turn a plugin's crash int
 and no cycle may report a job error), and every pod of Sluice ends bound or pending with
 a reason; no node is over-allocated: the store's bound pods, summed in the units the
 scheduler counts (:func:`~scheduler.api.pod.pod_request`), within the store's Node's
-allocatable (:func:`~scheduler.api.convert.node_from_object`, capped as Sluice caps it).
+allocatable (:func:`~scheduler.api.core_objects.node_from_object`, capped as Sluice caps it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.convert import node_from_object
+from scheduler.api.core_objects import node_from_object
 from scheduler.api.pod import pod_request
 from scheduler.api.reasons import ReasonCode
 from scheduler.api.resource import ZERO, Resource

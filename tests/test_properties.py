@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from scheduler import app
 from scheduler.api import labels as L
-from scheduler.api.convert import pod_group_name
+from scheduler.api.core_objects import pod_group_name
 from scheduler.api.pod import pod_request
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus

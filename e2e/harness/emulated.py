@@ -37,7 +37,7 @@ class EmulatedApiServer:
         from scheduler.sim.claim_controller import SimClaimController
         from scheduler.sim.emulator import ApiEmulator
         from scheduler.sim.store import ObjectStore
-        from scheduler.sim.volumes import SimVolumeController
+        from scheduler.sim.volume_controller import SimVolumeController
 
         catalog = _emulated_catalog()
 
@@ -52,8 +52,9 @@ class EmulatedApiServer:
         # runs it for the real server (claims from templates, reservations released).
         SimClaimController(self.store).attach()
         self.volume_controller = SimVolumeController(self.store, SystemClock())
-        """The PV controller and a provisioner (sim/volumes.py), as `up --controller-manager`
-        runs the real PV controller: run by the ``api_server`` fixture's task group."""
+        """The PV controller and a provisioner (sim/volume_controller.py), as
+        `up --controller-manager` runs the real PV controller: run by the ``api_server``
+        fixture's task group."""
         self.kubeconfig_path = workdir / "kubeconfig"
         self.port = 0
 

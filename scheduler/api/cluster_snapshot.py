@@ -65,7 +65,7 @@ class Snapshot:
     """The loop's clock when the cycle began (seconds; only differences mean anything)."""
     wall: float = 0.0
     """The wall clock when the cycle began (Unix seconds, as API timestamps are read:
-    :func:`scheduler.api.convert.parse_time`); 0 when the taker gave none."""
+    :func:`scheduler.api.core_objects.parse_time`); 0 when the taker gave none."""
     queue: QueueView = EMPTY_QUEUE
     """What the scheduler holds back this cycle: every hold on a job, and starvation
     protection's state (:mod:`scheduler.api.holds`); attached by the loop."""

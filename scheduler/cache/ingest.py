@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from scheduler.api.convert import (
+from scheduler.api.core_objects import (
     budget_from_object,
     claim_statuses,
     node_from_object,

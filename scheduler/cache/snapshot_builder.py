@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from scheduler.api.cluster_snapshot import DisruptionBudget, Snapshot
-from scheduler.api.convert import budget_from_object, job_for_lone_pod
+from scheduler.api.core_objects import budget_from_object, job_for_lone_pod
 from scheduler.api.disruption import (
     ALWAYS_ALLOW,
     disruptions_allowed,

@@ -6,7 +6,7 @@ CSINodes, CSIDrivers and CSIStorageCapacities (:data:`KINDS`) and asks it for a
 :class:`~scheduler.api.volumes.view.VolumeView` per snapshot, rebuilt only when something
 changed.
 
-The writes of a bind's :class:`~scheduler.api.volumes.binding.VolumeBindings` are assumed
+The writes of a bind's :class:`~scheduler.api.volumes.prebind.VolumeBindings` are assumed
 as kube-scheduler's assume cache does: from the bind's assumption on, the view shows the
 PV naming its claim in ``claimRef`` and the claim annotated with its node, so the next
 cycle gives that PV to no other claim, until an event of the object with another
@@ -27,15 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.api.errors import InvalidInputError
-from scheduler.api.volumes.binding import VolumeBindings
-from scheduler.api.volumes.convert import (
-    capacity_from_object,
-    claim_from_object,
-    csi_driver_from_object,
-    csi_node_from_object,
-    storage_class_from_object,
-    volume_from_object,
-)
 from scheduler.api.volumes.model import (
     BOUND_BY_CONTROLLER,
     SELECTED_NODE,
@@ -46,6 +37,15 @@ from scheduler.api.volumes.model import (
     PvcInfo,
     PvInfo,
     StorageClassInfo,
+)
+from scheduler.api.volumes.prebind import VolumeBindings
+from scheduler.api.volumes.storage_objects import (
+    capacity_from_object,
+    claim_from_object,
+    csi_driver_from_object,
+    csi_node_from_object,
+    storage_class_from_object,
+    volume_from_object,
 )
 from scheduler.api.volumes.view import VolumeView, holds_nothing
 

@@ -30,8 +30,8 @@ from scheduler.api.errors import (
     InvariantError,
     assigned_node,
 )
-from scheduler.api.volumes.binding import ClaimTarget, StaticBinding
-from scheduler.api.volumes.writes import VolumeState
+from scheduler.api.volumes.prebind import ClaimTarget, StaticBinding
+from scheduler.api.volumes.volume_patches import VolumeState
 from scheduler.dispatch.line import Combine
 from scheduler.dispatch.outcomes import Outcome, OutcomeResolver
 from scheduler.ports import ClaimWriter, ClusterPorts, ObjectRef, VolumeWriter

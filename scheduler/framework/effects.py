@@ -23,7 +23,7 @@ from typing import Protocol
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.task import TaskInfo
-from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.prebind import VolumeBindings
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
-from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.prebind import VolumeBindings
 from scheduler.api.volumes.view import VolumeView
 from scheduler.framework.effects import VictimBundle
 from scheduler.framework.node_sets import NodeSet, Purpose, Subsets

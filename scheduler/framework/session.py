@@ -49,7 +49,7 @@ from scheduler.api.queue_tree import QueueTree, queue_tree
 from scheduler.api.reasons import Reason
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS, ON_NODE, TO_PLACE, USES_NODE
-from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.prebind import VolumeBindings
 from scheduler.api.volumes.view import VolumeView
 from scheduler.framework import tiers
 from scheduler.framework.action import Action

@@ -9,7 +9,7 @@ One job a module:
 * :mod:`.ratelimit`: the client-side token bucket and the rate-limited ``ApiClient``;
 * :mod:`.client`: the one rate-limited raw-JSON client of the process;
 * :mod:`.informers`: list+watch of every kind the scheduler needs into the cache
-  (:mod:`.backoff`: the delays of its retries);
+  (:mod:`.informer_backoff`: the delays of its retries);
 * :mod:`.backend`: the ports (Binder, Evictor, StatusWriter, EventRecorder);
 * :mod:`.events`: the event recorder (series, per-object limit, background writer);
 * :mod:`.leader`: leader election on a Lease;

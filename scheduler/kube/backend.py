@@ -49,7 +49,7 @@ from scheduler.kube.resource_paths import (
     TOPOLOGIES,
     Resource,
 )
-from scheduler.kube.volumes import KubeVolumeWriter
+from scheduler.kube.volume_writer import KubeVolumeWriter
 from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import Clock, ClusterPorts, Event, EvictionMode, ObjectRef, PodState
 

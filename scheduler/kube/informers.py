@@ -52,9 +52,9 @@ from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, GoneError, ServerError
 from scheduler.kube.api_errors import error_from_status
-from scheduler.kube.backoff import Backoff
 from scheduler.kube.client import KubeClient
 from scheduler.kube.decode import decode_event, decode_list, list_continue
+from scheduler.kube.informer_backoff import Backoff
 from scheduler.kube.resource_paths import (
     CSI_DRIVERS,
     CSI_NODES,

@@ -13,7 +13,7 @@ preemptions) and returns plain data:
   scheduling queue's hold on it, and what to ask ``explain`` for it;
 * ``nodes``: each node's allocatable and use (requests of the pods on it, and what is
   being released or is nominated there), its DRA devices and how many are allocated, its
-  local PersistentVolumes and how many are bound (:mod:`scheduler.live.volumes`), the
+  local PersistentVolumes and how many are bound (:mod:`scheduler.live.local_volumes`), the
   starving job it is reserved for, and the pods nominated to it (those whose job waits
   behind a preemption's gate marked);
 * ``holds``: every job the scheduling queue holds back, with why and until when;
@@ -39,8 +39,8 @@ from scheduler.api.resource import ZERO, Resource, ResourceSum
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.cache import SchedulerCache
+from scheduler.live.local_volumes import local_volumes
 from scheduler.live.summary import LiveSummary
-from scheduler.live.volumes import local_volumes
 from scheduler.loop.status import WAITING
 
 Json = dict[str, Any]

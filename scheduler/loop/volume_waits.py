@@ -4,7 +4,7 @@ After a bind's volume writes (a PV's claimRef, a claim's selected node), kube-sc
 PreBind polls, every second for up to ``bindTimeoutSeconds``, until the PV controller has
 bound every claim (kube's checkBindings), then the pod is bound. Here the waiting is told
 of each change instead of polling: :meth:`VolumeWaits.wait` checks
-:func:`~scheduler.api.volumes.binding.bound_status` against the cache's storage objects
+:func:`~scheduler.api.volumes.prebind.bound_status` against the cache's storage objects
 as the events show them (nothing assumed), and checks again each time an event of one of
 the pod's PVs or claims arrives (the cache's ``VolumeStore.on_change``), or the pod's
 deletion (it then fails: kube's "pod does not exist any more").
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import anyio
 
-from scheduler.api.volumes.binding import BindingStatus, VolumeBindings, bound_status
+from scheduler.api.volumes.prebind import BindingStatus, VolumeBindings, bound_status
 from scheduler.cache import SchedulerCache
 
 
@@ -64,7 +64,7 @@ class VolumeWaits:
         """Wait until every claim of ``bindings`` is bound (``done``), the binding fails
         (``failed``, why), or ``bindings.timeout`` seconds pass (``failed``, saying so).
         ``written``: the resourceVersions the writes' replies gave (see
-        :func:`~scheduler.api.volumes.binding.bound_status`)."""
+        :func:`~scheduler.api.volumes.prebind.bound_status`)."""
         keys = [f"Pod/{pod_uid}"]
         keys += [f"PersistentVolume/{b.volume}" for b in bindings.static]
         keys += [f"PersistentVolumeClaim/{c.key}" for c in bindings.claims]

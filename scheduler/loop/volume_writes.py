@@ -1,7 +1,7 @@
 """VolumeWrites: the writes of VolumeBinding's PreBind, each made once (layer 3).
 
 :meth:`VolumeWrites.write` makes the writes of one bind's
-:class:`~scheduler.api.volumes.binding.VolumeBindings` through the API dispatcher, one
+:class:`~scheduler.api.volumes.prebind.VolumeBindings` through the API dispatcher, one
 after the other as kube-scheduler's PreBind makes them: each PV's ``claimRef`` (a static
 match), then each claim's ``selected-node`` (provisioning); those the events already
 show (``write`` False) are not made again. Two pods of one claim (a claim shared by a
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from scheduler.api.errors import ApiError, InvariantError
-from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.prebind import VolumeBindings
 from scheduler.dispatch import ApiDispatcher, BindVolume, SelectNode
 
 

@@ -30,16 +30,16 @@ from scheduler.api.dra.codec import (
 )
 from scheduler.api.dra.model import ClaimBinding
 from scheduler.api.errors import ApiError
-from scheduler.api.volumes.binding import ClaimTarget
-from scheduler.api.volumes.writes import (
+from scheduler.api.volumes.prebind import ClaimTarget
+from scheduler.api.volumes.volume_patches import (
     VolumeState,
     claim_ref_patch,
     selected_node_patch,
     volume_state,
 )
 from scheduler.ports import ClaimState, Clock, Event, EvictionMode, ObjectRef, PodState
+from scheduler.sim.api_conventions import rfc3339_micro
 from scheduler.sim.faults import FaultInjector, LostReply
-from scheduler.sim.objects import rfc3339_micro
 from scheduler.sim.store import ApiObject, ObjectStore
 
 __all__ = ["ApiCall", "EvictionMode", "SimBackend"]

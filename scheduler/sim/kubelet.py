@@ -35,8 +35,8 @@ from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError
 from scheduler.ports import Clock
+from scheduler.sim.api_conventions import parse_rfc3339, rfc3339
 from scheduler.sim.durations import parse_duration
-from scheduler.sim.objects import parse_rfc3339, rfc3339
 from scheduler.sim.store import ObjectStore, WatchEvent
 
 __all__ = ["RUN_FOR_ANNOTATION", "SimKubelet"]

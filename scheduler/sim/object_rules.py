@@ -22,8 +22,8 @@ from typing import Any, Final
 from scheduler.api.errors import ConflictError, FieldCause, InvalidObjectError
 from scheduler.api.group_apis import APIS, kind_key
 from scheduler.sim import pod_rules
+from scheduler.sim.api_conventions import plural
 from scheduler.sim.dra_admission import CLAIM_KINDS, check_claim, default_object
-from scheduler.sim.objects import plural
 from scheduler.sim.patch import clone
 from scheduler.sim.storage import STORAGE_KINDS, check_storage_update, default_storage
 from scheduler.sim.watch_hub import ApiObject

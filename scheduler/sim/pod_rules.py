@@ -47,7 +47,7 @@ from scheduler.api.errors import ConflictError, FieldCause, InvalidInputError, I
 from scheduler.api.pod_resources import aggregate_containers
 from scheduler.api.quantity import format_bytes, format_milli
 from scheduler.api.resource import canonical_amount
-from scheduler.sim.objects import parse_rfc3339, rfc3339, with_condition
+from scheduler.sim.api_conventions import parse_rfc3339, rfc3339, with_condition
 
 __all__ = [
     "GATED_CONDITION",

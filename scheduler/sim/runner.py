@@ -50,13 +50,13 @@ import anyio
 
 from scheduler.api import labels as L
 from scheduler.api import reasons
-from scheduler.api.convert import node_from_object
+from scheduler.api.core_objects import node_from_object
 from scheduler.api.errors import NotFoundError
 from scheduler.api.group_apis import APIS
 from scheduler.api.reasons import Reason
 from scheduler.api.shards import Sharding
-from scheduler.api.volumes.convert import volume_from_object
 from scheduler.api.volumes.model import PROVISIONED_BY
+from scheduler.api.volumes.storage_objects import volume_from_object
 from scheduler.cache import SchedulerCache
 from scheduler.loop.decisions import decisions_of
 from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
@@ -70,7 +70,7 @@ from scheduler.sim.kubelet import SimKubelet
 from scheduler.sim.scenario import Arrival, Departure, Scenario, Ungate
 from scheduler.sim.store import ObjectStore, WatchEvent
 from scheduler.sim.virtual_time import DEFAULT_EPOCH, VirtualClock
-from scheduler.sim.volumes import SimVolumeController
+from scheduler.sim.volume_controller import SimVolumeController
 
 LoopFactory = Callable[[SchedulerCache, ClusterPorts], SchedulingLoop]
 StopReason = Literal["idle", "cycles", "until"]

@@ -6,7 +6,7 @@ Topologies, PriorityClasses, PodDisruptionBudgets, DeviceClasses, ResourceSlices
 ResourceClaims, ResourceClaimTemplates (a Node may carry its devices in the annotation of
 :mod:`scheduler.sim.devices` instead), StorageClasses, PersistentVolumes,
 PersistentVolumeClaims, CSINodes, CSIDrivers, CSIStorageCapacities (the embedded PV
-controller binds and provisions as :mod:`scheduler.sim.volumes` says), at most one
+controller binds and provisions as :mod:`scheduler.sim.volume_controller` says), at most one
 SchedulerConfiguration
 and at most one Simulation document. Everything is checked before anything runs, and
 every problem is one :class:`ScenarioError` line naming the file, the object and the
@@ -49,17 +49,17 @@ from typing import Any
 import yaml
 
 from scheduler.api import labels as L
-from scheduler.api.convert import node_from_object, ref, task_from_pod
+from scheduler.api.core_objects import node_from_object, ref, task_from_pod
 from scheduler.api.errors import ConfigError, InvalidInputError, InvalidObjectError, ScenarioError
 from scheduler.api.group_apis import APIS, KUBERNETES, SLUICE, VOLCANO, api_named, kind_key
 from scheduler.api.label_selectors import parse_label_selector
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.schema import load_crds
+from scheduler.sim.api_conventions import parse_rfc3339
 from scheduler.sim.devices import node_slices
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.faults import ApiBehaviour
-from scheduler.sim.objects import parse_rfc3339
 from scheduler.sim.scenario_kinds import API_VERSIONS, DRA_KINDS, STORAGE_KINDS, check_kinds
 
 ARRIVAL_ANNOTATION = "sim.sluice.dev/arrival"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import ref
+from scheduler.api.core_objects import ref
 from scheduler.api.dra.codec import (
     claim_from_object,
     claim_template_from_object,
@@ -21,14 +21,14 @@ from scheduler.api.dra.codec import (
     slice_from_object,
 )
 from scheduler.api.errors import InvalidInputError, InvalidObjectError, ScenarioError
-from scheduler.api.volumes.convert import (
+from scheduler.api.volumes.storage_objects import (
     capacity_from_object,
     csi_driver_from_object,
     csi_node_from_object,
     storage_class_from_object,
     volume_from_object,
 )
-from scheduler.api.volumes.convert import claim_from_object as volume_claim_from_object
+from scheduler.api.volumes.storage_objects import claim_from_object as volume_claim_from_object
 from scheduler.sim.storage import STORAGE_KINDS as API_CHECKED_KINDS
 from scheduler.sim.storage import default_storage
 

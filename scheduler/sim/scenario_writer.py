@@ -36,8 +36,8 @@ from scheduler.api import labels as L
 from scheduler.api.group_apis import APIS, api_named, kind_key
 from scheduler.api.group_apis.table import BY_GROUP_KIND
 from scheduler.api.membership import VOLCANO_QUEUE_ANNOTATION, pod_group_ref
+from scheduler.sim.api_conventions import parse_rfc3339, rfc3339
 from scheduler.sim.devices import DEVICES_ANNOTATION
-from scheduler.sim.objects import parse_rfc3339, rfc3339
 from scheduler.sim.scenario import (
     ARRIVAL_ANNOTATION,
     DEPARTURE_ANNOTATION,

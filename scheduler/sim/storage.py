@@ -17,7 +17,7 @@ one, doing what a v1.36 API server does (checked against it):
   controller binds it so); a class's provisioner, parameters and binding mode are
   immutable.
 
-The PV controller of the controller manager is played by :mod:`scheduler.sim.volumes`.
+The PV controller of the controller manager is played by :mod:`scheduler.sim.volume_controller`.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from scheduler.api.errors import (
 )
 from scheduler.api.group_apis import kind_key
 from scheduler.sim import pod_rules
+from scheduler.sim.api_conventions import plural, rfc3339
 from scheduler.sim.budgets import check_budgets
 from scheduler.sim.dra_admission import check_claim_status, check_pod_status
 from scheduler.sim.object_rules import (
@@ -65,7 +66,6 @@ from scheduler.sim.object_rules import (
     new_object,
     updated_object,
 )
-from scheduler.sim.objects import plural, rfc3339
 from scheduler.sim.patch import clone, merge_patch, strategic_merge_patch
 from scheduler.sim.watch_hub import ApiObject, EventType, WatchEvent, WatchHub
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api import labels as L
-from scheduler.api.convert import pod_group_name
+from scheduler.api.core_objects import pod_group_name
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.loop.scheduler_loop import CycleReport

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.actions.evictions import needed_for_minimum
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from tests.builders import pod

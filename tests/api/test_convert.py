@@ -1,4 +1,4 @@
-"""Tests of scheduler.api.convert: Kubernetes JSON to domain objects, and its refusals."""
+"""Tests of scheduler.api.core_objects: Kubernetes JSON to domain objects, and its refusals."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
-from scheduler.api.convert import (
+from scheduler.api.core_objects import (
     job_for_lone_pod,
     job_id_of_pod,
     node_from_object,

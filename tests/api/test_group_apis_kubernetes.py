@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.group_apis import KUBERNETES, kubernetes
 from scheduler.api.job import JobInfo, PodGroupPhase, TopologyConstraint

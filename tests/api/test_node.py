@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.api.convert import node_from_object, task_from_pod
+from scheduler.api.core_objects import node_from_object, task_from_pod
 from scheduler.api.errors import AllocationError
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import Resource

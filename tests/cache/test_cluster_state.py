@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.api.convert import node_from_object, task_from_pod
+from scheduler.api.core_objects import node_from_object, task_from_pod
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache.cluster_state import ClusterState
 from tests.builders import node, pod

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.cache import SchedulerCache
 from tests.builders import cache_with, node, pod

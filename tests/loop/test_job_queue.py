@@ -15,7 +15,7 @@ from scheduler.api.holds import Hold, HoldKind, QueueView
 from scheduler.api.job import JobInfo
 from scheduler.framework.session import Session
 from scheduler.loop.queue import JobQueue
-from scheduler.loop.queue.backoff import BackoffPolicy
+from scheduler.loop.queue.job_backoff import BackoffPolicy
 from scheduler.metrics import Metrics
 from tests.builders import cache_with, cached_session, node, pod, pod_group
 from tests.fakes import FakeCluster

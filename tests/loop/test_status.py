@@ -19,7 +19,7 @@ import yaml
 from scheduler import app
 from scheduler.actions.preempt import NO_VICTIMS
 from scheduler.api import labels as L
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.errors import ServerError
 from scheduler.api.group_apis.protocol import QueueReport
 from scheduler.api.group_apis.sluice import job_phase, pod_group_status

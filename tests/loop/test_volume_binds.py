@@ -18,7 +18,7 @@ import yaml
 
 from scheduler import app
 from scheduler.api.errors import AmbiguousError, ApiError, ServerError
-from scheduler.api.volumes.binding import ClaimTarget
+from scheduler.api.volumes.prebind import ClaimTarget
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.logging import quiet
 from scheduler.ports import ClusterPorts, VolumeWriter
@@ -27,7 +27,7 @@ from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.store import ObjectStore
 from scheduler.sim.virtual_time import VirtualTimeLoop
-from scheduler.sim.volumes import PROVISIONING_ANNOTATION
+from scheduler.sim.volume_controller import PROVISIONING_ANNOTATION
 from tests.builders import HOSTNAME, node, pod
 from tests.volume_builders import claim_volumes, pv, pvc, storage_class
 

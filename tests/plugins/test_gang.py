@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskStatus
 from scheduler.plugins.gang import job_key, job_pipelined, job_ready, job_starving, job_valid

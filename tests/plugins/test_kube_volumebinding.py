@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.volumes.binding import (
+from scheduler.api.volumes.prebind import (
     ClaimTarget,
     Provision,
     StaticBinding,
     VolumeBindings,
     bound_status,
 )
-from scheduler.api.volumes.convert import claim_from_object, volume_from_object
+from scheduler.api.volumes.storage_objects import claim_from_object, volume_from_object
 from scheduler.app import builtin_registry
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
 from scheduler.framework.effects import Bind
 from scheduler.framework.session import open_session
-from scheduler.plugins.volumes.binding import (
+from scheduler.plugins.volumes.volume_binding import (
     BIND_CONFLICT,
     NODE_CONFLICT,
     NOT_ENOUGH_SPACE,

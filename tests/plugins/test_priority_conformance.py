@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.api import labels as L
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.task import TaskInfo
 from scheduler.config import PluginConfig
 from scheduler.plugins.conformance import allowed_victims, protected

@@ -1,4 +1,4 @@
-"""Tests of scheduler.plugins.volumes.binding: kube's VolumeBinding reasons, matching the
+"""Tests of scheduler.plugins.volumes.volume_binding: kube's VolumeBinding reasons, matching the
 smallest PV that fits, provisioning, PVs held in the session (undone by rollback) and the
 writes handed to the bind."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.volumes.binding import VolumeBindings
+from scheduler.api.volumes.prebind import VolumeBindings
 from scheduler.config import PluginConfig
 from scheduler.framework.effects import Bind
 from scheduler.framework.session import Session

@@ -19,7 +19,7 @@ import pytest
 
 from scheduler.api import labels as L
 from scheduler.api.cluster_snapshot import Snapshot
-from scheduler.api.convert import task_from_pod
+from scheduler.api.core_objects import task_from_pod
 from scheduler.api.errors import AmbiguousError, NotFoundError, ServerError
 from scheduler.api.holds import HoldKind, QueueView
 from scheduler.api.task import TaskInfo, TaskStatus
@@ -37,7 +37,7 @@ from scheduler.framework.effects import (
 )
 from scheduler.logging import quiet
 from scheduler.loop.queue import JobQueue
-from scheduler.loop.queue.backoff import FIRST_DELAY
+from scheduler.loop.queue.job_backoff import FIRST_DELAY
 from scheduler.metrics import Metrics
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.preemption import PreemptionExecutor

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.api.errors import ConflictError, InvalidObjectError
 from scheduler.sim import object_rules, pod_rules
-from scheduler.sim.objects import rfc3339
+from scheduler.sim.api_conventions import rfc3339
 from tests.sim.sim_builders import pod
 
 NOW = 1_767_225_600.0

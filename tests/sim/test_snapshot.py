@@ -28,10 +28,10 @@ from scheduler.config import SchedulerConfiguration
 from scheduler.logging import quiet
 from scheduler.schema import load_crds
 from scheduler.sim.anonymize import anonymize
+from scheduler.sim.api_conventions import parse_rfc3339, rfc3339
 from scheduler.sim.claim_controller import SimClaimController
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.kubeconfig import write_kubeconfig
-from scheduler.sim.objects import parse_rfc3339, rfc3339
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.scenario_writer import scenario_of

@@ -14,7 +14,7 @@ from scheduler.api.errors import (
     InvalidObjectError,
     NotFoundError,
 )
-from scheduler.sim.objects import parse_rfc3339, plural, rfc3339, rfc3339_micro
+from scheduler.sim.api_conventions import parse_rfc3339, plural, rfc3339, rfc3339_micro
 from scheduler.sim.store import ObjectStore
 
 # ----------------------------------------------------------------------------- create

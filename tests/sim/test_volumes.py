@@ -14,7 +14,7 @@ from scheduler.api.errors import InvalidObjectError
 from scheduler.sim.storage import PV_PROTECTION, PVC_PROTECTION
 from scheduler.sim.store import ObjectStore
 from scheduler.sim.virtual_time import VirtualClock, run_virtual
-from scheduler.sim.volumes import PROVISIONING_ANNOTATION, SimVolumeController
+from scheduler.sim.volume_controller import PROVISIONING_ANNOTATION, SimVolumeController
 from tests.builders import HOSTNAME, node, pod
 from tests.volume_builders import claim_volumes, pv, pvc, storage_class
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.convert import parse_time, ref
+from scheduler.api.core_objects import parse_time, ref
 from scheduler.api.dra.model import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT,

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import class_priority
+from scheduler.api.core_objects import class_priority
 from scheduler.api.group_apis import KUBERNETES, GroupApi
 from scheduler.api.group_apis.base import GroupApiBase
 from scheduler.api.group_apis.conditions import set_condition

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from scheduler.api import labels as L
-from scheduler.api.convert import conditions_of, parse_time
+from scheduler.api.core_objects import conditions_of, parse_time
 from scheduler.api.group_apis import GroupApi
 from scheduler.api.job import JobInfo
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import class_priority, conditions_of, parse_time, ref
+from scheduler.api.core_objects import class_priority, conditions_of, parse_time, ref
 from scheduler.api.group_apis import SLUICE, GroupApi
 from scheduler.api.group_apis.base import GroupApiBase, spec_queue
 from scheduler.api.group_apis.objects import Converted

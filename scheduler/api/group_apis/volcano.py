@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from scheduler.api import labels as L
-from scheduler.api.convert import class_priority
+from scheduler.api.core_objects import class_priority
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.group_apis import VOLCANO, GroupApi
 from scheduler.api.group_apis.base import GroupApiBase, spec_queue

@@ -1,6 +1,6 @@
 """Storage objects as the scheduler reads them (layer 0).
 
-Frozen values built by :mod:`scheduler.api.volumes.convert` from ``v1``
+Frozen values built by :mod:`scheduler.api.volumes.storage_objects` from ``v1``
 PersistentVolumeClaims and PersistentVolumes and ``storage.k8s.io/v1`` StorageClasses,
 CSINodes, CSIDrivers and CSIStorageCapacities: only what kube-scheduler's VolumeBinding,
 VolumeZone, VolumeRestrictions and NodeVolumeLimits read. Sizes are bytes (a quantity's

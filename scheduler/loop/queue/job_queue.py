@@ -47,8 +47,8 @@ from scheduler.api.holds import GateTicket, Hold, HoldKind, QueueView
 from scheduler.api.job import JobInfo
 from scheduler.framework.awaited_pods import PlacedPod
 from scheduler.framework.session import Session, error_message
-from scheduler.loop.queue.backoff import BackoffPolicy, Backoffs
 from scheduler.loop.queue.below_minimum import BelowMinimum
+from scheduler.loop.queue.job_backoff import BackoffPolicy, Backoffs
 from scheduler.loop.queue.parking import RETRY_EVERY, Parking
 from scheduler.loop.queue.preemption_gates import GATE_TIMEOUT, Gates
 from scheduler.loop.queue.starvation_hold import ReservationChange, ReservationKeeper

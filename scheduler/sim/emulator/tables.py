@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.sim.api_conventions import parse_rfc3339
 from scheduler.sim.emulator.resource_catalog import ResourceInfo
-from scheduler.sim.objects import parse_rfc3339
 
 __all__ = ["Cell", "TablePrinter", "human_duration"]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.api.volumes.binding import ClaimTarget
 from scheduler.api.volumes.model import BOUND_BY_CONTROLLER, SELECTED_NODE
+from scheduler.api.volumes.prebind import ClaimTarget
 
 __all__ = ["VolumeState", "claim_ref_patch", "selected_node_patch", "volume_state"]
 

@@ -2,7 +2,7 @@
 
 :class:`KubeVolumeWriter` implements :class:`~scheduler.ports.VolumeWriter` as
 kube-scheduler's VolumeBinding PreBind writes PVs and claims: merge patches guarded by
-the resourceVersion the scheduler's view had (:mod:`scheduler.api.volumes.writes`), so
+the resourceVersion the scheduler's view had (:mod:`scheduler.api.volumes.volume_patches`), so
 a PV the PV controller bound to another claim meanwhile is never taken over, and nothing
 but the fields written is sent: a PV's ``spec.claimRef`` (and ``bound-by-controller``),
 a claim's ``selected-node``. RBAC: ``patch`` and ``get`` on ``persistentvolumes`` and
@@ -12,8 +12,8 @@ a claim's ``selected-node``. RBAC: ``patch`` and ``get`` on ``persistentvolumes`
 from __future__ import annotations
 
 from scheduler.api.errors import NotFoundError
-from scheduler.api.volumes.binding import ClaimTarget
-from scheduler.api.volumes.writes import (
+from scheduler.api.volumes.prebind import ClaimTarget
+from scheduler.api.volumes.volume_patches import (
     VolumeState,
     claim_ref_patch,
     selected_node_patch,

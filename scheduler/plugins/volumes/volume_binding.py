@@ -23,7 +23,7 @@ on_place         a placed or nominated pod's claims get their PVs (or the node f
                  provisioning): the PV taken counts as bound to the claim for the rest of
                  the session, so no other claim gets it (a gang's members neither)
 on_unplace       gives back what on_place decided (a rolled-back gang leaves nothing)
-bind volumes     the writes before the pod's bind (:class:`~scheduler.api.volumes.binding.
+bind volumes     the writes before the pod's bind (:class:`~scheduler.api.volumes.prebind.
                  VolumeBindings`): each PV's ``claimRef``, each claim's ``selected-node``,
                  and how long the bind waits for the PV controller (``bindTimeoutSeconds``)
 ===============  =========================================================================
@@ -43,9 +43,9 @@ import numpy as np
 from scheduler.api.errors import InvariantError
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.volumes.binding import ClaimTarget, Provision, StaticBinding, VolumeBindings
 from scheduler.api.volumes.claims import PodClaims, claims_of_pod
 from scheduler.api.volumes.model import PvcInfo, PvInfo
+from scheduler.api.volumes.prebind import ClaimTarget, Provision, StaticBinding, VolumeBindings
 from scheduler.api.volumes.view import VolumeView
 from scheduler.framework.extension_points import (
     BIND_VOLUMES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.api.convert import ref
+from scheduler.api.core_objects import ref
 from scheduler.api.errors import InvalidInputError
 from scheduler.api.label_selectors import LabelSelector, Requirement, parse_label_selector
 from scheduler.api.pod import NodeSelectorTerm, parse_node_selector

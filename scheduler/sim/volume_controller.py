@@ -49,7 +49,6 @@ import anyio.lowlevel
 from anyio.abc import TaskStatus
 
 from scheduler.api.errors import ApiError, InvalidInputError
-from scheduler.api.volumes.convert import claim_from_object, volume_from_object
 from scheduler.api.volumes.model import (
     BIND_COMPLETED,
     BOUND_BY_CONTROLLER,
@@ -61,6 +60,7 @@ from scheduler.api.volumes.model import (
     PvcInfo,
     PvInfo,
 )
+from scheduler.api.volumes.storage_objects import claim_from_object, volume_from_object
 from scheduler.ports import Clock
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.storage import PV_PROTECTION, PVC_PROTECTION

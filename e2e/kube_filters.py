@@ -1,7 +1,9 @@
 """kube-scheduler's filters, written again for the differential test from kube's plugins
 (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
-PodTopologySpread, InterPodAffinity of v1.36), node by node, plainly: a checker of the
-test's own that shares no code with Sluice.
+PodTopologySpread, InterPodAffinity of v1.36, and for ``persistentVolumeClaim`` volumes
+VolumeRestrictions' ReadWriteOncePod rule, VolumeZone and VolumeBinding's static
+matching), node by node, plainly: a checker of the test's own that shares no code with
+Sluice.
 
 :func:`violations` says why a pod bound to a node would not pass kube's filters there,
 given every other pod bound in the cluster: the placement as it stands at the end of a
@@ -12,6 +14,7 @@ where a pod left pending could still go. Objects are the API server's JSON.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -277,17 +280,131 @@ def spread_ok(pod: Obj, node: Obj, placed: Sequence[tuple[Obj, Obj]], nodes: Seq
     return True
 
 
+@dataclass(frozen=True)
+class Storage:
+    """The storage objects of one namespace as they ended: claims (by name), PVs and
+    StorageClasses (by name)."""
+
+    claims: Mapping[str, Obj] = field(default_factory=dict)
+    volumes: Mapping[str, Obj] = field(default_factory=dict)
+    classes: Mapping[str, Obj] = field(default_factory=dict)
+
+
+ZONE_KEYS = (
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+)
+_GA = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
+
+def claim_names(pod: Obj) -> list[str]:
+    return [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in (pod.get("spec") or {}).get("volumes") or ()
+        if v.get("persistentVolumeClaim")
+    ]
+
+
+def _pv_node_ok(pv: Obj, node: Obj) -> bool:
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if required is None:
+        return True
+    return any(_node_term(t, node) for t in required.get("nodeSelectorTerms") or ())
+
+
+def _pv_zone_ok(pv: Obj, node: Obj) -> bool:
+    """VolumeZone: each zone or region label of the PV holds on the node (values joined
+    by ``__`` are alternatives); a node with none of these labels passes."""
+    labels = _labels(node)
+    node_zones = {_GA.get(k, k): v for k, v in labels.items() if k in ZONE_KEYS}
+    if not node_zones:
+        return True
+    for key, value in _labels(pv).items():
+        if key in ZONE_KEYS and node_zones.get(_GA.get(key, key)) not in value.split("__"):
+            return False
+    return True
+
+
+def _available_for(pv: Obj, claim: Obj) -> bool:
+    """VolumeBinding's static match of an unbound claim: a PV no claim holds, of the
+    claim's class and volume mode, at least its size, with its access modes, selected."""
+    spec, want = pv.get("spec") or {}, claim.get("spec") or {}
+    if spec.get("claimRef") or (pv.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if spec.get("storageClassName", "") != want.get("storageClassName", ""):
+        return False
+    if spec.get("volumeMode", "Filesystem") != want.get("volumeMode", "Filesystem"):
+        return False
+    asked = (want.get("resources") or {}).get("requests", {}).get("storage", "0")
+    if quantity(spec.get("capacity", {}).get("storage", "0")) < quantity(asked):
+        return False
+    if not set(want.get("accessModes") or ()) <= set(spec.get("accessModes") or ()):
+        return False
+    selector = want.get("selector")
+    return selector is None or selector_matches(selector, _labels(pv))
+
+
+def volume_violations(
+    pod: Obj, node: Obj, placed: Sequence[tuple[Obj, Obj]], storage: Storage
+) -> list[str]:
+    """Why kube's volume filters refuse ``pod`` on ``node``: a claim missing; a bound
+    claim's PV missing, or its node affinity or zone not the node's; an unbound claim of
+    a class that does not wait for its consumer; an unbound one with no available PV
+    that fits and may sit on the node; a ReadWriteOncePod claim another pod of
+    ``placed`` uses."""
+    out = []
+    for name in claim_names(pod):
+        claim = storage.claims.get(name)
+        if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+            out.append("claim missing")
+            continue
+        spec = claim.get("spec") or {}
+        if "ReadWriteOncePod" in (spec.get("accessModes") or ()) and any(
+            _ns(o) == _ns(pod) and name in claim_names(o) for o, _ in placed
+        ):
+            out.append("ReadWriteOncePod claim in use")
+        if spec.get("volumeName"):
+            pv = storage.volumes.get(spec["volumeName"])
+            if pv is None:
+                out.append("bound PV missing")
+            elif not _pv_node_ok(pv, node):
+                out.append("volume node affinity")
+            elif not _pv_zone_ok(pv, node):
+                out.append("volume zone")
+            continue
+        mode = (storage.classes.get(spec.get("storageClassName", "")) or {}).get(
+            "volumeBindingMode"
+        )
+        if mode != "WaitForFirstConsumer":
+            out.append("unbound immediate claim")
+        elif not any(
+            _available_for(pv, claim) and _pv_node_ok(pv, node) for pv in storage.volumes.values()
+        ):
+            out.append("no PV to bind")
+    return out
+
+
 def violations(
     pod: Obj,
     node: Obj,
     placed: Sequence[tuple[Obj, Obj]],
     nodes: Sequence[Obj],
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    storage: Storage | None = None,
 ) -> list[str]:
     """Why kube-scheduler's filters refuse ``pod`` on ``node`` where ``placed`` are the
-    other pods bound (each with its node); empty when they allow it."""
+    other pods bound (each with its node), and ``storage`` the claims and PVs (for a pod
+    bound, its claims as bound); empty when they allow it."""
     namespaces = namespaces or {}
     out = []
+    if claim_names(pod):
+        out.extend(volume_violations(pod, node, placed, storage or Storage()))
     spec = node.get("spec") or {}
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     unschedulable = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -320,10 +437,14 @@ def fits_somewhere(
     placed: Sequence[tuple[Obj, Obj]],
     nodes: Sequence[Obj],
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    storage: Storage | None = None,
 ) -> list[str]:
     """The names of the nodes where kube-scheduler's filters allow ``pod`` beside
     ``placed`` (empty: it fits nowhere, and a scheduler that left it pending there was
     right to)."""
     return [
-        n["metadata"]["name"] for n in nodes if not violations(pod, n, placed, nodes, namespaces)
+        n["metadata"]["name"]
+        for n in nodes
+        if not violations(pod, n, placed, nodes, namespaces, storage=storage)
     ]

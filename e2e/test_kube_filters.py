@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kube_filters import fits_somewhere, violations
+from kube_filters import Storage, fits_somewhere, violations
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -199,3 +199,114 @@ def test_where_a_pending_pod_could_still_go(
     pending: Obj, placed: list[tuple[Obj, Obj]], expected: list[str]
 ) -> None:
     assert fits_somewhere(pending, placed, NODES) == expected
+
+
+def pv(name: str, *, host: str | None = None, zone: str | None = None, **spec: Any) -> Obj:
+    """A PV of class "local" of 1Gi, pinned by its node affinity to ``host`` or ``zone``."""
+    body: Obj = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "local",
+        **spec,
+    }
+    key, value = (HOST, host) if host else (ZONE, zone)
+    if value:
+        expr = {"key": key, "operator": "In", "values": [value]}
+        body["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
+    labels = {ZONE: zone} if zone else {}
+    return {"metadata": {"name": name, "labels": labels}, "spec": body}
+
+
+def pvc(name: str, cls: str = "local", **spec: Any) -> Obj:
+    body = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": cls,
+        "resources": {"requests": {"storage": "1Gi"}},
+        **spec,
+    }
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": body}
+
+
+def mounting(app: str, claim: str) -> Obj:
+    return pod(app, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": claim}}])
+
+
+def storage(*objects: Obj) -> Storage:
+    classes = {
+        "local": {"volumeBindingMode": "WaitForFirstConsumer"},
+        "manual": {"volumeBindingMode": "Immediate"},
+    }
+    claims = {o["metadata"]["name"]: o for o in objects if "resources" in o["spec"]}
+    volumes = {o["metadata"]["name"]: o for o in objects if "capacity" in o["spec"]}
+    return Storage(claims=claims, volumes=volumes, classes=classes)
+
+
+RWOP = ["ReadWriteOncePod"]
+VOLUME_CASES = [
+    pytest.param(mounting("web", "d"), [], storage(), [], id="missing-claim"),
+    pytest.param(
+        mounting("web", "d"),
+        [],
+        storage(pvc("d", volumeName="v"), pv("v", host="b")),
+        ["b"],
+        id="bound-to-a-local-pv",
+    ),
+    pytest.param(
+        mounting("web", "d"),
+        [],
+        storage(pvc("d", volumeName="v"), pv("v", zone="z2")),
+        ["b", "c"],
+        id="bound-to-a-zonal-pv",
+    ),
+    pytest.param(
+        mounting("web", "d"),
+        [],
+        storage(
+            pvc("d", volumeName="v"), {**pv("v"), "metadata": {"name": "v", "labels": {ZONE: "z1"}}}
+        ),
+        ["a"],
+        id="a-zone-label-only",
+    ),
+    pytest.param(mounting("web", "d"), [], storage(pvc("d", "manual")), [], id="unbound-immediate"),
+    pytest.param(
+        mounting("web", "d"),
+        [],
+        storage(pvc("d"), pv("v1", host="a"), pv("v2", host="c")),
+        ["a", "c"],
+        id="waits-for-its-consumer",
+    ),
+    pytest.param(
+        mounting("web", "d"),
+        [],
+        storage(
+            pvc("d", selector={"matchLabels": {"for": "d"}}),
+            pv("v1", host="a"),
+            {**pv("v2", host="c"), "metadata": {"name": "v2", "labels": {"for": "d"}}},
+            pv("v3", host="b", capacity={"storage": "512Mi"}),
+            pv("v4", host="b", claimRef={"name": "other"}),
+        ),
+        ["c"],
+        id="selected-big-enough-and-free",
+    ),
+    pytest.param(
+        mounting("web", "d"),
+        [(mounting("x", "d"), A)],
+        storage(pvc("d", "manual", volumeName="v", accessModes=RWOP), pv("v", accessModes=RWOP)),
+        [],
+        id="read-write-once-pod-in-use",
+    ),
+    pytest.param(
+        mounting("web", "d"),
+        [(mounting("x", "e"), A)],
+        storage(pvc("d", "manual", volumeName="v", accessModes=RWOP), pv("v", accessModes=RWOP)),
+        ["a", "b", "c"],
+        id="read-write-once-pod-free",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pending", "placed", "objects", "expected"), VOLUME_CASES)
+def test_where_a_pod_with_claims_could_go(
+    pending: Obj, placed: list[tuple[Obj, Obj]], objects: Storage, expected: list[str]
+) -> None:
+    assert fits_somewhere(pending, placed, NODES, storage=objects) == expected

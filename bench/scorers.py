@@ -45,7 +45,8 @@ from scheduler.app import builtin_registry
 from scheduler.cache import SchedulerCache
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.extension_points import NODE_FILTER, NODE_SCORER
-from scheduler.framework.session import Session, nodes_to_score, open_session
+from scheduler.framework.plugin_questions import nodes_to_score
+from scheduler.framework.session import Session, open_session
 from scheduler.framework.statement import Statement
 from scheduler.logging import quiet
 

@@ -12,7 +12,8 @@ thrown away.
 
 from __future__ import annotations
 
-from scheduler.framework.session import Session, error_message
+from scheduler.framework.job_boundaries import error_message
+from scheduler.framework.session import Session
 from scheduler.logging import get_logger
 from scheduler.metrics import PROFILE, Metrics
 

@@ -29,9 +29,10 @@ from scheduler.framework.extension_points import (
     PluginContext,
     Vote,
 )
+from scheduler.framework.plugin_questions import nodes_to_score
 from scheduler.framework.plugin_status import SUCCESS, Status
 from scheduler.framework.registry import PluginSpec, Registry
-from scheduler.framework.session import Session, cluster_capacity, nodes_to_score, open_session
+from scheduler.framework.session import Session, cluster_capacity, open_session
 from tests.builders import default_registry, node, pod, session_with, snapshot_of, task_of
 
 

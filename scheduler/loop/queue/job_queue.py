@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable, Mapping
 from scheduler.api.holds import GateTicket, Hold, HoldKind, QueueView
 from scheduler.api.job import JobInfo
 from scheduler.framework.awaited_pods import PlacedPod
-from scheduler.framework.session import Session, error_message
+from scheduler.framework.job_boundaries import error_message
+from scheduler.framework.session import Session
 from scheduler.loop.queue.below_minimum import BelowMinimum
 from scheduler.loop.queue.job_backoff import BackoffPolicy, Backoffs
 from scheduler.loop.queue.parking import RETRY_EVERY, Parking

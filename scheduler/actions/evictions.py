@@ -6,7 +6,7 @@ commits only if the whole gang is then pipelined; otherwise everything tried is 
 back, so evictions happen only where the gang can start.
 
 A gang (a PodGroup of more than one pod) is made room for as a whole, domain-wide
-(:class:`~scheduler.actions.victims.gang.GangSearch`: bundles, ROI, one call to the
+(:class:`~scheduler.actions.victims.gang_search.GangSearch`: bundles, ROI, one call to the
 plugins, the smallest sufficient set, every task nominated); a pod of its own, pod by pod
 (:class:`~scheduler.actions.victims.VictimSearch`). A job the plugins give node sets (a
 gang with a required topology level) is made room for inside one domain only: the first
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from scheduler.actions.common import waiting_tasks
 from scheduler.actions.victims import VictimSearch
 from scheduler.actions.victims.candidates import PRIORITY_OFFSET
-from scheduler.actions.victims.gang import GangSearch
+from scheduler.actions.victims.gang_search import GangSearch
 from scheduler.api import reasons
 from scheduler.api.holds import HoldKind
 from scheduler.api.job import JobInfo

@@ -32,7 +32,7 @@ from __future__ import annotations
 from scheduler.actions.common import eligible, waiting_tasks
 from scheduler.actions.evictions import make_room_for_job
 from scheduler.actions.victims import QueueReclaim, ReclaimArguments, VictimSearch
-from scheduler.actions.victims.gang import GangSearch
+from scheduler.actions.victims.gang_search import GangSearch
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueShare
 from scheduler.api.task import TaskStatus

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.actions.victims import LowerPriority, QueueReclaim
+from scheduler.actions.victims.bundle_scores import Scored
 from scheduler.actions.victims.bundles import Bundle, Kind
-from scheduler.actions.victims.gang import Scored
 from scheduler.api.job import JobInfo
 
 SHARES = {"a": 1.5, "b": 1.5, "c": 2.0}

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.actions.victims.gang import GangSearch
+from scheduler.actions.victims import gang_dry_run, gang_search
+from scheduler.actions.victims.gang_search import GangSearch
 from scheduler.api import labels as L
 from scheduler.config import SchedulerConfiguration
 from tests.actions.test_preempt import decide, evicted, nominated
@@ -74,8 +75,18 @@ def _counting(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
 
 @pytest.fixture
 def dry_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the search's dry runs of allocate (``GangSearch._place``)."""
-    return _counting(monkeypatch, "_place")
+    """Counts the search's dry runs of allocate (``gang_dry_run.place``, wherever it is
+    called from: the dry run's own module and the search's)."""
+    count = [0]
+    original = gang_dry_run.place
+
+    def counted(*args: Any, **kwargs: Any) -> bool:
+        count[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(gang_dry_run, "place", counted)
+    monkeypatch.setattr(gang_search, "place", counted)
+    return count
 
 
 def test_a_gang_its_queue_cannot_take_is_not_searched_for(dry_runs: list[int]) -> None:

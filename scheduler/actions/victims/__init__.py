@@ -8,9 +8,11 @@
 - :mod:`.search`: the pod-by-pod search (:class:`VictimSearch`): the candidate window, the
   branch and bound, the simulation by removal and re-adding;
 - :mod:`.bundles`: a gang's possible victims grouped in Safe and Whole bundles;
-- :mod:`.gang`: the domain-wide search for a gang preemptor (:class:`~.gang.GangSearch`:
-  bundles, ROI, one call to the plugins, the least that makes room, the trim, the
-  placement), each search's state in a value made for it;
+- :mod:`.gang_search`: the domain-wide search for a gang preemptor
+  (:class:`~.gang_search.GangSearch`: one call to the plugins, the least that makes room,
+  the trim), each search's state in a value made for it (:mod:`.gang_dry_run`, with the
+  dry run that places the gang); :mod:`.bundle_scores`: the bundles' need, ROI and the
+  exact choice's ways;
 - :mod:`.fill`: the node-by-node half of the gang search, for when the ways to choose
   are too many to try all.
 

@@ -4,7 +4,7 @@ When there are too many ways to choose victims to try them all, :class:`NodeFill
 for each node of the domain, the cheapest way to make room there for *one more* of the
 gang's pods: first spare members (each leaving its gang whole: a Safe choice, breaking
 nothing), then, if allowed and still short, whole gangs broken (in the order of the
-bundles). The search (:class:`~.gang.GangSearch`) takes the cheapest node's way (fewest
+bundles). The search (:class:`~.gang_search.GangSearch`) takes the cheapest node's way (fewest
 gangs broken, then fewest victims, then the lowest priorities), evicts it, and asks again
 until the gang fits. A broken gang frees room on every node it ran on, so later rounds
 find those nodes cheaper: the search follows the room a break has already paid for.
@@ -30,7 +30,7 @@ from scheduler.framework.node_table import IndexVector, IntMatrix, IntVector
 from scheduler.framework.session import Session
 
 if TYPE_CHECKING:
-    from scheduler.actions.victims.gang import Scored
+    from scheduler.actions.victims.bundle_scores import Scored
 
 
 @dataclass(frozen=True, slots=True)

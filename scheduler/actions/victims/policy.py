@@ -21,7 +21,7 @@ from scheduler.framework.effects import EvictReason
 from scheduler.framework.session import Session
 
 if TYPE_CHECKING:
-    from scheduler.actions.victims.gang import Scored
+    from scheduler.actions.victims.bundle_scores import Scored
 
 
 class VictimPolicy(Protocol):

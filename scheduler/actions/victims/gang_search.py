@@ -24,7 +24,7 @@ a dry run of allocate restricted to it:
    Safe one shrinks; the bundles are ordered again.
 5. **Select.** Nothing is tried when the gang does not fit with every candidate gone
    (its queue's share refuses it, say: no eviction can help). When the ways to choose
-   are few (at most :data:`EXACT_CHOICES`: per job, a subset of its candidates that
+   are few (at most :data:`~.bundle_scores.EXACT_CHOICES`: per job, a subset of its candidates that
    leaves it whole, or all of it), every way is tried,
    fewest jobs broken first, then fewest victims, then the jobs first in the order of
    step 3: the least that makes room is found, wherever the spare members run. Else
@@ -46,55 +46,35 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.actions.victims.bundles import Bundle, Kind, bundles, keeps_whole
+from scheduler.actions.victims.bundle_scores import (
+    Scored,
+    Way,
+    exact_ways,
+    gang_need,
+    job_top,
+    score_bundles,
+    way_bundles,
+    whole_jobs,
+)
+from scheduler.actions.victims.bundles import Bundle, Kind, bundles
 from scheduler.actions.victims.candidates import breaking, pdb_violations
 from scheduler.actions.victims.fill import NodeFill, Slots
-from scheduler.actions.victims.policy import VictimPolicy, within_share
+from scheduler.actions.victims.gang_dry_run import SearchRun, dry_placement, fits, place
+from scheduler.actions.victims.policy import VictimPolicy
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo, TaskStatus
-from scheduler.api.task_states import EVICTABLE
 from scheduler.framework.extension_points import GANG_VICTIM_SELECTOR
 from scheduler.framework.node_sets import NodeSet
-from scheduler.framework.node_table import IntVector
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
 EXACT_LIMIT = 10
 """With at most this many Whole bundles to choose from, every set of them is tried (by
 increasing size) so that the fewest gangs are broken; beyond, they are taken in order."""
-EXACT_CHOICES = 512
-"""With at most this many ways to choose the victims of a domain, every way is tried."""
-EXACT_TASKS = 8
-"""...and only when no job has more candidates than this in the domain."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Way:
-    """One way to take victims from one job: ``tasks`` of the domain (and ``extras``
-    elsewhere), breaking it or not."""
-
-    broken: bool
-    tasks: tuple[TaskInfo, ...]
-    extras: tuple[TaskInfo, ...]
-    local: IntVector
-    rank: int
-    """The job's place in the order of step 3."""
-
-
-@dataclass(slots=True)
-class Scored:
-    """A bundle with what it frees in the domain and takes in the cluster, per column."""
-
-    bundle: Bundle
-    local: IntVector
-    global_: IntVector
-    roi: float = 0.0
-    extras: list[TaskInfo] = field(default_factory=list)
-    """For a Whole bundle: its gang's other evictable members, outside the domain."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,51 +100,6 @@ class GangPlan:
         )
 
 
-def _job_top(job: JobInfo) -> int:
-    """The highest priority of ``job``'s evictable pods: what breaking it costs."""
-    return max(
-        (t.priority for t in job.tasks.values() if t.status in EVICTABLE and t.sluice),
-        default=-(1 << 31),
-    )
-
-
-def _whole_jobs(scored: Sequence[Scored]) -> list[Scored]:
-    """The Whole bundles of ``scored``, each with its job's Safe bundle joined to it: a
-    gang broken loses every member (in the domain and elsewhere), spares included."""
-    safe = {s.bundle.job.uid: s for s in scored if s.bundle.kind is Kind.SAFE}
-    out: list[Scored] = []
-    for s in scored:
-        if s.bundle.kind is not Kind.WHOLE:
-            continue
-        spare = safe.get(s.bundle.job.uid)
-        if spare is None:
-            out.append(s)
-            continue
-        tasks = (*spare.bundle.tasks, *s.bundle.tasks)
-        bundle = Bundle(s.bundle.job, Kind.WHOLE, tasks)
-        out.append(Scored(bundle, spare.local + s.local, s.global_, s.roi, s.extras))
-    return out
-
-
-@dataclass(slots=True)
-class _Search:
-    """One search: a gang's ``pending`` tasks to make room for in ``domain``, its
-    decisions recorded in ``stmt``. Made by :meth:`GangSearch.clear` for each search and
-    dropped after it: nothing of a search outlives it."""
-
-    session: Session
-    stmt: Statement
-    job: JobInfo
-    pending: Sequence[TaskInfo]
-    domain: NodeSet
-    rep: TaskInfo
-    """The pending task of lowest priority: who the plugins are asked about."""
-    need: IntVector
-    """What the victims must free (step 1)."""
-    vec: dict[str, IntVector] = field(default_factory=dict)
-    """The request vectors of the candidates (step 2)."""
-
-
 class GangSearch:
     """One per evicting action (its policy's, with its ROI threshold); holds no state of
     a search. Synchronous; :meth:`clear` records its decisions in the caller's statement
@@ -187,9 +122,11 @@ class GangSearch:
         be placed there whatever is evicted."""
         mark = stmt.checkpoint()
         rep = min(pending, key=lambda t: t.priority)
-        run = _Search(session, stmt, job, pending, domain, rep, _need(session, pending, domain))
-        if self._fits(run, beyond_share=False):
-            self._place(run, beyond_share=False)
+        run = SearchRun(
+            session, stmt, job, pending, domain, rep, gang_need(session, pending, domain)
+        )
+        if fits(self.policy, run, beyond_share=False):
+            place(self.policy, run, beyond_share=False)
             return GangPlan((), ())
         scored = self._candidates(run)
         if not scored:
@@ -197,10 +134,10 @@ class GangSearch:
         chosen = self._choose(run, scored)
         if not chosen:
             # None, or no victim needed after all: then the gang rides beyond its share
-            # on room nobody's eviction for it frees (see :meth:`_place`), which it may not
+            # on room nobody's eviction for it frees (see gang_dry_run.place), which it may not
             stmt.rollback(mark)
             return None
-        placement = self._placement(run)
+        placement = dry_placement(self.policy, run)
         stmt.rollback(mark)
         if placement is None:
             return None
@@ -231,7 +168,7 @@ class GangSearch:
 
     # Steps 2 to 4 ----------------------------------------------------------------------
 
-    def _candidates(self, run: _Search) -> list[Scored]:
+    def _candidates(self, run: SearchRun) -> list[Scored]:
         """The bundles of the possible victims in the domain, ordered, after the plugins'
         one call (steps 2 to 4)."""
         session, need = run.session, run.need
@@ -277,9 +214,9 @@ class GangSearch:
                 kept.append(Bundle(sc.bundle.job, sc.bundle.kind, inside))
         return self._ordered(run, kept)
 
-    def _ordered(self, run: _Search, found: Sequence[Bundle]) -> list[Scored]:
+    def _ordered(self, run: SearchRun, found: Sequence[Bundle]) -> list[Scored]:
         """``found`` scored and in the policy's order (step 3)."""
-        scored = _score(run.session, found, run.need, run.domain, run.vec)
+        scored = score_bundles(run.session, found, run.need, run.domain, run.vec)
         return self.policy.order_bundles(run.session, scored, self.roi_threshold)
 
     # Steps 5 and 6 -------------------------------------------------------------------
@@ -291,7 +228,7 @@ class GangSearch:
             return (plan.top, *plan.cost)
         return plan.cost
 
-    def _choose(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+    def _choose(self, run: SearchRun, scored: list[Scored]) -> list[Scored] | None:
         """The bundles to evict (evicted in ``run.stmt``), or None (nothing left evicted).
 
         A choice that breaks no PodDisruptionBudget is looked for first (kube-scheduler's
@@ -307,7 +244,7 @@ class GangSearch:
         if selected is not None:
             for sc in selected:
                 self._evict(run, sc)
-            return selected if self._fits(run) else None
+            return selected if fits(self.policy, run) else None
         budgets = run.session.snapshot.budgets
         # As kube-scheduler ranks candidates, fewest PodDisruptionBudget violations come
         # first: a choice that breaks none is looked for before any other.
@@ -324,7 +261,7 @@ class GangSearch:
             return chosen
         return None
 
-    def _within_budgets(self, run: _Search, scored: list[Scored]) -> list[Scored]:
+    def _within_budgets(self, run: SearchRun, scored: list[Scored]) -> list[Scored]:
         """``scored`` without the tasks a PodDisruptionBudget allows no disruption of (a
         Whole bundle with one of them is left out: its gang would go with it)."""
         exhausted = [b for b in run.session.snapshot.budgets if b.disruptions_allowed <= 0]
@@ -341,7 +278,7 @@ class GangSearch:
 
     def _filtered(
         self,
-        run: _Search,
+        run: SearchRun,
         scored: list[Scored],
         task_ok: Callable[[TaskInfo], bool],
         whole_ok: Callable[[Scored], bool],
@@ -364,7 +301,7 @@ class GangSearch:
                 kept.append(Bundle(sc.bundle.job, Kind.SAFE, tasks))
         return self._ordered(run, kept) if cut else scored
 
-    def _choose_by_priority(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+    def _choose_by_priority(self, run: SearchRun, scored: list[Scored]) -> list[Scored] | None:
         """:meth:`_choose_among` with the candidates up to each priority in turn, lowest
         first, for a policy that puts priority first; else over all of them."""
         if not scored:
@@ -373,7 +310,7 @@ class GangSearch:
             return self._choose_among(run, scored)
         need = run.need
         wanted = need > 0
-        tops = {sc.bundle.job.uid: _job_top(sc.bundle.job) for sc in scored}
+        tops = {sc.bundle.job.uid: job_top(sc.bundle.job) for sc in scored}
         levels = sorted({t.priority for sc in scored for t in (*sc.bundle.tasks, *sc.extras)})
         for limit in levels:
             within = self._capped(run, scored, limit, tops)
@@ -386,7 +323,7 @@ class GangSearch:
         return None
 
     def _capped(
-        self, run: _Search, scored: list[Scored], limit: int, tops: dict[str, int]
+        self, run: SearchRun, scored: list[Scored], limit: int, tops: dict[str, int]
     ) -> list[Scored]:
         """``scored`` with no victim above priority ``limit``: a Safe bundle keeps its
         tasks up to it; a Whole bundle stays only if its gang's every evictable member is
@@ -400,7 +337,7 @@ class GangSearch:
 
         return self._filtered(run, scored, task_ok, whole_ok)
 
-    def _choose_among(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+    def _choose_among(self, run: SearchRun, scored: list[Scored]) -> list[Scored] | None:
         """Step 5 and 6 over ``scored``: the bundles evicted (in ``run.stmt``), or None.
 
         Before any search that may try many sets (every way, every set of gangs broken)
@@ -412,10 +349,10 @@ class GangSearch:
         gang-preemption benchmark)."""
         session, stmt, need = run.session, run.stmt, run.need
         hopeless = functools.cache(lambda: not self._fits_without_all(run, scored))
-        ways = _ways(session, scored)
+        ways = exact_ways(session, scored)
         if ways is not None:
             return None if hopeless() else self._exact(run, ways)
-        whole = _whole_jobs(scored)
+        whole = whole_jobs(scored)
         slots = Slots(session, run.pending)
         wholes = {sc.bundle.job.uid: sc for sc in whole}
         fill = NodeFill(session, scored, slots, wholes, run.vec)
@@ -444,7 +381,7 @@ class GangSearch:
                 stmt.rollback(mark)
         return None
 
-    def _fits_without_all(self, run: _Search, scored: Sequence[Scored]) -> bool:
+    def _fits_without_all(self, run: SearchRun, scored: Sequence[Scored]) -> bool:
         """Would the gang fit in the domain with every candidate of ``scored`` gone? An
         eviction never makes a gang fit that does not fit then (removing pods only frees
         room on nodes and in queues), so when it does not (its queue has no room for it
@@ -454,13 +391,13 @@ class GangSearch:
         try:
             for sc in scored:
                 self._evict(run, sc)
-            return self._fits(run)
+            return fits(self.policy, run)
         finally:
             run.stmt.rollback(mark)
 
     def _fill(
         self,
-        run: _Search,
+        run: SearchRun,
         fill: NodeFill,
         broken: set[str],
         *,
@@ -485,7 +422,7 @@ class GangSearch:
                 fill.slots.priority, "", slice(None), rows, releasing=True, job=run.job.uid
             )
             if fill.slots.total(free) >= len(run.pending):
-                if self._fits(run):
+                if fits(self.policy, run):
                     break
                 if hopeless():  # room on the nodes, yet no fit: something else refuses
                     stmt.rollback(cp)
@@ -521,14 +458,14 @@ class GangSearch:
         out.extend(fill.wholes[gang] for gang in breaks)
         return out
 
-    def _exact(self, run: _Search, ways: list[list[_Way]]) -> list[Scored] | None:
+    def _exact(self, run: SearchRun, ways: list[list[Way]]) -> list[Scored] | None:
         """Try every way to choose (fewest jobs broken, then fewest victims, then the
         jobs first in order); the first that makes room is evicted in ``run.stmt`` and
         returned as bundles. None (nothing left evicted) when none does."""
         need = run.need
         wanted = need > 0
 
-        def cost(combo: tuple[_Way, ...]) -> tuple[int, int, list[int]]:
+        def cost(combo: tuple[Way, ...]) -> tuple[int, int, list[int]]:
             taken = [w for w in combo if w.tasks or w.extras]
             return (
                 sum(w.broken for w in combo),
@@ -541,15 +478,15 @@ class GangSearch:
             if not (freed[wanted] >= need[wanted]).all():
                 continue
             cp = run.stmt.checkpoint()
-            picked = _scored(run.session, combo)
+            picked = way_bundles(run.session, combo)
             for sc in picked:
                 self._evict(run, sc)
-            if self._fits(run):
+            if fits(self.policy, run):
                 return picked
             run.stmt.rollback(cp)
         return None
 
-    def _trim(self, run: _Search, chosen: list[Scored]) -> list[Scored]:
+    def _trim(self, run: SearchRun, chosen: list[Scored]) -> list[Scored]:
         """Put victims back, the last chosen first (a Whole bundle as a unit, a Safe one
         task by task), while the gang still fits without them (Volcano evicts too many
         here; this does not)."""
@@ -559,7 +496,7 @@ class GangSearch:
             if sc.bundle.kind is Kind.WHOLE:
                 for t in (*sc.bundle.tasks, *sc.extras):
                     stmt.undo(t)
-                if self._fits(run):
+                if fits(self.policy, run):
                     continue
                 self._evict(run, sc)
                 kept.append(sc)
@@ -567,7 +504,7 @@ class GangSearch:
             left: list[TaskInfo] = []
             for t in reversed(sc.bundle.tasks):
                 stmt.undo(t)
-                if not self._fits(run):
+                if not fits(self.policy, run):
                     self._evict_task(run, t, Kind.SAFE if sc.bundle.job.has_pod_group else Kind.POD)
                     left.append(t)
             if left:
@@ -577,7 +514,7 @@ class GangSearch:
         kept.reverse()
         return kept
 
-    def _selected_by_plugin(self, run: _Search, scored: list[Scored]) -> list[Scored] | None:
+    def _selected_by_plugin(self, run: SearchRun, scored: list[Scored]) -> list[Scored] | None:
         """The bundles of the jobs a ``GANG_VICTIM_SELECTOR`` plugin chose, or None when no
         plugin answers."""
         session = run.session
@@ -590,7 +527,7 @@ class GangSearch:
         jobs = set(answer)
         return [sc for sc in scored if sc.bundle.job.uid in jobs]
 
-    def _evict(self, run: _Search, sc: Scored) -> None:
+    def _evict(self, run: SearchRun, sc: Scored) -> None:
         """Evict ``sc``'s tasks in ``run.stmt``, those not evicted already (a fill may
         have taken some of them before it asks :meth:`_fits_without_all`)."""
         kind = sc.bundle.kind if sc.bundle.job.has_pod_group else Kind.POD
@@ -598,203 +535,7 @@ class GangSearch:
             if t.status is not TaskStatus.RELEASING:
                 self._evict_task(run, t, kind)
 
-    def _evict_task(self, run: _Search, task: TaskInfo, kind: Kind) -> None:
+    def _evict_task(self, run: SearchRun, task: TaskInfo, kind: Kind) -> None:
         run.stmt.evict(
             task, self.policy.reason, preemptor=run.rep, queue=run.job.queue, bundle=kind
         )
-
-    # The dry run ---------------------------------------------------------------------
-
-    def _placement(self, run: _Search) -> list[tuple[TaskInfo, str]] | None:
-        """Where the dry run puts each pending task (in task order), or None; rolled back."""
-        cp = run.stmt.checkpoint()
-        try:
-            if not self._place(run):
-                return None
-            ordered = run.job.minimums_first(run.session.order_tasks(list(run.pending)))
-            return [(t, t.node_name) for t in ordered]
-        finally:
-            run.stmt.rollback(cp)
-
-    def _fits(self, run: _Search, *, beyond_share: bool = True) -> bool:
-        """Would every pending task be placed in the domain now (victims gone)? A dry run
-        of allocate, rolled back, after a cheap necessary check (room for that many pods
-        of the least size they ask). ``beyond_share``: see :meth:`_place`."""
-        slots = Slots(run.session, run.pending)
-        rows = np.flatnonzero(run.domain.rows)
-        free = run.session.table.free(
-            slots.priority, "", slice(None), rows, releasing=True, job=run.job.uid
-        )
-        if slots.total(free) < len(run.pending):
-            return False
-        cp = run.stmt.checkpoint()
-        try:
-            return self._place(run, beyond_share=beyond_share)
-        finally:
-            run.stmt.rollback(cp)
-
-    def _place(self, run: _Search, *, beyond_share: bool = True) -> bool:
-        """Nominate every pending task to a node of the domain (releasing room counted),
-        as the policy lets its queue take it (``queue_allows``), in ``run.stmt``: True
-        when all were; else what was nominated stays for the caller to roll back.
-
-        The tasks go in task order, each to its best-scored node; when that leaves one
-        without a node, once more largest first (by its largest share of the domain's
-        room in any resource): the scores spread the first tasks over the emptiest nodes,
-        which may be the only ones a larger task behind them fits on.
-
-        Without ``beyond_share`` every task must fit within its queue's share, whatever
-        the policy allows: a gang placed with no victims of its own rides on room others
-        release, as a lone pod does (``VictimSearch.make_room``). Beyond its share it would
-        take the surplus that a reclaim's whole-gang victims leave (room their queue, now
-        below its share, needs back) unjudged by the reclaim budget, and that queue would
-        take back from it."""
-        session = run.session
-        ordered = run.job.minimums_first(session.order_tasks(list(run.pending)))
-        cp = run.stmt.checkpoint()
-        if self._place_in_order(run, ordered, beyond_share):
-            return True
-        largest = sorted(ordered, key=lambda t: _share(session, t, run.domain), reverse=True)
-        if [t.uid for t in largest] == [t.uid for t in ordered]:
-            return False
-        run.stmt.rollback(cp)
-        return self._place_in_order(run, largest, beyond_share)
-
-    def _place_in_order(self, run: _Search, tasks: Sequence[TaskInfo], beyond_share: bool) -> bool:
-        session = run.session
-        for task in tasks:
-            allowed = (
-                self.policy.queue_allows(session, task)
-                if beyond_share
-                else within_share(session, task)
-            )
-            if not allowed:
-                return False
-            fit = session.fit(task, releasing=True).restricted(run.domain.rows)
-            node = session.select_node(task, fit) if fit.any else None
-            if node is None:
-                return False
-            run.stmt.pipeline(task, node.name)
-        return True
-
-
-# Free functions of one search ------------------------------------------------------------
-
-
-def _share(session: Session, task: TaskInfo, domain: NodeSet) -> float:
-    """``task``'s largest share of ``domain``'s allocatable room in any resource it asks."""
-    table = session.table
-    total = table.allocatable[domain.rows].sum(axis=0)
-    ask = table.request(task.request)
-    shares = np.divide(ask, total, out=np.zeros(len(ask), dtype=np.float64), where=total > 0)
-    return float(shares.max()) if len(shares) else 0.0
-
-
-def _need(session: Session, pending: Sequence[TaskInfo], domain: NodeSet) -> IntVector:
-    """What the gang's ``pending`` tasks ask less what ``domain`` has free (step 1)."""
-    table = session.table
-    ask: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-    for t in pending:
-        ask = ask + table.request(t.request)
-    free = (
-        table.free(
-            min(t.priority for t in pending),
-            "",
-            slice(None),
-            np.flatnonzero(domain.rows),
-            releasing=True,
-            job=pending[0].job_id,
-        )
-        .clip(min=0)
-        .sum(axis=0)
-    )
-    out: IntVector = np.maximum(ask - free, 0)
-    return out
-
-
-def _score(
-    session: Session,
-    found: Sequence[Bundle],
-    need: IntVector,
-    domain: NodeSet,
-    vec: dict[str, IntVector],
-) -> list[Scored]:
-    """Each bundle with what it frees in the domain, what it takes in the cluster (a
-    Whole bundle: its gang's every evictable member) and its ROI (``vec``: the
-    candidates' request vectors)."""
-    table = session.table
-    cols = len(table.columns)
-    local = np.zeros((len(found), cols), dtype=np.int64)
-    global_ = np.zeros((len(found), cols), dtype=np.int64)
-    extras: list[list[TaskInfo]] = [[] for _ in found]
-    for i, b in enumerate(found):
-        for t in b.tasks:
-            local[i] += vec[t.uid]
-        if b.kind is Kind.WHOLE and b.job.has_pod_group:
-            inside = {t.uid for t in b.tasks}
-            for t in b.job.tasks.values():
-                if t.uid not in inside and t.status in EVICTABLE and t.sluice:
-                    global_[i] += vec[t.uid] if t.uid in vec else table.request(t.request)
-                    row = table.row.get(t.node_name)
-                    if row is None or not domain.rows[row]:
-                        extras[i].append(t)
-    global_ += local
-    wanted = need > 0
-    if wanted.any() and len(found):
-        needed = need[wanted].astype(np.float64)
-        gain = (np.minimum(local[:, wanted], need[wanted]) / needed).sum(axis=1)
-        cost = (global_[:, wanted] / needed).sum(axis=1)
-        roi = np.divide(gain, cost, out=np.zeros_like(gain), where=cost > 0)
-    else:
-        roi = np.zeros(len(found))
-    return [Scored(b, local[i], global_[i], float(roi[i]), extras[i]) for i, b in enumerate(found)]
-
-
-def _ways(session: Session, scored: list[Scored]) -> list[list[_Way]] | None:
-    """Per job (in the order of ``scored``), every way to take victims from it: each
-    subset of its candidates that leaves it whole, and, when its Whole bundle is a
-    candidate, all of them (broken). None when there are too many ways to try all."""
-    table = session.table
-    by_job: dict[str, list[Scored]] = {}
-    for sc in scored:
-        by_job.setdefault(sc.bundle.job.uid, []).append(sc)
-    out: list[list[_Way]] = []
-    total = 1
-    zero: IntVector = np.zeros(len(table.columns), dtype=np.int64)
-    for rank, group in enumerate(by_job.values()):
-        job = group[0].bundle.job
-        whole = next((sc for sc in group if sc.bundle.kind is Kind.WHOLE), None)
-        tasks = [t for sc in group for t in sc.bundle.tasks]
-        if len(tasks) > EXACT_TASKS:
-            return None
-        vec = {t.uid: table.request(t.request) for t in tasks}
-
-        def local(chosen: Sequence[TaskInfo], vec: dict[str, IntVector] = vec) -> IntVector:
-            return sum((vec[t.uid] for t in chosen), zero.copy())
-
-        ways = [
-            _Way(False, subset, (), local(subset), rank)
-            for k in range(len(tasks) + 1)
-            for subset in itertools.combinations(tasks, k)
-            if keeps_whole(job, subset)
-        ]
-        if whole is not None:
-            everything = tuple(tasks)
-            ways.append(_Way(True, everything, tuple(whole.extras), local(everything), rank))
-        total *= len(ways)
-        if total > EXACT_CHOICES:
-            return None
-        out.append(ways)
-    return out
-
-
-def _scored(session: Session, combo: tuple[_Way, ...]) -> list[Scored]:
-    """The bundles of one way to choose (:func:`_ways`)."""
-    out: list[Scored] = []
-    for w in combo:
-        if not w.tasks:
-            continue
-        job = session.jobs[w.tasks[0].job_id]
-        kind = Kind.WHOLE if w.broken else Kind.SAFE
-        out.append(Scored(Bundle(job, kind, w.tasks), w.local, w.local, extras=list(w.extras)))
-    return out

@@ -67,28 +67,24 @@ the loop has deleted it, as kube-scheduler's PostFilter does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.api.dra.allocator import Outcome, allocate
-from scheduler.api.dra.extended import plan as extended_plan
 from scheduler.api.dra.inventory import Inventory
 from scheduler.api.dra.model import (
-    ALLOCATION_MODE_EXACT,
     EXTENDED_SESSION_NAME,
-    FINALIZER,
     MAX_RESERVED_FOR,
     Allocation,
     ClaimBinding,
     ClaimInfo,
-    ExtendedClaim,
 )
 from scheduler.api.dra.pods import PodClaims, claims_of_pod
 from scheduler.api.dra.view import DraView
-from scheduler.api.errors import InvariantError
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo, TaskStatus
 from scheduler.api.task_states import COUNTED_FOR_PLUGINS
@@ -102,27 +98,14 @@ from scheduler.framework.extension_points import (
     Rejection,
 )
 from scheduler.framework.node_table import FloatVector, IndexVector, TableView
-
-BoolVector = npt.NDArray[np.bool_]
-
-
-@dataclass(slots=True)
-class _ClaimState:
-    """A claim in the session: its allocation (API or session), who holds it."""
-
-    claim: ClaimInfo
-    allocation: Allocation | None
-    devices: tuple[int, ...] = ()
-    holders: set[str] = field(default_factory=set)
-    """Tasks (uids) placed, bound or nominated that hold the claim now."""
-    departed: dict[str, TaskInfo] = field(default_factory=dict)
-    """Tasks that held it and left in this session (or were releasing at open)."""
-    made_by: str = ""
-    """The task whose placement allocated it in this session ("" for the API's)."""
-    nominated: int | None = None
-    """For a claim allocated in the session for a nominated task: its priority."""
-    extended: ExtendedClaim | None = None
-    """For a pod's extended-resource claim made in this session: what to create."""
+from scheduler.plugins.dra_claim_states import ClaimState, claim_writes, released
+from scheduler.plugins.dra_device_counts import (
+    BoolVector,
+    alternative_score,
+    count_all,
+    each_row,
+)
+from scheduler.plugins.dra_extended_claims import ExtendedClaims
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,19 +135,14 @@ class DraPlugin:
         self._use: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         """Per device, the allocations (API or session) that hold it (more than one when a
         nominated pod was given a device still being released)."""
-        self._states: dict[str, _ClaimState] = {}
+        self._states: dict[str, ClaimState] = {}
         self._idle: set[str] = set()
         """Claims allocated in the API that nobody holds now (maybe on their way out)."""
         self._nominated: set[str] = set()
         """Claims allocated in this session for nominated tasks."""
         self._pods: dict[str, PodClaims] = {}
         self._tasks: dict[str, TaskInfo] = {}
-        self._asks: dict[str, Mapping[str, str]] = {}
-        """Task uid -> the extended resources it asks that a class serves (memoized)."""
-        self._ext_claims: dict[tuple[str, tuple[str, ...]], tuple[ClaimInfo, ExtendedClaim]] = {}
-        """(task uid, served resources) -> its extended-resource claim for such nodes."""
-        self._ext_rows: dict[tuple[str, ...], list[tuple[BoolVector, tuple[str, ...]]]] = {}
-        """Resources asked -> the rows by the subset of them they serve through DRA."""
+        self._extended: ExtendedClaims | None = None
 
     # Plugin protocol ------------------------------------------------------------------
 
@@ -176,6 +154,7 @@ class DraPlugin:
         self._view = view
         inv = self._inv = view.inventory
         table = self._table = context.table
+        self._extended = ExtendedClaims(view, table)
         self._row_devices = [inv.node_devices(n.name, n.labels) for n in table.nodes]
         rows = np.full(len(inv), -1, dtype=np.int64)
         for r, devices in enumerate(self._row_devices):
@@ -203,9 +182,7 @@ class DraPlugin:
         self._nominated.clear()
         self._pods.clear()
         self._tasks.clear()
-        self._asks.clear()
-        self._ext_claims.clear()
-        self._ext_rows.clear()
+        self._extended = None
 
     # Read-only views ----------------------------------------------------------------------
 
@@ -244,14 +221,9 @@ class DraPlugin:
     def extended_asks(self, task: TaskInfo) -> Mapping[str, str]:
         """The extended resources ``task`` asks that a DeviceClass serves (resource ->
         class); empty for most pods, at the cost of one attribute read."""
-        if not task.spec.containers or self._inv is None:
+        if not task.spec.containers or self._extended is None:
             return {}
-        found = self._asks.get(task.uid)
-        if found is None:
-            classes = self._inv.resource_classes()
-            found = {r: classes[r] for r in sorted(task.request) if r in classes}
-            self._asks[task.uid] = found
-        return found
+        return self._extended.asks(task)
 
     def extended_key(self, task: TaskInfo) -> str:
         """The key of ``task``'s extended-resource claim in the API (or assumed), else
@@ -272,52 +244,18 @@ class DraPlugin:
             keys.append(ext)
         return keys
 
-    def _extended_claim(self, task: TaskInfo, served: tuple[str, ...]) -> ClaimInfo:
-        """``task``'s extended-resource claim on a node serving ``served`` through DRA."""
-        found = self._ext_claims.get((task.uid, served))
-        if found is None:
-            asks = self.extended_asks(task)
-            made = extended_plan(task.spec.containers, {r: asks[r] for r in served})
-            claim = ClaimInfo(
-                task.namespace,
-                EXTENDED_SESSION_NAME,
-                "",
-                requests=made.requests,
-                owner_pod=task.uid,
-                extended=True,
-            )
-            found = self._ext_claims[(task.uid, served)] = (claim, made)
-        return found[0]
+    @property
+    def _ext(self) -> ExtendedClaims:
+        """The extended-resource claims of a session with DRA objects."""
+        assert self._extended is not None
+        return self._extended
 
-    def _served(self, asks: Mapping[str, str], node: str) -> tuple[str, ...]:
-        """Which of ``asks`` node ``node`` serves through DRA."""
-        assert self._view is not None
-        there = self._view.extended.get(node)
-        return tuple(r for r in asks if r in there) if there else ()
-
-    def _served_rows(self, asks: Mapping[str, str]) -> list[tuple[BoolVector, tuple[str, ...]]]:
-        """The table's rows grouped by which of ``asks`` they serve through DRA."""
-        key = tuple(asks)
-        found = self._ext_rows.get(key)
-        if found is None:
-            assert self._table is not None
-            groups: dict[tuple[str, ...], list[int]] = {}
-            for row, node in enumerate(self._table.nodes):
-                groups.setdefault(self._served(asks, node.name), []).append(row)
-            found = []
-            for served, rows in groups.items():
-                mask = np.zeros(len(self._table), dtype=np.bool_)
-                mask[rows] = True
-                found.append((mask, served))
-            self._ext_rows[key] = found
-        return found
-
-    def _state(self, key: str) -> _ClaimState:
+    def _state(self, key: str) -> ClaimState:
         state = self._states.get(key)
         if state is None:
             assert self._view is not None and self._inv is not None
             claim = self._view.claims[key]
-            state = _ClaimState(claim, claim.allocation)
+            state = ClaimState(claim, claim.allocation)
             if claim.allocation is not None:
                 state.devices = tuple(self._inv.devices_of(claim.allocation.devices))
                 np.add.at(self._use, list(state.devices), 1)
@@ -354,22 +292,25 @@ class DraPlugin:
                 refused |= bad
         if not plan.todo and not plan.extended:
             return out
+        inv = self._inv
+        assert inv is not None
         free = self._free(task, releasing)
-        groups = self._served_rows(plan.extended) if plan.extended else [(~refused, ())]
+        groups = self._ext.served_rows(plan.extended) if plan.extended else [(~refused, ())]
         for rows, served in groups:
             todo = list(plan.todo)
             if served:
-                todo.append(self._extended_claim(task, served))
+                todo.append(self._ext.claim(task, served))
             if not todo:
                 continue
-            counted = self._count_all(todo, free, n) if not self._shared else None
+            counted = count_all(inv, self._device_row, todo, free, n) if not self._shared else None
             if counted is not None:
                 for r in counted:
                     mine = r.nodes & rows & ~refused
                     if mine.any():
                         out.append(Rejection(r.reason, mine, r.resolvable))
             else:
-                out.extend(self._each_row(todo, free, refused | ~rows))
+                outcome = functools.partial(self._outcome, todo=todo, free=free)
+                out.extend(each_row(outcome, refused | ~rows))
         return out
 
     def row_filter(self, task: TaskInfo, table: TableView, row: int, releasing: bool, /) -> bool:
@@ -385,9 +326,9 @@ class DraPlugin:
         if any(not a.allows(node.name, node.labels) for _, a in plan.pinned):
             return False
         todo = list(plan.todo)
-        served = self._served(plan.extended, node.name) if plan.extended else ()
+        served = self._ext.served(plan.extended, node.name) if plan.extended else ()
         if served:
-            todo.append(self._extended_claim(task, served))
+            todo.append(self._ext.claim(task, served))
         if not todo:
             return True
         return self._outcome(row, todo, self._free(task, releasing)).ok
@@ -408,7 +349,7 @@ class DraPlugin:
         ):
             return out
         pinned = sum(
-            _alternative_score(
+            alternative_score(
                 self._states[k].claim if k in self._states else self._view.claims[k], a
             )
             for k, a in plan.pinned
@@ -418,7 +359,7 @@ class DraPlugin:
             outcome = self._outcome(row, plan.todo, free)
             if outcome.allocations is not None:
                 out[i] = pinned + sum(
-                    _alternative_score(c, a)
+                    alternative_score(c, a)
                     for c, a in zip(plan.todo, outcome.allocations, strict=True)
                 )
         best = out.max() if len(out) else 0.0
@@ -494,7 +435,7 @@ class DraPlugin:
         if releasing:
             for key in self._idle:
                 state = self._states[key]
-                if self._released(state):
+                if released(state, self._tasks):
                     give.extend(state.devices)
         if not give:
             free: BoolVector = self._use == 0
@@ -503,89 +444,6 @@ class DraPlugin:
         np.subtract.at(use, give, 1)
         left: BoolVector = use == 0
         return left
-
-    def _released(self, state: _ClaimState) -> bool:
-        """Is the API allocation of a claim nobody holds any more on its way out (its
-        consumers being evicted or gone, so the claim controller will deallocate it)?"""
-        if state.holders or state.made_by or state.allocation is None:
-            return False
-        for t in state.departed.values():
-            if t.status is TaskStatus.RELEASING:
-                return True
-        for consumer in state.claim.reserved_for:
-            holder = self._tasks.get(consumer.uid)
-            if holder is None or holder.status is TaskStatus.RELEASING:
-                return True
-        return False
-
-    def _count_all(self, todo: list[ClaimInfo], free: BoolVector, n: int) -> list[Rejection] | None:
-        """The usual case for all rows at once: every request of the claims is one
-        ``ExactCount`` of the same class and selectors, without constraints. None when
-        the claims are anything else (the allocator then runs per row)."""
-        assert self._inv is not None
-        key = None
-        need = 0
-        for claim in todo:
-            if claim.constraints:
-                return None
-            for request in claim.requests:
-                sub = request.exactly
-                if sub is None or sub.mode != ALLOCATION_MODE_EXACT:
-                    return None
-                if key is None:
-                    key = sub
-                elif (sub.device_class, sub.selectors) != (key.device_class, key.selectors):
-                    return None
-                need += sub.count
-        if key is None:
-            return []
-        match = self._inv.match(key)
-        rows = self._device_row
-        have = np.bincount(rows[match.devices & free & (rows >= 0)], minlength=n)[:n]
-        short = have < need
-        if not short.any():
-            return []
-        exist = np.bincount(rows[match.devices & (rows >= 0)], minlength=n)[:n]
-        claim = todo[0]
-        what = (
-            f"claim {claim.key}, request {claim.requests[0].name}, class {key.device_class}"
-            if len(todo) == 1 and len(claim.requests) == 1
-            else f"claims {', '.join(c.key for c in todo)}, class {key.device_class}"
-        )
-        out = []
-        none = short & (exist < need)
-        busy = short & ~none
-        if none.any():
-            failed = np.bincount(rows[match.failed & (rows >= 0)], minlength=n)[:n] > 0
-            if match.error and (none & failed).any():
-                out.append(
-                    Rejection(f"cannot allocate {what}: {match.error}", none & failed, False)
-                )
-                none &= ~failed
-            if none.any():
-                out.append(Rejection(f"cannot allocate {what}: no matching device", none, False))
-        if busy.any():
-            out.append(
-                Rejection(f"cannot allocate {what}: matching devices are in use", busy, True)
-            )
-        return out
-
-    def _each_row(
-        self, todo: list[ClaimInfo], free: BoolVector, refused: BoolVector
-    ) -> list[Rejection]:
-        groups: dict[tuple[str, bool], list[int]] = {}
-        for row in range(len(refused)):
-            if refused[row]:
-                continue
-            outcome = self._outcome(row, todo, free)
-            if not outcome.ok:
-                groups.setdefault((outcome.reason, outcome.resolvable), []).append(row)
-        out = []
-        for (reason, resolvable), rows in groups.items():
-            mask = np.zeros(len(refused), dtype=np.bool_)
-            mask[rows] = True
-            out.append(Rejection(reason, mask, resolvable))
-        return out
 
     def _outcome(self, row: int, todo: Sequence[ClaimInfo], free: BoolVector) -> Outcome:
         assert self._inv is not None and self._table is not None
@@ -612,12 +470,12 @@ class DraPlugin:
         placing = task.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
         asks = self.extended_asks(task)
         if asks and placing and not self.extended_key(task):
-            served = self._served(asks, node.name)
+            served = self._ext.served(asks, node.name)
             if served:
-                claim = self._extended_claim(task, served)
+                claim = self._ext.claim(task, served)
                 key = _session_key(task)
-                state = self._states[key] = _ClaimState(claim, None, holders={task.uid})
-                state.extended = self._ext_claims[(task.uid, served)][1]
+                state = self._states[key] = ClaimState(claim, None, holders={task.uid})
+                state.extended = self._ext.to_create(task, served)
                 todo.append((key, claim))
         if not todo:
             return
@@ -689,60 +547,7 @@ class DraPlugin:
         """The claim writes before ``task`` is bound to ``node`` (module docstring)."""
         if (not task.spec.resource_claims and not task.spec.containers) or self._view is None:
             return []
-        out = []
-        for key in self._held_keys(task):
-            state = self._states.get(key)
-            if state is None or state.allocation is None:
-                # Never bind a pod whose claim has no devices: the job's attempt fails
-                # (SchedulerError) and is rolled back instead.
-                raise InvariantError(f"ResourceClaim {key} of {task.key} is not allocated")
-            claim = state.claim
-            if state.extended is not None:
-                out.append(
-                    ClaimBinding(
-                        claim.namespace,
-                        "",
-                        "",
-                        task.name,
-                        task.uid,
-                        state.allocation,
-                        add_finalizer=True,
-                        extended=state.extended,
-                    )
-                )
-                continue
-            if claim.reserved_for_pod(task.uid) and claim.allocation is not None:
-                continue
-            allocation = state.allocation if claim.allocation is None else None
-            out.append(
-                ClaimBinding(
-                    claim.namespace,
-                    claim.name,
-                    claim.uid,
-                    task.name,
-                    task.uid,
-                    allocation,
-                    add_finalizer=allocation is not None and FINALIZER not in claim.finalizers,
-                )
-            )
-        return out
-
-
-FIRST_AVAILABLE_MAX = 8
-"""At most this many alternatives in a ``firstAvailable`` request (the API's limit): the
-first scores 8, the last 1, as kube-scheduler scores them."""
-
-
-def _alternative_score(claim: ClaimInfo, allocation: Allocation) -> int:
-    """What ``allocation`` of ``claim`` scores: per ``firstAvailable`` request, 8 less the
-    index of the alternative it got."""
-    got = {r.request for r in allocation.results}
-    score = 0
-    for request in claim.requests:
-        for i, sub in enumerate(request.first_available):
-            if f"{request.name}/{sub.name}" in got:
-                score += FIRST_AVAILABLE_MAX - i
-    return score
+        return claim_writes(task, self._held_keys(task), self._states)
 
 
 def _session_key(task: TaskInfo) -> str:

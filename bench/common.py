@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from bench.workloads import source_revision
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.runner import Simulation
 
 NODE = {"cpu": "4", "memory": "32Gi", "pods": "110"}

@@ -27,7 +27,7 @@ from bench.workloads import NAMESPACE, _r, cycle_holds, peak_rss_mb
 from scheduler import app
 from scheduler.api import labels as L
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.backend import ApiCall
 from scheduler.sim.scenario import Arrival, Scenario
 

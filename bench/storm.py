@@ -38,7 +38,7 @@ from scheduler import app
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict, parts
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.backend import ApiCall
 from scheduler.sim.faults import CALL_KINDS, ApiBehaviour
 from scheduler.sim.scenario import Arrival, Scenario

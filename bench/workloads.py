@@ -31,7 +31,7 @@ from scheduler import app
 from scheduler.api import labels as L
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.backend import ApiCall
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Arrival, Scenario

@@ -52,8 +52,8 @@ from scheduler.api.task_states import USES_NODE
 from scheduler.config import SchedulerConfiguration, with_feature_gates
 from scheduler.framework.effects import Evict, EvictReason, Nominate, parts
 from scheduler.logging import quiet
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.queue.preemption_gates import GATE_TIMEOUT
-from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario

@@ -30,7 +30,7 @@ from scheduler.config import (
 from scheduler.live import LivePage
 from scheduler.live.page_server import serve_page
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.durations import parse_duration
 from scheduler.sim.emulator import ApiEmulator
 from scheduler.sim.faults import ApiBehaviour

@@ -1,6 +1,6 @@
 """What the live page keeps of each cycle (layer 4, live).
 
-:class:`LiveSummary` is a :class:`~scheduler.loop.scheduler_loop.CycleObserver`: after each
+:class:`LiveSummary` is a :class:`~scheduler.loop.cycle_report.CycleObserver`: after each
 cycle the loop hands it the cycle's report, and it keeps references to what the report
 already holds (the reasons, the scheduling queue's view, the queue shares) and the last
 :data:`RECENT` preemption and reclaim decisions. That is all the work the page adds to a
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from scheduler.api.holds import EMPTY_QUEUE, QueueView
 from scheduler.api.queue import QueueShare
 from scheduler.api.reasons import Reason
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.decisions import Decision, decisions_of
-from scheduler.loop.scheduler_loop import CycleReport
 
 RECENT = 50
 """How many preemption and reclaim decisions the page lists (the most recent)."""

@@ -8,7 +8,7 @@ background pools. A cycle runs every ``schedule_period`` seconds of the clock, a
 once when the cache reports a change worth it (a new pod, freed room, a new node).
 
 Errors are confined: a job whose attempt raised is rolled back by the actions and backs
-off (the queue holds it; :mod:`scheduler.loop.errors` logs it); a cycle that raised
+off (the queue holds it; :mod:`scheduler.loop.cycle_failures` logs it); a cycle that raised
 outside any job is thrown away whole (nothing of it is handed on, the next snapshot
 copies everything afresh), counted, and the loop goes on. Nothing a plugin raises ends
 the process.
@@ -27,7 +27,6 @@ import gc
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import anyio
@@ -39,10 +38,6 @@ from scheduler.api.errors import (
     InvariantError,
     NamespaceTerminatingError,
 )
-from scheduler.api.holds import EMPTY_QUEUE, QueueView
-from scheduler.api.queue import QueueShare
-from scheduler.api.reasons import Reason
-from scheduler.api.resource import CPU
 from scheduler.api.task import TaskInfo
 from scheduler.cache import SchedulerCache
 from scheduler.dispatch import ApiDispatcher
@@ -59,9 +54,11 @@ from scheduler.framework.session import Session, open_session
 from scheduler.logging import get_logger, v
 from scheduler.loop.binding_cycle import BindingCycle
 from scheduler.loop.cycle_failures import JobErrorLog, cycle_failed
+from scheduler.loop.cycle_report import CycleObserver, CycleReport, record_decisions
 from scheduler.loop.idle import IdleCycles, settled
-from scheduler.loop.queue import JobQueue, ReservationChange
-from scheduler.loop.status import WAITING, StatusReporter
+from scheduler.loop.queue import JobQueue
+from scheduler.loop.queue_gauges import QueueGauges
+from scheduler.loop.status import StatusReporter
 from scheduler.loop.system_clock import SystemClock
 from scheduler.loop.workers import WorkerPool
 from scheduler.metrics import PROFILE, Metrics
@@ -95,65 +92,6 @@ event awaited, no API call, so the bound is only against a runaway."""
 SLOW_CYCLE_SECONDS = 2.0
 """A cycle whose decisions take longer is logged (``slow cycle``) with the time of each
 part: the event loop (lease renewals included) waited that long."""
-
-
-@dataclass(slots=True)
-class CycleReport:
-    """What one cycle decided. Given to observers after the cycle's effects are handed on."""
-
-    number: int
-    started: float
-    """Clock time (virtual in simulations) when the cycle began."""
-    effects: list[Effect] = field(default_factory=list)
-    task_reasons: dict[str, Reason] = field(default_factory=dict)
-    """Why each still-pending pod is unscheduled, by ``namespace/name``."""
-    job_reasons: dict[str, Reason] = field(default_factory=dict)
-    placements: dict[str, str] = field(default_factory=dict)
-    """The node set (``rack rb``) each pod bound this cycle was placed in, by
-    ``namespace/name``, for the pods of gangs placed in one."""
-    job_errors: dict[str, str] = field(default_factory=dict)
-    """Jobs whose attempt raised this cycle (rolled back, backing off), with the message."""
-    failed: str = ""
-    """Non-empty when the cycle failed as a whole: where (its decisions were discarded)."""
-    seconds: float = 0.0
-    """Wall time the decisions took."""
-    reservation_changes: list[ReservationChange] = field(default_factory=list)
-    """Nodes reserved for a starving job, or released, this cycle."""
-    queue_view: QueueView = EMPTY_QUEUE
-    """What the scheduling queue held back as the cycle started (its holds, starvation
-    protection's target and nodes)."""
-    queue_shares: Mapping[str, QueueShare] = field(default_factory=dict)
-    """Each queue's deserved share and allocation as the cycle ended (empty when it
-    failed)."""
-    deferred: int = 0
-    """Jobs left to the next cycle because an action spent its time budget (the loop
-    then runs the next cycle at once)."""
-    slices: int = 1
-    """Stretches the cycle held the loop in (more than one when an action went on in the
-    same session after the background calls ran: see ``SchedulingLoop._decide``)."""
-    handed_on: int = 0
-    """Effects handed on (assumed, submitted) between slices, before the cycle's end."""
-    longest_hold: float = 0.0
-    """The longest stretch (seconds of wall time) the cycle held the loop without
-    letting a background call or a watch event run: what ``max_cycle_seconds`` of the
-    benchmarks reports."""
-    slice_started: float = 0.0
-    revision: int = 0
-    """The cache's :attr:`~scheduler.cache.SchedulerCache.revision` at the snapshot."""
-    settled: bool = False
-    """The cycle decided nothing and left no pod of Sluice waiting
-    (:func:`~scheduler.loop.idle.settled`): until the cache changes, the next may be
-    skipped. Worked out only by a loop that skips idle cycles (``skip_idle``)."""
-    parts: dict[str, float] = field(default_factory=dict)
-    """Wall time of each part of the decisions: ``snapshot``, ``open``, each action."""
-
-    @property
-    def decided(self) -> bool:
-        return bool(self.effects or self.reservation_changes)
-
-
-class CycleObserver(Protocol):
-    def __call__(self, report: CycleReport, /) -> None: ...
 
 
 class PreemptionHandler(Protocol):
@@ -237,10 +175,7 @@ class SchedulingLoop:
         """Hands on the binds (their claims first) and clears the claims nobody holds."""
         self._generation = 0
         """The cache's generation when the cycle under way took its snapshot."""
-        self._pending_series: set[str] = set()
-        self._share_series: set[tuple[str, str]] = set()
-        """(queue, resource) with a ``scheduler_queue_deserved``/``_allocated`` series."""
-        """Queues with a ``scheduler_pending_pods`` series."""
+        self.gauges = QueueGauges(self.metrics)
         self._real_time = isinstance(ports.clock, SystemClock)
         self.action_budget = self.config.action_time_budget if self._real_time else 0.0
         """Seconds of wall time each action may spend on one cycle's jobs (0: no limit;
@@ -401,23 +336,7 @@ class SchedulingLoop:
                 observer(report)
             return report
         self.metrics.cycle_duration.labels("all").observe(report.seconds)
-        report.effects = list(session.effects)
-        for job in session.jobs.values():
-            for t in job.tasks.values():
-                told = session.task_reasons.get(t.uid) or session.job_reasons.get(job.uid)
-                if told is not None and told.message and t.status in WAITING and t.sluice:
-                    report.task_reasons[t.key] = told
-        report.job_reasons = dict(session.job_reasons)
-        report.queue_shares = session.queue_shares
-        if session.placed_in:
-            for effect in report.effects:
-                if isinstance(effect, Bind) and effect.task.job_id in session.placed_in:
-                    report.placements[effect.task.key] = session.placed_in[effect.task.job_id]
-        report.job_errors = {
-            uid: told.message if (told := session.job_reasons.get(uid)) is not None else ""
-            for uid in session.job_errors
-        }
-        report.deferred = len(session.deferred)
+        record_decisions(report, session)
         self.error_log.after_cycle(session)
         report.reservation_changes = self.queue.after_cycle(session, self._generation, now)
         if self.skip_idle:  # the scan of every task is for the idle check only
@@ -441,8 +360,8 @@ class SchedulingLoop:
             report.slice_started = time.perf_counter()
         self.binding.release_stale_claims(session)
         self.status.report(session)
-        self._report_pending()
-        self._report_queue_shares(session)
+        self.gauges.pending(self.status.pending_by_queue)
+        self.gauges.shares(session.queue_shares)
         unschedulable = len(report.task_reasons)
         if unschedulable:
             self.metrics.schedule_attempts.labels("unschedulable", PROFILE).inc(unschedulable)
@@ -592,34 +511,6 @@ class SchedulingLoop:
             objects=gc.get_freeze_count(),
             seconds=round(time.perf_counter() - t0, 3),
         )
-
-    def _report_pending(self) -> None:
-        """Set ``scheduler_pending_pods`` per queue; a queue that is gone loses its series,
-        so the gauge does not keep counting pods that went with it."""
-        pending = self.status.pending_by_queue
-        for queue in self._pending_series - pending.keys():
-            self.metrics.pending_pods.remove(queue)
-        for queue, n in pending.items():
-            self.metrics.pending_pods.labels(queue).set(n)
-        self._pending_series = set(pending)
-
-    def _report_queue_shares(self, session: Session) -> None:
-        """Set ``scheduler_queue_deserved`` and ``scheduler_queue_allocated`` per queue and
-        resource (CPU in cores); series of queues or resources that went are removed."""
-        series: set[tuple[str, str]] = set()
-        for queue, share in session.queue_shares.items():
-            for gauge, amounts in (
-                (self.metrics.queue_deserved, share.deserved),
-                (self.metrics.queue_allocated, share.allocated),
-            ):
-                for resource in set(share.deserved) | set(share.allocated):
-                    amount = amounts[resource]
-                    gauge.labels(queue, resource).set(amount / 1000 if resource == CPU else amount)
-            series.update((queue, r) for r in set(share.deserved) | set(share.allocated))
-        for gone in self._share_series - series:
-            self.metrics.queue_deserved.remove(*gone)
-            self.metrics.queue_allocated.remove(*gone)
-        self._share_series = series
 
     async def _apply(self, effects: Sequence[Effect], report: CycleReport) -> None:
         """Assume ``effects`` (of ``report``'s cycle, or of a slice of it), in decision

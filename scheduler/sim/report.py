@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api import labels as L
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.store import WatchEvent
 
 PALETTE = (

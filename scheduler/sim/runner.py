@@ -58,8 +58,9 @@ from scheduler.api.shards import Sharding
 from scheduler.api.volumes.model import PROVISIONED_BY
 from scheduler.api.volumes.storage_objects import volume_from_object
 from scheduler.cache import SchedulerCache
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.decisions import decisions_of
-from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
+from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.loop.system_clock import SystemClock
 from scheduler.ports import ClusterPorts
 from scheduler.schema import load_crds

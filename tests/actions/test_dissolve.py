@@ -25,7 +25,7 @@ from scheduler.api import labels as L
 from scheduler.api.core_objects import pod_group_name
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.effects import Evict, EvictReason, parts
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.scenario import ARRIVAL_ANNOTATION, DEPARTURE_ANNOTATION
 from scheduler.sim.store import ObjectStore, WatchEvent
 from tests import simulated

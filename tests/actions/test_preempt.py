@@ -35,7 +35,7 @@ from scheduler.config import (
 from scheduler.framework.effects import ClearNomination, Evict, Nominate, parts
 from scheduler.framework.session import Session
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.faults import ApiBehaviour
 from scheduler.sim.runner import Simulation, SimulationResult
 from scheduler.sim.scenario import load_scenario

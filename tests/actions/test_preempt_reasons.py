@@ -69,7 +69,7 @@ def test_a_pods_reason_follows_its_preemption_step_by_step() -> None:
     import anyio
 
     from scheduler import app
-    from scheduler.loop.scheduler_loop import CycleReport
+    from scheduler.loop.cycle_report import CycleReport
     from scheduler.sim.faults import ApiBehaviour
     from scheduler.sim.runner import Simulation
     from scheduler.sim.scenario import Arrival, Scenario

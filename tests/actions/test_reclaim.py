@@ -25,7 +25,7 @@ from scheduler.api.resource import Resource, ResourceSum
 from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.virtual_time import VirtualTimeLoop

@@ -44,7 +44,7 @@ from scheduler.api.task_states import HOLDS_ROOM
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.effects import Evict, EvictReason, parts
 from scheduler.framework.session import Session, open_session
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.plugins.proportion import ProportionPlugin
 from scheduler.sim.runner import Simulation
 from scheduler.sim.store import ObjectStore, WatchEvent

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from scheduler.api import labels as L
 from scheduler.framework.effects import Evict, EvictReason, parts
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.store import ObjectStore, WatchEvent
 from tests import simulated
 from tests.builders import node, pod, pod_group, queue

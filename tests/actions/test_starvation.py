@@ -28,7 +28,7 @@ from scheduler.api import labels as L
 from scheduler.api.errors import NotFoundError
 from scheduler.config import DEFAULT_ACTIONS, SchedulerConfiguration
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import load_scenario
 from scheduler.sim.virtual_time import VirtualTimeLoop

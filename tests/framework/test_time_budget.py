@@ -26,8 +26,9 @@ from scheduler.api import labels as L
 from scheduler.config import SchedulerConfiguration, parse_configuration
 from scheduler.framework.effects import Bind, Evict, SetPhase, parts
 from scheduler.framework.session import Session, open_session
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.queue import JobQueue
-from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
+from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.loop.status import StatusReporter
 from scheduler.loop.system_clock import SystemClock
 from scheduler.metrics import Metrics

@@ -28,8 +28,8 @@ from scheduler.live import LivePage
 from scheduler.live import service as live_service
 from scheduler.live.state import page_state
 from scheduler.live.summary import RECENT, LiveSummary
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.decisions import Decision, decisions_of
-from scheduler.loop.scheduler_loop import CycleReport
 from tests.builders import HOSTNAME, ZONE, cache_with, node, pod, pod_group, queue
 from tests.live.loops import loop_of, running
 from tests.volume_builders import pv, pvc

@@ -27,7 +27,8 @@ from scheduler.dispatch import EvictPod, PodStatusPatch
 from scheduler.dispatch.outcomes import RetryPolicy
 from scheduler.framework.effects import Bind
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport, SchedulingLoop
+from scheduler.loop.cycle_report import CycleReport
+from scheduler.loop.scheduler_loop import SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef, PodState
 from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod

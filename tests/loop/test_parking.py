@@ -16,8 +16,8 @@ from scheduler.actions import allocate
 from scheduler.api import labels as L
 from scheduler.api import reasons
 from scheduler.framework.awaited_pods import PlacedPod
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.loop.queue.parking import Parking
-from scheduler.loop.scheduler_loop import CycleReport
 from scheduler.sim.runner import Simulation
 from tests import simulated
 from tests.builders import cached_session

@@ -21,7 +21,8 @@ from scheduler.app import builtin_registry
 from scheduler.config import SchedulerConfiguration
 from scheduler.framework.effects import Effect, Evict, parts
 from scheduler.framework.session import Session
-from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, CycleReport, SchedulingLoop
+from scheduler.loop.cycle_report import CycleReport
+from scheduler.loop.scheduler_loop import BACKGROUND_SHARE, SchedulingLoop
 from scheduler.ports import ClusterPorts, ObjectRef
 from scheduler.sim.virtual_time import VirtualClock, VirtualTimeLoop
 from tests.builders import cache_with, node, pod

@@ -26,7 +26,7 @@ from scheduler.api import labels as L
 from scheduler.api.errors import ServerError
 from scheduler.config import SchedulerConfiguration
 from scheduler.logging import quiet
-from scheduler.loop.scheduler_loop import CycleReport
+from scheduler.loop.cycle_report import CycleReport
 from scheduler.ports import Clock
 from scheduler.sim.faults import ApiBehaviour, FaultInjector
 from scheduler.sim.runner import Simulation, SimulationResult

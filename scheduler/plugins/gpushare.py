@@ -65,7 +65,6 @@ The scorer and the placement handlers are registered only when some node has dev
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -85,12 +84,22 @@ from scheduler.framework.extension_points import (
     Rejection,
 )
 from scheduler.framework.node_table import (
-    BoolVector,
     FloatVector,
     IndexVector,
     IntMatrix,
     IntVector,
     TableView,
+)
+from scheduler.plugins.gpu_devices import (
+    Demand,
+    Holding,
+    RowDevices,
+    RowState,
+    binpack,
+    fallback,
+    fits,
+    index_text,
+    lowest,
 )
 
 BoolMatrix = npt.NDArray[np.bool_]
@@ -109,55 +118,6 @@ MAX_SCORE = 100.0
 def invalid_memory(text: str) -> str:
     """The reason for a pod whose gpu-memory annotation cannot be read (not resolvable)."""
     return f"pod's {GPU_MEMORY_ANNOTATION} annotation {text!r} is not a memory quantity"
-
-
-@dataclass(frozen=True, slots=True)
-class Demand:
-    """What a pod asks: ``whole`` devices, or ``memory`` bytes of one device.
-
-    ``invalid`` is the reason when the pod's annotation cannot be read.
-    """
-
-    whole: int = 0
-    memory: int = 0
-    invalid: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """The devices one task holds on one row, as on_place chose them."""
-
-    row: int
-    devices: tuple[int, ...]
-    memory: int
-    """Bytes held on the device by a share; 0 for whole devices."""
-    whole: bool
-    priority: int
-    nominated: bool
-    wrote: bool
-    """Whether on_place put the index into ``session.annotations`` (on_unplace takes it out)."""
-
-
-@dataclass(slots=True)
-class _RowState:
-    """One row's device arrays, a copy to adjust (nominations, own holding, releasing)."""
-
-    mem: IntVector
-    whole: IntVector
-    holders: IntVector
-
-    def apply(self, h: Holding, sign: int) -> None:
-        for d in h.devices:
-            self.holders[d] += sign
-            if h.whole:
-                self.whole[d] += sign
-            else:
-                self.mem[d] += sign * h.memory
-
-
-def index_text(devices: tuple[int, ...]) -> str:
-    """The ``gpu-index`` annotation value of ``devices``: ``"1"``, ``"0,1"``."""
-    return ",".join(str(d) for d in devices)
 
 
 class GpuSharePlugin:
@@ -368,16 +328,16 @@ class GpuSharePlugin:
 
     def _adjustments(
         self, task: TaskInfo, *, count_releasing: bool, row: int | None
-    ) -> dict[int, _RowState]:
+    ) -> dict[int, RowState]:
         """Adjusted copies of the rows (only ``row`` if given) that ``task`` sees differently
         from the main state: lower-priority nominations and its own holding released,
         releasing pods added back unless ``count_releasing``."""
-        out: dict[int, _RowState] = {}
+        out: dict[int, RowState] = {}
 
-        def state(r: int) -> _RowState:
+        def state(r: int) -> RowState:
             s = out.get(r)
             if s is None:
-                s = _RowState(self._mem[r].copy(), self._whole[r].copy(), self._holders[r].copy())
+                s = RowState(self._mem[r].copy(), self._whole[r].copy(), self._holders[r].copy())
                 out[r] = s
             return s
 
@@ -406,14 +366,14 @@ class GpuSharePlugin:
             del self._departed[uid]
         return out
 
-    def _summary(self, row: int, state: _RowState) -> tuple[int, int]:
+    def _summary(self, row: int, state: RowState) -> tuple[int, int]:
         valid = self._valid[row]
         share_ok = valid & (state.whole == 0)
         best = int((self._cap[row] - state.mem)[share_ok].max()) if share_ok.any() else -1
         return best, int((valid & (state.holders == 0)).sum())
 
     def _refresh(self, row: int) -> None:
-        main = _RowState(self._mem[row], self._whole[row], self._holders[row])
+        main = RowState(self._mem[row], self._whole[row], self._holders[row])
         self._best[row], self._free_whole[row] = self._summary(row, main)
 
     # The scorer -------------------------------------------------------------------------------
@@ -528,12 +488,16 @@ class GpuSharePlugin:
         if (
             home is not None
             and home[0] == row
-            and (physical or self._fits(state, row, demand, home[1]))
+            and (physical or fits(state, self._devices(row), demand, home[1]))
         ):
             return home[1]
-        return self._binpack(state, row, demand) or self._fallback(state, row, demand)
+        devices = self._devices(row)
+        return binpack(state, devices, demand) or fallback(state, devices, demand)
 
-    def _row_state(self, task: TaskInfo, row: int) -> _RowState:
+    def _devices(self, row: int) -> RowDevices:
+        return RowDevices(self._valid[row], self._cap[row], int(self._counts[row]))
+
+    def _row_state(self, task: TaskInfo, row: int) -> RowState:
         """``row`` as ``task`` sees it when placed there now (see the module docstring)."""
         assert self._table is not None
         # Placed, a nominated pod waits for the room being freed; anything else takes only
@@ -541,53 +505,8 @@ class GpuSharePlugin:
         count_releasing = task.status is TaskStatus.PIPELINED
         state = self._adjustments(task, count_releasing=count_releasing, row=row).get(row)
         if state is None:
-            state = _RowState(self._mem[row], self._whole[row], self._holders[row])
+            state = RowState(self._mem[row], self._whole[row], self._holders[row])
         return state
-
-    def _free_devices(self, state: _RowState, row: int, demand: Demand) -> BoolVector:
-        """Devices of ``row`` that could take ``demand`` alone."""
-        valid = self._valid[row]
-        free: BoolVector
-        if demand.whole:
-            free = valid & (state.holders == 0)
-        else:
-            free = valid & (state.whole == 0) & (self._cap[row] - state.mem >= demand.memory)
-        return free
-
-    def _fits(self, state: _RowState, row: int, demand: Demand, devices: tuple[int, ...]) -> bool:
-        free = self._free_devices(state, row, demand)
-        return all(d < len(free) and bool(free[d]) for d in devices)
-
-    def _binpack(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
-        """The lowest free indexes for whole devices; for a share, the most used device that
-        still fits (lowest index on a tie). Empty when nothing fits."""
-        free = np.flatnonzero(self._free_devices(state, row, demand))
-        if demand.whole:
-            if len(free) < demand.whole:
-                return ()
-            return tuple(int(d) for d in free[: demand.whole])
-        if len(free) == 0:
-            return ()
-        # argmax returns the first maximum: the lowest index among the most used.
-        return (int(free[int(np.argmax(state.mem[free]))]),)
-
-    def _lowest(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
-        """The lowest indexes that fit (read-back of pods without a valid index)."""
-        free = np.flatnonzero(self._free_devices(state, row, demand))
-        k = max(demand.whole, 1)
-        return tuple(int(d) for d in free[:k]) if len(free) >= k else ()
-
-    def _fallback(self, state: _RowState, row: int, demand: Demand) -> tuple[int, ...]:
-        """Where a task goes when nothing fits (reality over-committed, or a placement no
-        filter checked): the least held devices, lowest index first. Deterministic."""
-        count = int(self._counts[row])
-        k = min(max(demand.whole, 1), count)
-        if not demand.whole:
-            room = self._cap[row] - state.mem
-            order = sorted(range(count), key=lambda d: (int(state.whole[d]), -int(room[d]), d))
-        else:
-            order = sorted(range(count), key=lambda d: (int(state.holders[d]), d))
-        return tuple(sorted(order[:k]))
 
     # Reading back what the cluster holds ------------------------------------------------------
 
@@ -628,8 +547,10 @@ class GpuSharePlugin:
         self._refresh_all()
 
     def _note(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...]:
-        state = _RowState(self._mem[row], self._whole[row], self._holders[row])
-        devices = self._lowest(state, row, demand) or self._fallback(state, row, demand)
+        state = RowState(self._mem[row], self._whole[row], self._holders[row])
+        devices = lowest(state, self._devices(row), demand) or fallback(
+            state, self._devices(row), demand
+        )
         self._home[task.uid] = (row, devices)
         return devices
 

@@ -23,11 +23,11 @@ from scheduler.framework.effects import Bind, Evict, Nominate, parts
 from scheduler.framework.extension_points import NODE_SCORER, ON_PLACE
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.session import Session, open_session
+from scheduler.plugins.gpu_devices import Demand, binpack, fallback
 from scheduler.plugins.gpushare import (
     GPU_MEMORY_NOT_FREE,
     GPU_TOO_SMALL,
     WHOLE_GPUS_NOT_FREE,
-    Demand,
     GpuSharePlugin,
     invalid_memory,
 )
@@ -515,8 +515,8 @@ class _ReAddsWhereBinpackPrefers(GpuSharePlugin):
     """The mistake issue 3 warns about: a re-added pod goes wherever binpack puts it."""
 
     def _choose(self, task: TaskInfo, row: int, demand: Demand) -> tuple[int, ...]:
-        state = self._row_state(task, row)
-        return self._binpack(state, row, demand) or self._fallback(state, row, demand)
+        state, devices = self._row_state(task, row), self._devices(row)
+        return binpack(state, devices, demand) or fallback(state, devices, demand)
 
 
 def test_re_adding_victims_wherever_binpack_prefers_would_find_no_victim() -> None:

@@ -6,8 +6,9 @@ its :class:`Scope` (asked for one job, or for the whole cycle). Plugins register
 a :class:`HookSet` when a session opens (``hooks.add(JOB_READY, fn)``); the framework asks
 every point through :func:`scheduler.framework.tiers.bind`, which takes the rule from the
 declaration and writes each rule once. Declaring a new extension point is a Protocol and
-a :class:`Point` here, and nothing else: actions ask it with ``session.ask(POINT, ...)``
-(typed by the point's answer), inside the job's boundary when its scope is JOB.
+a :class:`Point` here, and the session's typed method that asks it
+(:mod:`~scheduler.framework.plugin_questions`, typed by the point's answer): actions call
+that method, inside the job's boundary when its scope is JOB.
 
 Every hook is called synchronously from an action, must be deterministic, and must not
 mutate its arguments unless its contract says so. A hook that raises is blamed by name:

@@ -21,11 +21,13 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo, QueueShare
 from scheduler.api.task import TaskInfo
 from scheduler.api.volumes.prebind import VolumeBindings
+from scheduler.framework.effects import VictimBundle
 from scheduler.framework.extension_points import (
     BIND_ANNOTATIONS,
     BIND_CLAIMS,
     BIND_VOLUMES,
     ENQUEUE_ROOM,
+    GANG_VICTIM_SELECTOR,
     JOB_ENQUEUEABLE,
     JOB_ORDER,
     JOB_PIPELINED,
@@ -95,7 +97,7 @@ class PluginQuestions(JobBoundaries):
         """The set of every node (what the first node-set plugin splits), built once."""
         return everything(len(self.table))
 
-    def ask(self, point: Point[Any, R], *args: Any) -> R:
+    def _ask(self, point: Point[Any, R], *args: Any) -> R:
         """Ask ``point`` with ``args``, its answers combined by its declared rule. While an
         action runs, a JOB point must be asked inside a job's boundary (:meth:`job_scope`)."""
         if point.scope is Scope.JOB and self._acting and not self._scopes:
@@ -109,57 +111,57 @@ class PluginQuestions(JobBoundaries):
     def job_key(self, job: JobInfo) -> tuple[int | float | str, ...]:
         """``job``'s sort key among jobs: the plugins' keys, then the older first, then
         its uid (Volcano's default order)."""
-        return (*self.ask(JOB_ORDER, job), job.creation, job.uid)
+        return (*self._ask(JOB_ORDER, job), job.creation, job.uid)
 
     def task_key(self, task: TaskInfo) -> tuple[int | float | str, ...]:
         """``task``'s sort key among its job's tasks (the plugins' keys, then its name)."""
-        return (*self.ask(TASK_ORDER, task), task.key)
+        return (*self._ask(TASK_ORDER, task), task.key)
 
     def queue_key(self, queue: QueueInfo) -> tuple[int | float | str, ...]:
         """``queue``'s sort key among queues (the plugins' keys, then its name)."""
-        return (*self.ask(QUEUE_ORDER, queue), queue.name)
+        return (*self._ask(QUEUE_ORDER, queue), queue.name)
 
     def job_valid(self, job: JobInfo) -> Status:
         """May ``job`` be tried at all? Success, or why not."""
-        return self.ask(JOB_VALID, job)
+        return self._ask(JOB_VALID, job)
 
     def job_ready(self, job: JobInfo) -> Status:
         """Is enough of ``job`` placed for it to be bound? Success, or why not."""
-        return self.ask(JOB_READY, job)
+        return self._ask(JOB_READY, job)
 
     def job_pipelined(self, job: JobInfo) -> Status:
         """Is enough of ``job`` placed or nominated? Success, or why not."""
-        return self.ask(JOB_PIPELINED, job)
+        return self._ask(JOB_PIPELINED, job)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return self.ask(JOB_STARVING, job)
+        return self._ask(JOB_STARVING, job)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
-        return self.ask(JOB_ENQUEUEABLE, job)
+        return self._ask(JOB_ENQUEUEABLE, job)
 
     def enqueue_room(self) -> AdmissionRoom | None:
         """The room a plugin measures for admitting gangs this cycle (None: no plugin
         does; the enqueue action then uses its own measure)."""
-        return self.ask(ENQUEUE_ROOM)
+        return self._ask(ENQUEUE_ROOM)
 
     def queue_allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return self.ask(QUEUE_ALLOCATABLE, queue, task)
+        return self._ask(QUEUE_ALLOCATABLE, queue, task)
 
     def queue_overused(self, queue: QueueInfo) -> bool:
-        return self.ask(QUEUE_OVERUSED, queue)
+        return self._ask(QUEUE_OVERUSED, queue)
 
     def queue_borrowable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``task`` go beyond ``queue``'s share into room nobody below theirs could use?"""
-        return self.ask(QUEUE_BORROWABLE, queue, task)
+        return self._ask(QUEUE_BORROWABLE, queue, task)
 
     def queue_reclaims(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``queue`` take room for ``task`` by reclaim (below its share in what
         ``task`` asks, though ``task`` may be larger than what is left of it)?"""
-        return self.ask(QUEUE_RECLAIMS, queue, task)
+        return self._ask(QUEUE_RECLAIMS, queue, task)
 
     def queue_share(self, queue: QueueInfo) -> QueueShare | None:
         """``queue``'s deserved and allocated share this cycle (None without a plugin)."""
-        return self.ask(QUEUE_SHARE, queue)
+        return self._ask(QUEUE_SHARE, queue)
 
     def node_sets(
         self, job: JobInfo, tasks: Sequence[TaskInfo], purpose: Purpose
@@ -170,7 +172,7 @@ class PluginQuestions(JobBoundaries):
         if not self._subset_points:
             return None
         counts: dict[str, int] = {}
-        sets = self.ask(SUBSET_NODES, job, tasks, self.all_nodes, purpose, counts)
+        sets = self._ask(SUBSET_NODES, job, tasks, self.all_nodes, purpose, counts)
         if sets is not None and v(4):
             log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
             if v(7):
@@ -194,14 +196,26 @@ class PluginQuestions(JobBoundaries):
         reclaim): the plugins' victim filter (asked about the first of them), then their
         reclaim budgets."""
         allowed = self.victims(reclaimers[0], candidates)
-        return self.ask(RECLAIMABLE, reclaimers, allowed)
+        return self._ask(RECLAIMABLE, reclaimers, allowed)
+
+    def gang_victims(
+        self,
+        job: JobInfo,
+        tasks: Sequence[TaskInfo],
+        nodes: NodeSet,
+        candidates: Sequence[tuple[JobInfo, VictimBundle, Sequence[TaskInfo]]],
+    ) -> Sequence[str] | None:
+        """The jobs a plugin chose to evict so that gang ``job``'s ``tasks`` fit in
+        ``nodes`` (see :class:`~.extension_points.GangVictimSelector`); None: the search
+        chooses."""
+        return self._ask(GANG_VICTIM_SELECTOR, job, tasks, nodes, candidates)
 
     def victims(self, preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> list[TaskInfo]:
-        return self.ask(VICTIMS, preemptor, candidates)
+        return self._ask(VICTIMS, preemptor, candidates)
 
     def job_enqueued(self, job: JobInfo) -> None:
         """Tell plugins that ``job`` just went Inqueue (called by the enqueue action)."""
-        self.ask(ON_ENQUEUE, job)
+        self._ask(ON_ENQUEUE, job)
 
     def order_jobs(self, jobs: list[JobInfo]) -> list[JobInfo]:
         return sorted(jobs, key=self.job_key)
@@ -212,17 +226,17 @@ class PluginQuestions(JobBoundaries):
     def fit(self, task: TaskInfo, *, releasing: bool = False) -> Fit:
         """Every node filter's verdict on ``task`` against the session's current state;
         with ``releasing``, the room of pods being evicted counts as free."""
-        groups = self.ask(NODE_FILTER, task, self.table, releasing)
+        groups = self._ask(NODE_FILTER, task, self.table, releasing)
         return Fit.of(len(self.table), groups, releasing=releasing)
 
     def fits_on(self, task: TaskInfo, node: str, *, releasing: bool = False) -> bool:
         """Does ``task`` pass every filter on ``node``?"""
-        return self.ask(ROW_FILTER, task, self.table, self.table.row[node], releasing)
+        return self._ask(ROW_FILTER, task, self.table, self.table.row[node], releasing)
 
     def shortfall(self, task: TaskInfo, rows: IndexVector, *, releasing: bool = False) -> IntMatrix:
         """Room that must at least be freed on each of ``rows`` (per table column) before
         ``task`` can fit there: a lower bound from the filters, for the preemption search."""
-        return self.ask(SHORTFALL, task, self.table, rows, releasing)
+        return self._ask(SHORTFALL, task, self.table, rows, releasing)
 
     def gang_could_fit(self, tasks: Sequence[TaskInfo], count: int) -> bool:
         """Could the ``count`` smallest of ``tasks`` fit in all the free room of the cluster
@@ -264,7 +278,7 @@ class PluginQuestions(JobBoundaries):
         self._next_start = (int(rows[-1]) + 1) % len(self.table)
         if len(rows) == 1 or not self._scorers:
             return self.table.nodes[int(rows[0])]
-        scores = self.ask(NODE_SCORER, task, self.table, rows, fit.releasing)
+        scores = self._ask(NODE_SCORER, task, self.table, rows, fit.releasing)
         tied = rows[scores == scores.max()]
         if len(tied) > 1:
             after = (tied - self._last_pick - 1) % len(self.table)
@@ -276,13 +290,13 @@ class PluginQuestions(JobBoundaries):
 
     def bind_annotations(self, task: TaskInfo, node: str) -> dict[str, str]:
         """What the plugins write on ``task``'s pod before binding it to ``node``."""
-        return self.ask(BIND_ANNOTATIONS, task, self.nodes[node])
+        return self._ask(BIND_ANNOTATIONS, task, self.nodes[node])
 
     def bind_claims(self, task: TaskInfo, node: str) -> tuple[ClaimBinding, ...]:
         """What the plugins write to ``task``'s ResourceClaims before binding it to ``node``."""
-        return self.ask(BIND_CLAIMS, task, self.nodes[node])
+        return self._ask(BIND_CLAIMS, task, self.nodes[node])
 
     def bind_volumes(self, task: TaskInfo, node: str) -> VolumeBindings | None:
         """What the plugins write to ``task``'s PVs and claims before binding it to
         ``node``, and how long the bind waits for them to be bound (None: nothing)."""
-        return self.ask(BIND_VOLUMES, task, self.nodes[node])
+        return self._ask(BIND_VOLUMES, task, self.nodes[node])

@@ -71,6 +71,9 @@ class Session(PluginQuestions):
       new or backing off), :attr:`placed_in`, the queues' shares, and starvation
       protection's reservation (:attr:`starvation`).
 
+    Plugins are asked through its typed methods only, one per extension point; the one
+    generic asker, ``_ask``, is the framework's own (a new point gets a new method).
+
     What must outlive the cycle (holds, backoffs, the reservation, waiting times) is the
     loop's scheduling queue's, which reads the decisions after the cycle.
 
@@ -354,7 +357,7 @@ class Session(PluginQuestions):
         the others stay in step: the NOTIFY rules); the first failure is returned for the
         caller to raise once its own bookkeeping is done."""
         try:
-            self.ask(point, task, node)
+            self._ask(point, task, node)
         except PluginError as exc:
             return exc
         return None

@@ -97,7 +97,7 @@ def test_a_cycle_asks_each_point_through_its_binding(point: Point[Any, Any]) -> 
 
 def test_no_module_calls_a_rule_past_the_binding() -> None:
     """Only tiers.py calls the rules' functions; the rest of the code asks through the
-    session (``session.ask``), which uses :func:`tiers.bind`."""
+    session (its typed questions, through ``Session._ask``), which uses :func:`tiers.bind`."""
     names = {f.__name__ for f in RULE_FUNCTIONS.values()}
     root = Path(__file__).resolve().parents[2] / "scheduler"
     found = []

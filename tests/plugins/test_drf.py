@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.config import PluginConfig
-from scheduler.framework.extension_points import JOB_ORDER, QUEUE_ORDER, RECLAIMABLE, VICTIMS
+from scheduler.framework.extension_points import VICTIMS
 from scheduler.framework.session import Session
 from scheduler.plugins import drf_hierarchy as hdrf
 from scheduler.plugins.drf_hierarchy import UNRANKED, Node, dominant_share
@@ -62,10 +62,10 @@ def test_jobs_by_share_smaller_first() -> None:
         ]
     )
     a, b = s.jobs["default/a"], s.jobs["default/b"]
-    assert s.ask(JOB_ORDER, a) > s.ask(JOB_ORDER, b)
+    assert s.job_key(a)[:-2] > s.job_key(b)[:-2]
     with s.statement() as stmt:
         stmt.allocate(task_of(s, "b-new"), "n1")
-        assert s.ask(JOB_ORDER, a) < s.ask(JOB_ORDER, b)  # b holds 4 of 10 now
+        assert s.job_key(a)[:-2] < s.job_key(b)[:-2]  # b holds 4 of 10 now
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_victims_by_share(victims: list[str], allowed: list[str]) -> None:
     )
     preemptor = task_of(s, "hi-new")
     candidates = [task_of(s, name) for name in victims]
-    assert [t.name for t in s.ask(VICTIMS, preemptor, candidates)] == allowed
+    assert [t.name for t in s.victims(preemptor, candidates)] == allowed
 
 
 def test_preemptable_false_registers_no_victim_filter() -> None:
@@ -181,7 +181,7 @@ def test_queues_by_hierarchical_share() -> None:
     """eng's share is its children's smallest (prod's 0.3 scaled to dev's 0.1): 0.1, below
     sci's 0.5, so dev and prod come before sci; dev before prod (0.1 < 0.3)."""
     s = hierarchy_session()
-    keys = {q: s.ask(QUEUE_ORDER, s.queues[q]) for q in ("sci", "dev", "prod")}
+    keys = {q: s.queue_key(s.queues[q])[:-1] for q in ("sci", "dev", "prod")}
     assert sorted(keys, key=keys.__getitem__) == ["dev", "prod", "sci"]
     assert keys["sci"][2:] == (UNRANKED, UNRANKED)  # a shorter chain ends in ties
 
@@ -201,9 +201,11 @@ def test_reclaim_by_hierarchical_share(reclaimer: str, victim: str, allowed: boo
     come after dev (0) under eng."""
     s = hierarchy_session()
     candidate = task_of(s, victim)
-    out = s.ask(RECLAIMABLE, [task_of(s, reclaimer)], [candidate])
+    reclaimers = [task_of(s, reclaimer)]
+    assert s.victims(reclaimers[0], [candidate]) == [candidate]  # the budget decides
+    out = s.reclaimable(reclaimers, [candidate])
     assert (out == [candidate]) is allowed
-    assert s.ask(QUEUE_ORDER, s.queues["dev"]) < s.ask(QUEUE_ORDER, s.queues["sci"])  # restored
+    assert s.queue_key(s.queues["dev"])[:-1] < s.queue_key(s.queues["sci"])[:-1]  # restored
 
 
 def test_a_saturated_queue_comes_after_any_unsaturated_one() -> None:
@@ -222,4 +224,4 @@ def test_a_saturated_queue_comes_after_any_unsaturated_one() -> None:
         ],
         hierarchy=True,
     )
-    assert s.ask(QUEUE_ORDER, s.queues["b"]) < s.ask(QUEUE_ORDER, s.queues["a"])
+    assert s.queue_key(s.queues["b"])[:-1] < s.queue_key(s.queues["a"])[:-1]

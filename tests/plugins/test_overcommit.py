@@ -13,7 +13,6 @@ from scheduler.api.job import JobInfo, PodGroupPhase
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskStatus
 from scheduler.config import PluginConfig, SchedulerConfiguration, TierConfig
-from scheduler.framework.extension_points import ENQUEUE_ROOM
 from scheduler.plugins.overcommit import (
     VOLCANO_QUEUE_GATE,
     inqueue,
@@ -119,7 +118,7 @@ def room(objects: list[Any], **arguments: Any) -> Resource:
     pods = [o for o in objects if o["kind"] == "Pod"]
     groups = [o for o in objects if o["kind"] == "PodGroup"]
     session = session_with(nodes, pods, [PluginConfig("overcommit", arguments)], pod_groups=groups)
-    measured = session.ask(ENQUEUE_ROOM)
+    measured = session.enqueue_room()
     assert measured is not None
     assert "overcommit factor" in measured.measure
     return Resource({k: v for k, v in measured.room.items() if k == "cpu"})

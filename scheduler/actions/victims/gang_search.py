@@ -521,7 +521,7 @@ class GangSearch:
         if not session.hooks[GANG_VICTIM_SELECTOR]:
             return None
         offered = [(sc.bundle.job, sc.bundle.kind, sc.bundle.tasks) for sc in scored]
-        answer = session.ask(GANG_VICTIM_SELECTOR, run.job, run.pending, run.domain, offered)
+        answer = session.gang_victims(run.job, run.pending, run.domain, offered)
         if answer is None:
             return None
         jobs = set(answer)

@@ -83,7 +83,9 @@ def explain_snapshot(
         before = {t.uid: (t.status, t.node_name) for t in job.tasks.values()}
         for action in resolved.actions:
             session.run_action(action)
-        return _describe(session, job, chosen, before, kind, job.uid if kind == "podgroup" else key)
+        return _describe(
+            session, job, chosen, before, kind=kind, key=job.uid if kind == "podgroup" else key
+        )
     finally:
         session.close()
 
@@ -161,11 +163,12 @@ def nodes_by_reason(session: Session, fit: Fit) -> dict[str, list[str]]:
     return out
 
 
-def _describe(  # noqa: PLR0917
+def _describe(
     session: Session,
     job: JobInfo,
     chosen: list[TaskInfo],
     before: dict[str, tuple[TaskStatus, str]],
+    *,
     kind: str,
     key: str,
 ) -> dict[str, Any]:

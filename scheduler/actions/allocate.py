@@ -110,7 +110,9 @@ class AllocateAction:
             with session.job_scope(job):
                 tasks = progress.left.pop(job.uid, None) or waiting_tasks(job)
                 turn = Turn()
-                placed = self._allocate(session, queue, job, tasks, progress.borrow, turn)
+                placed = self._allocate(
+                    session, queue, job, tasks, borrow=progress.borrow, turn=turn
+                )
                 if placed is Placed.SHORT_OF_SHARE and not progress.borrow:
                     progress.short.append(job)
                 rest = [t for t in tasks if t.uid not in turn.tried]
@@ -120,11 +122,12 @@ class AllocateAction:
         return True
 
     @staticmethod
-    def _allocate(  # noqa: PLR0917
+    def _allocate(
         session: Session,
         queue: QueueInfo,
         job: JobInfo,
         tasks: list[TaskInfo],
+        *,
         borrow: bool,
         turn: Turn,
     ) -> Placed:

@@ -128,11 +128,21 @@ class VolumeStore:
             try:
                 if kind == CLAIM:
                     self._on_object(
-                        key, obj, deleted, claim_from_object, objects, self.invalid_claims
+                        key,
+                        obj,
+                        deleted,
+                        claim_from_object,
+                        table=objects,
+                        invalid=self.invalid_claims,
                     )
                 else:
                     self._on_object(
-                        key, obj, deleted, volume_from_object, objects, self.invalid_volumes
+                        key,
+                        obj,
+                        deleted,
+                        volume_from_object,
+                        table=objects,
+                        invalid=self.invalid_volumes,
                     )
             finally:
                 self._expire(writes, key, objects.get(key))
@@ -162,11 +172,12 @@ class VolumeStore:
         }
 
     @staticmethod
-    def _on_object(  # noqa: PLR0917
+    def _on_object(
         key: str,
         obj: Obj,
         deleted: bool,
         convert: Callable[[Obj], Any],
+        *,
         table: dict[str, Any],
         invalid: dict[str, str],
     ) -> None:

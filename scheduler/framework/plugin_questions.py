@@ -97,7 +97,7 @@ class PluginQuestions(JobBoundaries):
         """The set of every node (what the first node-set plugin splits), built once."""
         return everything(len(self.table))
 
-    def _ask(self, point: Point[Any, R], *args: Any) -> R:
+    def _ask(self, point: Point[Any, R], *args: Any, **kwargs: Any) -> R:
         """Ask ``point`` with ``args``, its answers combined by its declared rule. While an
         action runs, a JOB point must be asked inside a job's boundary (:meth:`job_scope`)."""
         if point.scope is Scope.JOB and self._acting and not self._scopes:
@@ -105,7 +105,7 @@ class PluginQuestions(JobBoundaries):
                 f"action {self._acting!r} asked extension point {point.name!r} outside "
                 "any job's boundary"
             )
-        answer: R = self._askers[point.name](*args)
+        answer: R = self._askers[point.name](*args, **kwargs)
         return answer
 
     def job_key(self, job: JobInfo) -> tuple[int | float | str, ...]:
@@ -172,7 +172,7 @@ class PluginQuestions(JobBoundaries):
         if not self._subset_points:
             return None
         counts: dict[str, int] = {}
-        sets = self._ask(SUBSET_NODES, job, tasks, self.all_nodes, purpose, counts)
+        sets = self._ask(SUBSET_NODES, job, tasks, self.all_nodes, purpose, counts=counts)
         if sets is not None and v(4):
             log.info("node sets", v=4, job=job.uid, purpose=purpose.value, sets=counts)
             if v(7):

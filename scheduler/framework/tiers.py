@@ -50,6 +50,7 @@ chained to the original. A ``try`` costs nothing while nothing raises.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import groupby
 from typing import Any, TypeVar, assert_never, cast
@@ -171,23 +172,31 @@ def filter_groups(
     return out
 
 
-def passes_row(  # noqa: PLR0917
-    filters: Sequence[Registration[NodeFilter]],
-    row_filters: Sequence[Registration[RowFilter]],
+@dataclass(frozen=True, slots=True)
+class RowFilters:
+    """The filters asked about one row: the row forms, and the full forms of the plugins
+    that have no row form."""
+
+    filters: Sequence[Registration[NodeFilter]]
+    row_filters: Sequence[Registration[RowFilter]]
+
+
+def passes_row(
+    both: RowFilters,
     task: TaskInfo,
     table: TableView,
     row: int,
     releasing: bool,
 ) -> bool:
     """Every filter on one row: the row form where a plugin has one, else its full form."""
-    with_rows = {r.plugin for r in row_filters}
-    for reg in row_filters:
+    with_rows = {r.plugin for r in both.row_filters}
+    for reg in both.row_filters:
         try:
             if not reg.hook(task, table, row, releasing):
                 return False
         except Exception as exc:
             raise blame(reg, exc) from exc
-    for freg in filters:
+    for freg in both.filters:
         if freg.plugin in with_rows:
             continue
         try:
@@ -309,12 +318,13 @@ def merge(
     return out
 
 
-def layered(  # noqa: PLR0917
+def layered(
     regs: Sequence[Registration[SubsetNodes]],
     job: JobInfo,
     tasks: Sequence[TaskInfo],
     start: NodeSet,
     purpose: Purpose,
+    *,
     counts: dict[str, int] | None = None,
 ) -> Subsets | None:
     """The node sets of ``job`` by :func:`~.node_sets.layer`; ``counts`` (if given)
@@ -369,7 +379,7 @@ def bind(hooks: HookSet, point: Point[Any, R]) -> Callable[..., R]:
         case Rule.EVERY_FILTER:
             asker = partial(filter_groups, regs)
         case Rule.EVERY_ROW_FILTER:
-            asker = partial(passes_row, hooks[NODE_FILTER], regs)
+            asker = partial(passes_row, RowFilters(hooks[NODE_FILTER], regs))
         case Rule.LARGEST:
             asker = partial(largest, regs)
         case Rule.WEIGHTED_SUM:

@@ -83,9 +83,9 @@ def test_a_cycle_asks_each_point_through_its_binding(point: Point[Any, Any]) -> 
     asked: list[tuple[Any, ...]] = []
     bound = session._askers[point.name]
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         asked.append(args)
-        return bound(*args)
+        return bound(*args, **kwargs)
 
     session._askers[point.name] = spy
     faulty.FIRED.clear()

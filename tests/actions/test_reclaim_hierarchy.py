@@ -191,22 +191,22 @@ class Recorder:
 
 
 def check_no_ping_pong(reclaims: list[tuple[int, str, str, str]]) -> None:
-    """A reclaim from A for B is never followed by one from B for A."""
-    for i, (cycle, victim_pod, victim, reclaimer) in enumerate(reclaims):
-        for later, back_pod, back_victim, back_reclaimer in reclaims[i + 1 :]:
-            assert (back_victim, back_reclaimer) != (reclaimer, victim), (
-                f"cycle {cycle}: {reclaimer} reclaimed {victim_pod} from {victim}; cycle "
-                f"{later}: {victim} reclaimed {back_pod} from {reclaimer}; all: {reclaims}"
-            )
+    """A reclaim from queue A for queue B is never followed by one from B for A."""
+    said = [(c, vq, rq, f"{rq} reclaimed {pod} from {vq}") for c, pod, vq, rq in reclaims]
+    _never_taken_back(said, reclaims)
 
 
 def check_no_job_takes_back(jobs: list[tuple[int, str, str]]) -> None:
     """No job reclaims from a job that reclaimed from it (what the soak counts)."""
-    for i, (cycle, victim, reclaimer) in enumerate(jobs):
-        for later, back_victim, back_reclaimer in jobs[i + 1 :]:
+    _never_taken_back([(c, v, r, f"{r} reclaimed from {v}") for c, v, r in jobs], jobs)
+
+
+def _never_taken_back(rows: list[tuple[int, str, str, str]], everything: object) -> None:
+    """No row (cycle, victim, reclaimer, what it says) is followed by its reverse."""
+    for i, (cycle, victim, reclaimer, said) in enumerate(rows):
+        for later, back_victim, back_reclaimer, back_said in rows[i + 1 :]:
             assert (back_victim, back_reclaimer) != (reclaimer, victim), (
-                f"cycle {cycle}: {reclaimer} reclaimed from {victim}; cycle {later}: "
-                f"{victim} reclaimed from {reclaimer}; all: {jobs}"
+                f"cycle {cycle}: {said}; cycle {later}: {back_said}; all: {everything}"
             )
 
 
